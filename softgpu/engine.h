@@ -1,0 +1,97 @@
+/* softgpu's inner boundary: the driver layer (cuda.h entry points, memory,
+ * contexts, streams, modules and fatbins) hands PTX text to the engine
+ * (parse, then execute launches) through this header and nothing else.
+ * The engine knows nothing of contexts or streams; the driver layer knows
+ * nothing of PTX. Additions are fine; changes to what is here break the
+ * other side. */
+#ifndef RIG_SOFTGPU_ENGINE_H
+#define RIG_SOFTGPU_ENGINE_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One parsed PTX module; immutable after parse except for bound globals. */
+typedef struct soft_program soft_program;
+
+/* One kernel parameter as the .entry declares it. */
+typedef struct soft_param {
+    uint32_t offset;   /* in the packed parameter buffer */
+    uint32_t size;     /* bytes; a struct at full size */
+    uint32_t align;
+} soft_param;
+
+/* What the driver layer needs to know of one .entry. */
+typedef struct soft_entry_info {
+    const char *name;          /* mangled name, as cuModuleGetFunction asks */
+    uint32_t param_count;
+    const soft_param *params;
+    uint32_t param_bytes;      /* size of the packed parameter buffer */
+    uint32_t static_shared_bytes;
+    uint32_t local_bytes;      /* per thread */
+    uint32_t max_threads;      /* 1024 unless .maxntid says less */
+    uint32_t num_regs;
+} soft_entry_info;
+
+typedef enum soft_space { SOFT_SPACE_GLOBAL, SOFT_SPACE_CONST } soft_space;
+
+/* A module-scope .global or .const variable. */
+typedef struct soft_global_info {
+    const char *name;
+    uint64_t size;
+    uint32_t align;
+    soft_space space;
+    const uint8_t *init;       /* size bytes of initialiser, or NULL for zeros */
+} soft_global_info;
+
+/* How the engine checks a global or generic access: the driver layer answers
+ * with the live allocation (or bound global) holding addr. Called rarely: the
+ * engine caches the last range per warp. */
+typedef struct soft_memory {
+    void *ctx;
+    /* true and [*base, *base + *size) when addr lies in a live range */
+    bool (*find)(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size);
+} soft_memory;
+
+typedef struct soft_launch {
+    uint32_t entry;                  /* index from soft_program_find_entry */
+    uint32_t grid[3], block[3];
+    uint32_t dynamic_shared_bytes;
+    const void *params;              /* param_bytes bytes, laid out per params[] */
+    const soft_memory *memory;
+    /* device printf output, one formatted call at a time; NULL: stdout */
+    void (*print)(void *ctx, const char *text, size_t len);
+    void *print_ctx;
+    unsigned threads;                /* host threads for blocks; 0 = engine's choice */
+} soft_launch;
+
+/* Parses PTX text (len bytes, NUL not required). On failure returns
+ * CUDA_ERROR_INVALID_PTX, or CUDA_ERROR_NOT_SUPPORTED for an instruction the
+ * engine does not run, with one line in msg naming what and where (line). */
+CUresult soft_program_parse(const char *ptx, size_t len, soft_program **out,
+                            char *msg, size_t msglen);
+
+/* Frees a program; NULL is fine. */
+void soft_program_free(soft_program *prog);
+
+uint32_t soft_program_entry_count(const soft_program *prog);
+const soft_entry_info *soft_program_entry(const soft_program *prog, uint32_t i);
+/* Index of the entry named name, or -1. */
+int soft_program_find_entry(const soft_program *prog, const char *name);
+
+uint32_t soft_program_global_count(const soft_program *prog);
+const soft_global_info *soft_program_global(const soft_program *prog, uint32_t i);
+/* The driver layer allocated the storage of global i at addr (host memory at
+ * the device address) and copied its initialiser; kernels now use it. Every
+ * global must be bound before the first launch. */
+void soft_program_bind_global(soft_program *prog, uint32_t i, uint64_t addr);
+
+/* Runs one launch to completion on the calling thread plus the engine's
+ * block pool. Returns CUDA_SUCCESS, CUDA_ERROR_ILLEGAL_ADDRESS (msg names
+ * the kernel and address), CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+ * CUDA_ERROR_INVALID_VALUE (bad grid/block), or CUDA_ERROR_LAUNCH_FAILED. */
+CUresult soft_program_launch(soft_program *prog, const soft_launch *launch,
+                             char *msg, size_t msglen);
+
+#endif
