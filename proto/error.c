@@ -28,7 +28,9 @@ int why_prefix(rig_why *why, int code, const char *fmt, ...)
     char old[RIG_WHY_MAX];
     memcpy(old, why->text, sizeof old);
     old[sizeof old - 1] = '\0';
-    snprintf(why->text, sizeof why->text, "%s: %s", prefix, old);
+    /* A line longer than the buffer is cut; the cause is at its start. */
+    if (snprintf(why->text, sizeof why->text, "%s: %s", prefix, old) >= (int)sizeof why->text)
+        why->text[sizeof why->text - 1] = '\0';
     return code;
 }
 
