@@ -1,0 +1,11 @@
+# `make fuzz`: one libFuzzer harness per decoder, built with clang into
+# $(B)/fuzz/. Run one with e.g. `build/fuzz/fuzz_frame -max_total_time=60`.
+FUZZ_CC := clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -I. -D_GNU_SOURCE
+FUZZ_NAMES := wire frame greeting dial reply names
+FUZZ_TARGETS += $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
+
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(PROTO_SRC) $(wildcard proto/*.h)
+	$(call say,FUZZ,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -lsodium
