@@ -1,0 +1,514 @@
+/* Contexts: created and primary, the per-thread current-context stack,
+ * limits, synchronisation and the sticky error a failed launch leaves. */
+#include "softgpu/driver.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define STACK_MAX 128
+
+static __thread struct CUctx_st *stack[STACK_MAX];
+static __thread int depth;
+
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct CUctx_st *primaries[SOFT_MAX_DEVICES];
+static _Atomic unsigned long long next_id = 1;
+
+unsigned long long soft_unique(void)
+{
+    return atomic_fetch_add(&next_id, 1);
+}
+
+void soft_module_drop_ctx(struct CUctx_st *ctx);   /* module.c */
+
+static CUresult ctx_new(int dev, unsigned flags, bool primary, struct CUctx_st **out)
+{
+    struct CUctx_st *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->device = dev;
+    c->flags = flags;
+    c->primary = primary;
+    c->id = soft_unique();
+    atomic_init(&c->pts_key, soft_unique());
+    pthread_mutex_init(&c->lock, NULL);
+    c->limits[CU_LIMIT_STACK_SIZE] = 1024;
+    c->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
+    c->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
+    c->limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
+    c->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
+    c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64;
+    c->limits[CU_LIMIT_SHMEM_SIZE] = SOFT_SHARED_PER_SM;
+    CUresult r = soft_stream_create(c, 0, 0, true, false, &c->null_stream);
+    if (r != CUDA_SUCCESS || !soft_handle_add(c, SOFT_CTX)) {
+        if (c->null_stream)
+            soft_stream_destroy(c->null_stream);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+static void free_range(const soft_range *r)
+{
+    switch (r->kind) {
+    case SOFT_MEM_DEVICE:
+        soft_pages_free((void *)(uintptr_t)r->base, r->size);
+        soft_device_unreserve(r->device, r->size);
+        break;
+    case SOFT_MEM_HOST:
+        soft_pages_free((void *)(uintptr_t)r->base, r->size);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Frees everything ctx holds but itself and its NULL stream; clears the
+ * sticky error. */
+static void ctx_clear(struct CUctx_st *c)
+{
+    soft_ctx_sync(c);
+    pthread_mutex_lock(&c->lock);
+    struct CUstream_st *s = c->streams;
+    c->streams = NULL;
+    pthread_mutex_unlock(&c->lock);
+    while (s) {
+        struct CUstream_st *next = s->next;
+        soft_stream_destroy(s);
+        s = next;
+    }
+    atomic_store(&c->pts_key, soft_unique());
+    soft_module_drop_ctx(c);
+    soft_range_drop_ctx(c, free_range);
+    atomic_store(&c->sticky, CUDA_SUCCESS);
+}
+
+static void ctx_free(struct CUctx_st *c)
+{
+    soft_handle_remove(c);
+    ctx_clear(c);
+    soft_stream_destroy(c->null_stream);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+CUresult soft_ctx_current(struct CUctx_st **out)
+{
+    SOFT_TRY(soft_check_init());
+    if (depth == 0 || !stack[depth - 1])
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!soft_handle_valid(stack[depth - 1], SOFT_CTX))
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *out = stack[depth - 1];
+    return CUDA_SUCCESS;
+}
+
+CUresult soft_ctx_status(struct CUctx_st *ctx)
+{
+    return (CUresult)atomic_load_explicit(&ctx->sticky, memory_order_acquire);
+}
+
+CUresult soft_ctx_enter(struct CUctx_st **out)
+{
+    SOFT_TRY(soft_ctx_current(out));
+    return soft_ctx_status(*out);
+}
+
+void soft_ctx_poison(struct CUctx_st *ctx, CUresult err)
+{
+    int expected = CUDA_SUCCESS;
+    atomic_compare_exchange_strong(&ctx->sticky, &expected, (int)err);
+}
+
+CUresult soft_ctx_sync(struct CUctx_st *ctx)
+{
+    soft_stream_drain(ctx->null_stream);
+    pthread_mutex_lock(&ctx->lock);
+    /* Work queued on streams until now; the list may change once unlocked,
+     * so take references. */
+    size_t n = 0;
+    for (struct CUstream_st *s = ctx->streams; s; s = s->next)
+        n++;
+    struct CUstream_st **v = n ? malloc(n * sizeof *v) : NULL;
+    uint64_t *want = n ? malloc(n * sizeof *want) : NULL;
+    size_t k = 0;
+    if (v && want)
+        for (struct CUstream_st *s = ctx->streams; s; s = s->next) {
+            soft_stream_ref(s);
+            pthread_mutex_lock(&s->lock);
+            want[k] = s->submitted;
+            pthread_mutex_unlock(&s->lock);
+            v[k++] = s;
+        }
+    pthread_mutex_unlock(&ctx->lock);
+    for (size_t i = 0; i < k; i++) {
+        soft_stream_wait(v[i], want[i]);
+        soft_stream_unref(v[i]);
+    }
+    free(v);
+    free(want);
+    return soft_ctx_status(ctx);
+}
+
+/* ctx argument or, when NULL, the current context. */
+static CUresult ctx_or_current(CUcontext ctx, struct CUctx_st **out)
+{
+    SOFT_TRY(soft_check_init());
+    if (!ctx)
+        return soft_ctx_current(out);
+    if (!soft_handle_valid(ctx, SOFT_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = ctx;
+    return CUDA_SUCCESS;
+}
+
+static CUresult push(struct CUctx_st *c)
+{
+    if (depth == STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    stack[depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+#define CTX_FLAGS_MASK (CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX | \
+                        CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS)
+
+SOFT_API CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_device(dev));
+    if (flags & ~(unsigned)CTX_FLAGS_MASK)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(ctx_new(dev, flags, false, &c));
+    CUresult r = push(c);
+    if (r != CUDA_SUCCESS) {
+        ctx_free(c);
+        return r;
+    }
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
+                                         int numParams, unsigned int flags, CUdevice dev)
+{
+    if (numParams < 0 || (numParams > 0 && !paramsArray))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (numParams > 0)
+        return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+    return cuCtxCreate_v2(pctx, flags, dev);
+}
+
+SOFT_API CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+                                         unsigned int flags, CUdevice dev)
+{
+    if (ctxCreateParams) {
+        if (ctxCreateParams->cigParams)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        return cuCtxCreate_v3(pctx, ctxCreateParams->execAffinityParams,
+                              ctxCreateParams->numExecAffinityParams, flags, dev);
+    }
+    return cuCtxCreate_v2(pctx, flags, dev);
+}
+
+SOFT_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
+{
+    SOFT_TRY(soft_check_init());
+    if (!ctx || !soft_handle_valid(ctx, SOFT_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx->primary)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    /* Off this thread's stack wherever it is. */
+    int j = 0;
+    for (int i = 0; i < depth; i++)
+        if (stack[i] != ctx)
+            stack[j++] = stack[i];
+    depth = j;
+    ctx_free(ctx);
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    SOFT_TRY(soft_check_init());
+    if (!ctx || !soft_handle_valid(ctx, SOFT_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return push(ctx);
+}
+
+SOFT_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    SOFT_TRY(soft_check_init());
+    if (depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct CUctx_st *c = stack[--depth];
+    if (pctx)
+        *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+    SOFT_TRY(soft_check_init());
+    if (!ctx) {
+        if (depth > 0)
+            depth--;
+        return CUDA_SUCCESS;
+    }
+    if (!soft_handle_valid(ctx, SOFT_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth == 0)
+        return push(ctx);
+    stack[depth - 1] = ctx;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_init());
+    *pctx = depth ? stack[depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    *device = c->device;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(ctx_or_current(ctx, &c));
+    *device = c->device;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxSynchronize(void)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    return soft_ctx_sync(c);
+}
+
+SOFT_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(ctx_or_current(ctx, &c));
+    return soft_ctx_sync(c);
+}
+
+SOFT_API CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
+{
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    *flags = c->flags;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if (flags & ~(unsigned)CTX_FLAGS_MASK)
+        return CUDA_ERROR_INVALID_VALUE;
+    c->flags = flags;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    if (!ctxId)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(ctx_or_current(ctx, &c));
+    *ctxId = c->id;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(ctx_or_current(ctx, &c));
+    *version = 3020;
+    return CUDA_SUCCESS;
+}
+
+static bool limit_known(CUlimit limit)
+{
+    return (unsigned)limit < CU_LIMIT_MAX;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    if (!pvalue)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if (!limit_known(limit))
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    *pvalue = c->limits[limit];
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if (!limit_known(limit))
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    if (limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED)
+        return CUDA_ERROR_INVALID_VALUE;   /* query only */
+    c->limits[limit] = value;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+    if (!pconfig)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    *pconfig = c->cache_config;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    c->cache_config = config;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    SOFT_TRY(soft_check_init());
+    if (leastPriority)
+        *leastPriority = 0;
+    if (greatestPriority)
+        *greatestPriority = -5;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if (Flags || !soft_handle_valid(peerContext, SOFT_CTX))
+        return Flags ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    return soft_handle_valid(peerContext, SOFT_CTX) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* ---- primary contexts ---- */
+
+SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_device(dev));
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&primary_lock);
+    if (!primaries[dev])
+        r = ctx_new(dev, 0, true, &primaries[dev]);
+    if (r == CUDA_SUCCESS) {
+        primaries[dev]->primary_refs++;
+        *pctx = primaries[dev];
+    }
+    pthread_mutex_unlock(&primary_lock);
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    SOFT_TRY(soft_check_device(dev));
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&primary_lock);
+    struct CUctx_st *c = primaries[dev];
+    if (!c || c->primary_refs == 0)
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    else if (--c->primary_refs == 0)
+        /* Inactive now; its objects stay until a reset or the next use, so
+         * that handles the program still holds do not dangle. */
+        soft_ctx_sync(c);
+    pthread_mutex_unlock(&primary_lock);
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    SOFT_TRY(soft_check_device(dev));
+    pthread_mutex_lock(&primary_lock);
+    struct CUctx_st *c = primaries[dev];
+    if (c) {
+        ctx_clear(c);
+        c->flags = 0;
+    }
+    pthread_mutex_unlock(&primary_lock);
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    SOFT_TRY(soft_check_device(dev));
+    if (flags & ~(unsigned)CTX_FLAGS_MASK)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(cuDevicePrimaryCtxRetain(&c, dev));
+    c->flags = flags;
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+    return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_device(dev));
+    pthread_mutex_lock(&primary_lock);
+    struct CUctx_st *c = primaries[dev];
+    *flags = c ? c->flags : 0;
+    *active = c && c->primary_refs > 0;
+    pthread_mutex_unlock(&primary_lock);
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,235 @@
+/* Copies: host to device, device to host, device to device, unified, peer
+ * and 2D, synchronous and on streams. Device memory is host memory, so a
+ * copy is a memmove on the stream's worker once the ranges check out.
+ * Synchronous calls queue on the NULL stream (the thread's default stream
+ * for _ptds) and wait, which keeps legacy ordering. */
+#include "softgpu/driver.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void run_copy(soft_op *op, struct CUctx_st *ctx)
+{
+    (void)ctx;
+    memmove(op->u.copy.dst, op->u.copy.staging ? op->u.copy.staging : op->u.copy.src, op->u.copy.n);
+}
+
+static void drop_copy(soft_op *op)
+{
+    free(op->u.copy.staging);
+}
+
+/* True when p is page-locked host memory a stream may read later. */
+static bool pinned(const void *p, size_t n)
+{
+    soft_range r;
+    return soft_range_find((uintptr_t)p, &r) &&
+           (r.kind == SOFT_MEM_HOST || r.kind == SOFT_MEM_REGISTERED) &&
+           n <= r.size - ((uintptr_t)p - r.base);
+}
+
+/* Queues a copy of n bytes on s. stage: take the source bytes now (pageable
+ * memory the program may reuse once the call returns). wait: return once
+ * done, with the context's error. */
+static CUresult submit_copy(struct CUstream_st *s, void *dst, const void *src, size_t n,
+                            bool stage, bool wait)
+{
+    SOFT_TRY(soft_ctx_status(s->ctx));
+    if (n == 0)
+        return CUDA_SUCCESS;
+    soft_op *op = soft_op_new(run_copy);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->drop = drop_copy;
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.n = n;
+    if (stage && !wait) {
+        op->u.copy.staging = malloc(n);
+        if (!op->u.copy.staging) {
+            free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(op->u.copy.staging, src, n);
+    }
+    uint64_t v;
+    SOFT_TRY(soft_stream_submit(s, op, &v));
+    if (wait) {
+        soft_stream_wait(s, v);
+        return soft_ctx_status(s->ctx);
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_ok(CUdeviceptr p, size_t n)
+{
+    return n == 0 || soft_range_covers(p, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+enum dir { HTOD, DTOH, DTOD, ANY };
+
+static CUresult copy(enum dir d, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
+                     bool async, bool ptds)
+{
+    struct CUstream_st *s;
+    SOFT_TRY(soft_stream_get(h, ptds, &s));
+    if (n && (!dst || !src))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d == HTOD || d == DTOD)
+        SOFT_TRY(device_ok(dst, n));
+    if (d == DTOH || d == DTOD)
+        SOFT_TRY(device_ok(src, n));
+    void *dp = (void *)(uintptr_t)dst;
+    const void *sp = (const void *)(uintptr_t)src;
+    bool stage = false, wait = !async;
+    if (async) {
+        /* Pageable host memory: read it now, or write it before returning,
+         * as the driver does. */
+        if ((d == HTOD || d == ANY) && !soft_range_covers(src, n))
+            stage = true;
+        if ((d == DTOH || d == ANY) && !soft_range_covers(dst, n) && !pinned(dp, n))
+            wait = true;
+    }
+    return submit_copy(s, dp, sp, n, stage, wait);
+}
+
+#define H(p) ((CUdeviceptr)(uintptr_t)(p))
+
+SOFT_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{ return copy(HTOD, dstDevice, H(srcHost), ByteCount, NULL, false, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{ return copy(HTOD, dstDevice, H(srcHost), ByteCount, NULL, false, true); }
+SOFT_API CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{ return copy(DTOH, H(dstHost), srcDevice, ByteCount, NULL, false, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{ return copy(DTOH, H(dstHost), srcDevice, ByteCount, NULL, false, true); }
+SOFT_API CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{ return copy(DTOD, dstDevice, srcDevice, ByteCount, NULL, false, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{ return copy(DTOD, dstDevice, srcDevice, ByteCount, NULL, false, true); }
+SOFT_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{ return copy(ANY, dst, src, ByteCount, NULL, false, false); }
+SOFT_API CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{ return copy(ANY, dst, src, ByteCount, NULL, false, true); }
+
+SOFT_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
+{ return copy(HTOD, dstDevice, H(srcHost), ByteCount, hStream, true, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
+{ return copy(HTOD, dstDevice, H(srcHost), ByteCount, hStream, true, true); }
+SOFT_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{ return copy(DTOH, H(dstHost), srcDevice, ByteCount, hStream, true, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{ return copy(DTOH, H(dstHost), srcDevice, ByteCount, hStream, true, true); }
+SOFT_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{ return copy(DTOD, dstDevice, srcDevice, ByteCount, hStream, true, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{ return copy(DTOD, dstDevice, srcDevice, ByteCount, hStream, true, true); }
+SOFT_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{ return copy(ANY, dst, src, ByteCount, hStream, true, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{ return copy(ANY, dst, src, ByteCount, hStream, true, true); }
+
+static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
+                     CUstream h, bool async, bool ptds)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(dctx, SOFT_CTX) || !soft_handle_valid(sctx, SOFT_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return copy(DTOD, dst, src, n, h, async, ptds);
+}
+
+SOFT_API CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                       CUcontext srcContext, size_t ByteCount)
+{ return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, false, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                            CUcontext srcContext, size_t ByteCount)
+{ return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, false, true); }
+SOFT_API CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                            CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{ return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, true, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                                 CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{ return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, true, true); }
+
+/* ---- 2D ---- */
+
+static void run_copy2d(soft_op *op, struct CUctx_st *ctx)
+{
+    (void)ctx;
+    const CUDA_MEMCPY2D *p = &op->u.copy2d.p;
+    for (size_t y = 0; y < p->Height; y++)
+        memmove((char *)(uintptr_t)p->dstDevice + y * p->dstPitch,
+                (const char *)(uintptr_t)p->srcDevice + y * p->srcPitch, p->WidthInBytes);
+}
+
+/* Resolves one side of a 2D copy to its first byte; checks device ranges. */
+static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+                     size_t pitch, size_t width, size_t height, CUdeviceptr *out, bool *is_host)
+{
+    CUdeviceptr base;
+    switch (type) {
+    case CU_MEMORYTYPE_HOST: base = H(host); *is_host = true; break;
+    case CU_MEMORYTYPE_DEVICE: base = dev; *is_host = false; break;
+    case CU_MEMORYTYPE_UNIFIED: base = dev; *is_host = !soft_range_covers(dev, 1); break;
+    case CU_MEMORYTYPE_ARRAY: return CUDA_ERROR_NOT_SUPPORTED;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!base)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (height > 1 && pitch < width)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Bytes from the first to one past the last touched. */
+    unsigned __int128 off = (unsigned __int128)y * pitch + x;
+    unsigned __int128 span = height ? (unsigned __int128)(height - 1) * pitch + width : 0;
+    if (off + span > UINT64_MAX - base)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = base + (CUdeviceptr)off;
+    if (!*is_host && span && !soft_range_covers(*out, (uint64_t)span))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool async, bool ptds)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *s;
+    SOFT_TRY(soft_stream_get(h, ptds, &s));
+    SOFT_TRY(soft_ctx_status(s->ctx));
+    soft_op *op = soft_op_new(run_copy2d);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUDA_MEMCPY2D q = *p;
+    bool src_host, dst_host;
+    CUresult r = side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY,
+                      p->srcPitch, p->WidthInBytes, p->Height, &q.srcDevice, &src_host);
+    if (r == CUDA_SUCCESS)
+        r = side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY,
+                 p->dstPitch, p->WidthInBytes, p->Height, &q.dstDevice, &dst_host);
+    if (r != CUDA_SUCCESS) {
+        free(op);
+        return r;
+    }
+    if (q.Height <= 1) {
+        q.srcPitch = q.srcPitch ? q.srcPitch : q.WidthInBytes;
+        q.dstPitch = q.dstPitch ? q.dstPitch : q.WidthInBytes;
+    }
+    op->u.copy2d.p = q;
+    /* Host memory on either side: done before returning (pageable memory
+     * the program may reuse). */
+    bool wait = !async || src_host || dst_host;
+    uint64_t v;
+    SOFT_TRY(soft_stream_submit(s, op, &v));
+    if (wait) {
+        soft_stream_wait(s, v);
+        return soft_ctx_status(s->ctx);
+    }
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) { return copy2d(pCopy, NULL, false, false); }
+SOFT_API CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy) { return copy2d(pCopy, NULL, false, true); }
+SOFT_API CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) { return copy2d(pCopy, NULL, false, false); }
+SOFT_API CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { return copy2d(pCopy, NULL, false, true); }
+SOFT_API CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { return copy2d(pCopy, hStream, true, false); }
+SOFT_API CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { return copy2d(pCopy, hStream, true, true); }

@@ -1,0 +1,256 @@
+/* softgpu's driver layer: what its files share. Every .c of the driver layer
+ * includes this first: it asks cuda.h for its internal view
+ * (__CUDA_API_VERSION_INTERNAL), in which no name is #defined to another and
+ * every exported symbol (cuMemAlloc_v2, cuMemcpyHtoD_v2_ptds, the legacy
+ * cuCtxSynchronize) has its own prototype, so that defining a function under
+ * its exported name checks its signature against the toolkit's.
+ * The engine (PTX parse and run) is behind engine.h; nothing here knows PTX. */
+#ifndef RIG_SOFTGPU_DRIVER_H
+#define RIG_SOFTGPU_DRIVER_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "softgpu/engine.h"
+
+/* Marks an entry point the library exports (CFLAGS hide everything else). */
+#define SOFT_API __attribute__((visibility("default")))
+
+/* Returns from the calling function when r is not CUDA_SUCCESS. */
+#define SOFT_TRY(r) do { CUresult soft_try_ = (r); if (soft_try_ != CUDA_SUCCESS) return soft_try_; } while (0)
+
+/* ---- log (log.c) ---- */
+/* One line on stderr, prefixed "softgpu: ". */
+void soft_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- init and devices (device.c) ---- */
+#define SOFT_MAX_DEVICES 16
+#define SOFT_WARP 32
+#define SOFT_MAX_THREADS 1024
+#define SOFT_SHARED_PER_BLOCK (48u * 1024)
+#define SOFT_SHARED_PER_BLOCK_OPTIN (64u * 1024)
+#define SOFT_SHARED_PER_SM (64u * 1024)
+#define SOFT_SM_COUNT 40
+#define SOFT_REGS_PER_SM 65536
+#define SOFT_MAX_BLOCKS_PER_SM 16
+#define SOFT_THREADS_PER_SM 1024
+/* CUDA_ERROR_NOT_INITIALIZED until cuInit succeeded. */
+CUresult soft_check_init(void);
+/* CUDA_ERROR_INVALID_DEVICE unless dev names a device (after init). */
+CUresult soft_check_device(CUdevice dev);
+int soft_device_count(void);
+uint64_t soft_device_total_memory(void);
+/* Bytes allocated on dev (cuMemAlloc, cuMemCreate); add may be negative.
+ * soft_device_reserve fails (false) past total memory. */
+bool soft_device_reserve(int dev, uint64_t bytes);
+void soft_device_unreserve(int dev, uint64_t bytes);
+uint64_t soft_device_used(int dev);
+
+/* ---- handles (handle.c): which pointers are live objects of which kind ---- */
+typedef enum soft_kind {
+    SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,
+    SOFT_VMM,
+} soft_kind;
+/* Records p as a live object of kind k; false when out of memory. */
+bool soft_handle_add(const void *p, soft_kind k);
+/* True when p is a live object of kind k. Never dereferences p. */
+bool soft_handle_valid(const void *p, soft_kind k);
+void soft_handle_remove(const void *p);
+
+/* ---- contexts (context.c) ---- */
+struct soft_pts;
+struct CUctx_st {
+    int device;
+    unsigned flags;
+    bool primary;
+    int primary_refs;          /* primary: retains outstanding */
+    unsigned long long id;     /* never reused */
+    _Atomic unsigned long long pts_key;  /* names its per-thread streams; renewed on reset */
+    pthread_mutex_t lock;      /* streams list, per-thread streams */
+    _Atomic int sticky;        /* CUresult that poisons the context, or 0 */
+    struct CUstream_st *null_stream;
+    struct CUstream_st *streams;   /* every stream but the NULL one */
+    size_t limits[CU_LIMIT_MAX];
+    CUfunc_cache cache_config;
+};
+/* The calling thread's current context: CUDA_ERROR_INVALID_CONTEXT when none,
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED when it was destroyed. */
+CUresult soft_ctx_current(struct CUctx_st **out);
+/* ctx's sticky error, or CUDA_SUCCESS. */
+CUresult soft_ctx_status(struct CUctx_st *ctx);
+/* A fresh process-unique number (context ids, per-thread stream keys). */
+unsigned long long soft_unique(void);
+/* Current context with its sticky error checked: for calls that do work. */
+CUresult soft_ctx_enter(struct CUctx_st **out);
+/* Makes err ctx's sticky error unless it already has one. */
+void soft_ctx_poison(struct CUctx_st *ctx, CUresult err);
+/* Waits for every stream of ctx, then returns its sticky error. */
+CUresult soft_ctx_sync(struct CUctx_st *ctx);
+
+/* ---- allocations (alloc.c): every range kernels and copies may touch ---- */
+typedef enum soft_mem_kind {
+    SOFT_MEM_DEVICE = 1,       /* cuMemAlloc */
+    SOFT_MEM_HOST,             /* cuMemAllocHost / cuMemHostAlloc */
+    SOFT_MEM_REGISTERED,       /* cuMemHostRegister: the program's memory */
+    SOFT_MEM_VMM,              /* a cuMemMap'd range with access set */
+    SOFT_MEM_GLOBAL,           /* a module's .global / .const variable */
+} soft_mem_kind;
+typedef struct soft_range {
+    uint64_t base, size;
+    soft_mem_kind kind;
+    int device;
+    struct CUctx_st *ctx;      /* owner; NULL for library globals, VMM */
+    unsigned flags;            /* host allocation flags */
+} soft_range;
+/* Adds r; CUDA_ERROR_INVALID_VALUE if it overlaps a live range. */
+CUresult soft_range_add(const soft_range *r);
+/* Removes the range starting at base; fills *out if out; false if none. */
+bool soft_range_remove(uint64_t base, soft_range *out);
+/* The range holding addr: true and *out. */
+bool soft_range_find(uint64_t addr, soft_range *out);
+/* True when [addr, addr + n) lies inside one live range (n may be 0). */
+bool soft_range_covers(uint64_t addr, uint64_t n);
+/* Removes every range owned by ctx and calls fn on each (may be NULL). */
+void soft_range_drop_ctx(struct CUctx_st *ctx, void (*fn)(const soft_range *));
+/* The engine's view of the table. */
+extern const soft_memory soft_memory_table;
+
+/* Page-aligned zeroed host memory for a device range; NULL on failure. */
+void *soft_pages_alloc(uint64_t size);
+void soft_pages_free(void *p, uint64_t size);
+
+/* ---- streams (stream.c) ---- */
+typedef struct soft_op soft_op;
+typedef void (*soft_op_fn)(soft_op *op, struct CUctx_st *ctx);
+/* A dependency: a stream reaching a value, or an event completing a record. */
+typedef struct soft_dep {
+    struct CUstream_st *stream;
+    struct CUevent_st *event;
+    uint64_t value;
+} soft_dep;
+struct soft_op {
+    soft_op *next;
+    soft_op_fn run;            /* runs on the stream's worker */
+    void (*drop)(soft_op *op); /* frees what the op owns (may be NULL) */
+    bool always;               /* run even when the context is poisoned */
+    uint64_t value;            /* the stream's count once done */
+    size_t ndeps;
+    soft_dep *deps;
+    union {
+        struct { void *dst; const void *src; size_t n; void *staging; } copy;
+        struct { CUDA_MEMCPY2D p; void *staging; } copy2d;
+        struct { uint64_t dst; size_t pitch, width, height; unsigned value, elem; } fill;
+        struct { CUhostFn fn; void *data; } host;
+        struct { CUstreamCallback fn; void *data; struct CUstream_st *stream; } callback;
+        struct { struct CUevent_st *event; uint64_t seq; } record;
+        struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; } launch;
+    } u;
+};
+struct CUstream_st {
+    struct CUctx_st *ctx;
+    unsigned flags;
+    int priority;
+    bool legacy;               /* the context's NULL stream */
+    bool per_thread;           /* a thread's default stream */
+    unsigned long long id;
+    _Atomic int refs;
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    pthread_t thread;
+    pthread_t thread_owner;    /* per_thread: the thread it serves */
+    bool started, stop;
+    soft_op *head, *tail;
+    uint64_t submitted, completed;
+    struct CUstream_st *next;  /* in ctx->streams */
+};
+/* Resolves a stream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or
+ * a handle); ptds: the caller is a _ptsz/_ptds entry point. */
+CUresult soft_stream_get(CUstream h, bool ptds, struct CUstream_st **out);
+/* A zeroed op; NULL when out of memory. */
+soft_op *soft_op_new(soft_op_fn run);
+/* Adds a dependency to op; false when out of memory. */
+bool soft_op_dep(soft_op *op, struct CUstream_st *s, struct CUevent_st *e, uint64_t value);
+/* Queues op on s (ownership passes); returns the value s reaches with it. */
+CUresult soft_stream_submit(struct CUstream_st *s, soft_op *op, uint64_t *value);
+/* Waits until s reaches value. */
+void soft_stream_wait(struct CUstream_st *s, uint64_t value);
+/* Waits for everything submitted to s so far. */
+void soft_stream_drain(struct CUstream_st *s);
+CUresult soft_stream_create(struct CUctx_st *ctx, unsigned flags, int priority,
+                            bool legacy, bool per_thread, struct CUstream_st **out);
+/* Drains s, stops its worker and drops the creator's reference. */
+void soft_stream_destroy(struct CUstream_st *s);
+void soft_stream_ref(struct CUstream_st *s);
+void soft_stream_unref(struct CUstream_st *s);
+
+/* ---- events (event.c) ---- */
+struct CUevent_st {
+    unsigned flags;
+    _Atomic int refs;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t recorded;         /* records asked */
+    uint64_t completed;        /* records done */
+    struct CUstream_st *stream;  /* of the last record (referenced) */
+    uint64_t value;            /* that stream's value after the record */
+    uint64_t ns;               /* CLOCK_MONOTONIC of the last completed record */
+    struct CUctx_st *ctx;
+};
+void soft_event_unref(struct CUevent_st *e);
+/* True when e has completed record number seq. */
+bool soft_event_reached(struct CUevent_st *e, uint64_t seq);
+void soft_event_wait(struct CUevent_st *e, uint64_t seq);
+
+/* ---- fatbins (fatbin.c) ---- */
+/* Finds the PTX to run in image: PTX text, a fatbin wrapper or container
+ * (entries raw, zstd or LZ4), or a cubin. len: bytes readable at image, or
+ * SIZE_MAX when the caller does not know (the driver API passes no size; the
+ * headers then give it). On success *ptx is malloc'd, NUL-terminated text of
+ * *ptx_len bytes (caller frees). On failure: CUDA_ERROR_INVALID_IMAGE (bad
+ * image), CUDA_ERROR_NOT_SUPPORTED (SASS only), CUDA_ERROR_OUT_OF_MEMORY,
+ * with one line in msg. */
+CUresult soft_fatbin_ptx(const void *image, size_t len, char **ptx, size_t *ptx_len,
+                         char *msg, size_t msglen);
+
+/* ---- modules (module.c) ---- */
+struct CUfunc_st {
+    struct CUmod_st *mod;
+    uint32_t entry;
+    const soft_entry_info *info;
+    int max_dynamic_shared;
+    int carveout;
+    CUfunc_cache cache;
+};
+struct CUmod_st {
+    soft_program *prog;
+    struct CUctx_st *ctx;      /* NULL for a library's module */
+    struct CUlib_st *lib;
+    uint32_t nfuncs;
+    struct CUfunc_st *funcs;
+    uint32_t nglobals;
+    uint64_t *globals;         /* device address of each global */
+    _Atomic int inflight;      /* launches queued or running */
+    struct CUmod_st *next;     /* in module.c's list */
+};
+struct CUlib_st {
+    struct CUmod_st *mod;
+};
+/* Loads image (see soft_fatbin_ptx for len) into a module owned by ctx (NULL:
+ * a library's); on failure one line in log and on stderr. */
+CUresult soft_module_load(const void *image, size_t len, struct CUctx_st *ctx,
+                          struct CUmod_st **out, char *log, size_t loglen);
+/* Waits for the module's launches, frees it and everything it holds. */
+void soft_module_free(struct CUmod_st *mod);
+/* Launch bookkeeping, so that unloading waits for kernels still queued. */
+void soft_module_hold(struct CUmod_st *mod);
+void soft_module_release(struct CUmod_st *mod);
+/* A CUfunction or CUkernel (cudart passes one for the other): the function,
+ * or NULL. Kernels and functions are the same objects here. */
+struct CUfunc_st *soft_func_get(const void *h);
+
+#endif

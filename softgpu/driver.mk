@@ -1,0 +1,38 @@
+# softgpu driver layer: $(B)/libcudasoft.so (SONAME libcudasoft.so), the CUDA
+# driver API on the CPU: devices, contexts, memory, VMM, streams, events,
+# fatbins, modules and launches. Links the engine ($(SOFT_ENGINE_LIB)) whole,
+# so its definitions replace noengine.c's weak stand-ins.
+SOFT_DRIVER_SRC := $(filter-out softgpu/ptx_% softgpu/engine_%,$(wildcard softgpu/*.c))
+SOFT_DRIVER_OBJ := $(SOFT_DRIVER_SRC:%.c=$(B)/%.o)
+SOFT_LIB        := $(B)/libcudasoft.so
+SOFT_LDLIBS     := -lzstd -llz4 -lpthread -lm -ldl
+soft_comma      := ,
+SOFT_ENGINE_LINK := $(if $(SOFT_ENGINE_LIB),-Wl$(soft_comma)--whole-archive $(SOFT_ENGINE_LIB) -Wl$(soft_comma)--no-whole-archive)
+
+$(SOFT_LIB): $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) softgpu/driver.mk
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libcudasoft.so $(LDFLAGS) -o $@ $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LINK) $(SOFT_LDLIBS)
+
+ALL_TARGETS += $(SOFT_LIB)
+
+# Tests: test_fatbin drives the parser directly (exact-size buffers under
+# ASan); test_softgpu_* go through the library's exported API, as the agent does.
+SOFT_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard tests/test_softgpu_*.c))
+SOFT_TESTS      := $(SOFT_TEST_NAMES:%=$(B)/tests/test_%)
+SOFT_TEST_DEPS  := $(SOFT_LIB) $(if $(KERNEL_FATBINS),$(KERNEL_FATBINS)) $(B)/softgpu-tests/sass_only.fatbin
+
+$(SOFT_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(SOFT_TEST_DEPS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(SOFT_LIB) -Wl,-rpath,$(abspath $(B)) -lcriterion -lpthread -ldl
+
+$(B)/tests/test_fatbin: $(B)/tests/test_fatbin.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o $(B)/softgpu-tests/sass_only.fatbin $(KERNEL_FATBINS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(B)/tests/test_fatbin.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o -lcriterion -lzstd -llz4
+
+# A module with SASS only (no PTX): softgpu must refuse it clearly.
+$(B)/softgpu-tests/sass_only.fatbin: tests/softgpu/sass_only.cu
+	$(call say,NVCC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(NVCC) -gencode arch=compute_86,code=sm_86 -fatbin -o $@ $<
+
+CHECK_TESTS += $(B)/tests/test_fatbin $(SOFT_TESTS)

@@ -1,0 +1,167 @@
+/* Libraries (cuLibrary*): context-independent modules. Here a library holds
+ * one module whose globals belong to no context; its kernels are the
+ * module's functions (a CUkernel and its CUfunction are one object). */
+#include "softgpu/driver.h"
+
+#include <stdlib.h>
+
+CUresult soft_read_file(const char *path, void **data, size_t *len);
+void soft_jit_log(unsigned n, const CUjit_option *opts, void **vals, const char *text);
+struct CUfunc_st *soft_module_function(struct CUmod_st *mod, const char *name);
+CUresult soft_module_global(struct CUmod_st *mod, const char *name, CUdeviceptr *dptr, size_t *bytes);
+
+static CUresult load(CUlibrary *library, const void *code, size_t len, CUjit_option *jitOptions,
+                     void **jitOptionsValues, unsigned numJitOptions, unsigned numLibraryOptions,
+                     CUlibraryOption *libraryOptions, void **libraryOptionValues)
+{
+    if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
+        (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_init());
+    struct CUlib_st *lib = calloc(1, sizeof *lib);
+    if (!lib)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    char log[512] = "";
+    CUresult r = soft_module_load(code, len, NULL, &lib->mod, log, sizeof log);
+    soft_jit_log(numJitOptions, jitOptions, jitOptionsValues, log);
+    if (r != CUDA_SUCCESS) {
+        free(lib);
+        return r;
+    }
+    lib->mod->lib = lib;
+    if (!soft_handle_add(lib, SOFT_LIBRARY)) {
+        soft_module_free(lib->mod);
+        free(lib);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *library = lib;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                            void **jitOptionsValues, unsigned int numJitOptions,
+                                            CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                            unsigned int numLibraryOptions)
+{
+    return load(library, code, SIZE_MAX, jitOptions, jitOptionsValues, numJitOptions, numLibraryOptions,
+                libraryOptions, libraryOptionValues);
+}
+
+SOFT_API CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                                                void **jitOptionsValues, unsigned int numJitOptions,
+                                                CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                                unsigned int numLibraryOptions)
+{
+    if (!library || !fileName)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_init());
+    void *data;
+    size_t len;
+    SOFT_TRY(soft_read_file(fileName, &data, &len));
+    CUresult r = load(library, data, len, jitOptions, jitOptionsValues, numJitOptions, numLibraryOptions,
+                      libraryOptions, libraryOptionValues);
+    free(data);
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(library, SOFT_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    soft_handle_remove(library);
+    soft_module_free(library->mod);
+    free(library);
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    if (!pKernel || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(library, SOFT_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct CUfunc_st *f = soft_module_function(library->mod, name);
+    if (!f)
+        return CUDA_ERROR_NOT_FOUND;
+    *pKernel = (CUkernel)f;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(lib, SOFT_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *count = lib->mod->nfuncs;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
+{
+    if (!kernels)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(lib, SOFT_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (unsigned i = 0; i < numKernels && i < lib->mod->nfuncs; i++)
+        kernels[i] = (CUkernel)&lib->mod->funcs[i];
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    if (!pMod)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(library, SOFT_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pMod = library->mod;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(library, SOFT_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return soft_module_global(library->mod, name, dptr, bytes);
+}
+
+SOFT_API CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+    (void)dptr;
+    (void)bytes;
+    (void)name;
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(library, SOFT_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_ERROR_NOT_FOUND;   /* no managed variables here */
+}
+
+SOFT_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    if (!pFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_init());
+    struct CUfunc_st *f = soft_func_get(kernel);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pFunc = f;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+    if (!pLib)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_init());
+    struct CUfunc_st *f = soft_func_get(kernel);
+    if (!f || !f->mod->lib)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pLib = f->mod->lib;
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,25 @@
+/* softgpu's one-line messages on stderr (fd 1 is the kernels' printf). */
+#include "softgpu/driver.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+void soft_log(const char *fmt, ...)
+{
+    char line[1024];
+    int n = snprintf(line, sizeof line, "softgpu: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+        m = 0;
+    size_t len = (size_t)n + (size_t)m;
+    if (len > sizeof line - 2)
+        len = sizeof line - 2;
+    line[len++] = '\n';
+    /* One write, so concurrent lines do not interleave. */
+    ssize_t w = write(2, line, len);
+    (void)w;
+}

@@ -1,0 +1,93 @@
+/* Memsets of 8, 16 and 32-bit values, 1D and 2D, synchronous and on streams. */
+#include "softgpu/driver.h"
+
+#include <string.h>
+
+static void run_fill(soft_op *op, struct CUctx_st *ctx)
+{
+    (void)ctx;
+    unsigned v = op->u.fill.value;
+    for (size_t y = 0; y < op->u.fill.height; y++) {
+        char *row = (char *)(uintptr_t)op->u.fill.dst + y * op->u.fill.pitch;
+        size_t w = op->u.fill.width;
+        switch (op->u.fill.elem) {
+        case 1:
+            memset(row, (int)(v & 0xff), w);
+            break;
+        case 2:
+            for (size_t i = 0; i < w; i++)
+                ((uint16_t *)(void *)row)[i] = (uint16_t)v;
+            break;
+        default:
+            for (size_t i = 0; i < w; i++)
+                ((uint32_t *)(void *)row)[i] = (uint32_t)v;
+            break;
+        }
+    }
+}
+
+/* width in elements; pitch in bytes (height 1: ignored). */
+static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width,
+                     size_t height, CUstream h, bool async, bool ptds)
+{
+    struct CUstream_st *s;
+    SOFT_TRY(soft_stream_get(h, ptds, &s));
+    SOFT_TRY(soft_ctx_status(s->ctx));
+    if (!dst || dst % elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (width == 0 || height == 0)
+        return CUDA_SUCCESS;
+    if (width > SIZE_MAX / elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t wbytes = width * elem;
+    if (height == 1)
+        pitch = wbytes;
+    if (pitch < wbytes || (height > 1 && pitch % elem))
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned __int128 span = (unsigned __int128)(height - 1) * pitch + wbytes;
+    if (span > UINT64_MAX || !soft_range_covers(dst, (uint64_t)span))
+        return CUDA_ERROR_INVALID_VALUE;
+    soft_op *op = soft_op_new(run_fill);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.fill.dst = dst;
+    op->u.fill.pitch = pitch;
+    op->u.fill.width = width;
+    op->u.fill.height = height;
+    op->u.fill.value = value;
+    op->u.fill.elem = elem;
+    uint64_t v;
+    SOFT_TRY(soft_stream_submit(s, op, &v));
+    if (!async) {
+        soft_stream_wait(s, v);
+        return soft_ctx_status(s->ctx);
+    }
+    return CUDA_SUCCESS;
+}
+
+#define MEMSET1D(name, T, elem)                                                                  \
+    SOFT_API CUresult CUDAAPI name##_v2(CUdeviceptr d, T v, size_t n)                            \
+    { return fill(d, 0, v, elem, n, 1, NULL, false, false); }                                    \
+    SOFT_API CUresult CUDAAPI name##_v2_ptds(CUdeviceptr d, T v, size_t n)                       \
+    { return fill(d, 0, v, elem, n, 1, NULL, false, true); }                                     \
+    SOFT_API CUresult CUDAAPI name##Async(CUdeviceptr d, T v, size_t n, CUstream h)              \
+    { return fill(d, 0, v, elem, n, 1, h, true, false); }                                        \
+    SOFT_API CUresult CUDAAPI name##Async_ptsz(CUdeviceptr d, T v, size_t n, CUstream h)         \
+    { return fill(d, 0, v, elem, n, 1, h, true, true); }
+
+#define MEMSET2D(name, T, elem)                                                                  \
+    SOFT_API CUresult CUDAAPI name##_v2(CUdeviceptr d, size_t p, T v, size_t w, size_t hgt)     \
+    { return fill(d, p, v, elem, w, hgt, NULL, false, false); }                                  \
+    SOFT_API CUresult CUDAAPI name##_v2_ptds(CUdeviceptr d, size_t p, T v, size_t w, size_t hgt) \
+    { return fill(d, p, v, elem, w, hgt, NULL, false, true); }                                   \
+    SOFT_API CUresult CUDAAPI name##Async(CUdeviceptr d, size_t p, T v, size_t w, size_t hgt, CUstream h) \
+    { return fill(d, p, v, elem, w, hgt, h, true, false); }                                      \
+    SOFT_API CUresult CUDAAPI name##Async_ptsz(CUdeviceptr d, size_t p, T v, size_t w, size_t hgt, CUstream h) \
+    { return fill(d, p, v, elem, w, hgt, h, true, true); }
+
+MEMSET1D(cuMemsetD8, unsigned char, 1)
+MEMSET1D(cuMemsetD16, unsigned short, 2)
+MEMSET1D(cuMemsetD32, unsigned int, 4)
+MEMSET2D(cuMemsetD2D8, unsigned char, 1)
+MEMSET2D(cuMemsetD2D16, unsigned short, 2)
+MEMSET2D(cuMemsetD2D32, unsigned int, 4)
