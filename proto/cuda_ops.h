@@ -13,7 +13,8 @@
  *   1 2 4 8         pointer to an output scalar of that many bytes
  *   O               pointer to an output handle
  *   s               const char * (a NUL-terminated string)
- *   p               any other pointer (buffers, structs, arrays, callbacks) */
+ *   p               any other pointer (buffers, structs, arrays, callbacks)
+ *   v               a struct passed by value */
 #ifndef RIG_PROTO_CUDA_OPS_H
 #define RIG_PROTO_CUDA_OPS_H
 
