@@ -21,13 +21,13 @@ SOFT_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard tests/test_softgpu_*.c
 SOFT_TESTS      := $(SOFT_TEST_NAMES:%=$(B)/tests/test_%)
 SOFT_TEST_DEPS  := $(SOFT_LIB) $(if $(KERNEL_FATBINS),$(KERNEL_FATBINS)) $(B)/softgpu-tests/sass_only.fatbin
 
-$(SOFT_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(SOFT_TEST_DEPS)
+$(SOFT_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(B)/tests/support.o $(SOFT_TEST_DEPS)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(SOFT_LIB) -Wl,-rpath,$(abspath $(B)) -lcriterion -lpthread -ldl
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SOFT_LIB) -Wl,-rpath,$(abspath $(B)) -lcriterion -lpthread -ldl
 
-$(B)/tests/test_fatbin: $(B)/tests/test_fatbin.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o $(B)/softgpu-tests/sass_only.fatbin $(KERNEL_FATBINS)
+$(B)/tests/test_fatbin: $(B)/tests/test_fatbin.o $(B)/tests/support.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o $(B)/softgpu-tests/sass_only.fatbin $(KERNEL_FATBINS)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(B)/tests/test_fatbin.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o -lcriterion -lzstd -llz4
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion -lzstd -llz4
 
 # A module with SASS only (no PTX): softgpu must refuse it clearly.
 $(B)/softgpu-tests/sass_only.fatbin: tests/softgpu/sass_only.cu

@@ -19,8 +19,8 @@
 typedef struct vmm_handle {
     int fd;
     uint64_t size;
-    int refs;                  /* 1 until cuMemRelease, plus one per mapping/retain */
-    bool released;
+    int refs;                  /* owed releases plus mappings */
+    int owed;                  /* cuMemRelease calls due: 1 from create, 1 per retain */
     CUmemAllocationProp prop;
 } vmm_handle;
 
@@ -196,6 +196,7 @@ SOFT_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size
     h->fd = fd;
     h->size = size;
     h->refs = 1;
+    h->owed = 1;
     h->prop = *prop;
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
     return CUDA_SUCCESS;
@@ -207,10 +208,10 @@ SOFT_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&lock);
     vmm_handle *h = handle_get(handle);
-    if (!h || h->released) {
+    if (!h || h->owed == 0) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else {
-        h->released = true;
+        h->owed--;
         handle_unref(h);
     }
     pthread_mutex_unlock(&lock);
@@ -237,7 +238,7 @@ SOFT_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&lock);
     vmm_handle *h = handle_get(handle);
-    if (!h || h->released) {
+    if (!h || h->owed == 0) {
         r = CUDA_ERROR_INVALID_HANDLE;
         goto out;
     }
@@ -416,7 +417,7 @@ SOFT_API CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHand
         if (a >= mapped[i].base && a - mapped[i].base < mapped[i].size) {
             /* Each retain is undone by one cuMemRelease. */
             mapped[i].h->refs++;
-            mapped[i].h->released = false;
+            mapped[i].h->owed++;
             *handle = (CUmemGenericAllocationHandle)(uintptr_t)mapped[i].h;
             r = CUDA_SUCCESS;
             break;

@@ -1,0 +1,207 @@
+/* softgpu's virtual memory calls as the agent uses them: reserve a window at
+ * a chosen address, create physical memory, map it, grant access, use it
+ * through copies and pointer queries, unmap, release, free. The window sits
+ * at 0x7e0000000000: high application memory, far from ASan's shadow. */
+#include <criterion/criterion.h>
+#include <cuda.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#define WINDOW 0x7e0000000000ull
+#define WSIZE (1ull << 32)
+
+static CUcontext ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(cuInit(0), CUDA_SUCCESS);
+    cr_assert_eq(cuCtxCreate(&ctx, NULL, 0, 0), CUDA_SUCCESS);
+}
+
+TestSuite(vmm, .init = setup);
+
+static CUmemAllocationProp prop(void)
+{
+    CUmemAllocationProp p = { 0 };
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    return p;
+}
+
+static void grant(CUdeviceptr p, size_t n, CUmemAccess_flags f)
+{
+    CUmemAccessDesc a = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 }, .flags = f };
+    OK(cuMemSetAccess(p, n, &a, 1));
+}
+
+Test(vmm, place_map_use_and_undo)
+{
+    CUmemAllocationProp pr = prop();
+    size_t gran, rec;
+    OK(cuMemGetAllocationGranularity(&gran, &pr, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    OK(cuMemGetAllocationGranularity(&rec, &pr, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    cr_expect(gran >= 4096 && rec % gran == 0);
+
+    CUdeviceptr w;
+    OK(cuMemAddressReserve(&w, WSIZE, 0, WINDOW, 0));
+    cr_assert_eq(w, WINDOW);
+    /* The same range again: taken. */
+    CUdeviceptr w2;
+    cr_expect_neq(cuMemAddressReserve(&w2, WSIZE, 0, WINDOW + WSIZE / 2, 0), CUDA_SUCCESS);
+
+    size_t n = 4 * gran;
+    size_t free0, free1, total;
+    OK(cuMemGetInfo(&free0, &total));
+    CUmemGenericAllocationHandle h;
+    OK(cuMemCreate(&h, n, &pr, 0));
+    OK(cuMemGetInfo(&free1, &total));
+    cr_expect_eq(free0 - free1, n);
+
+    CUdeviceptr a = w + 16 * gran;
+    OK(cuMemMap(a, n, 0, h, 0));
+    /* Mapped but not yet accessible: not device memory yet. */
+    uint8_t buf[64] = { 1, 2, 3 };
+    cr_expect_eq(cuMemcpyHtoD(a, buf, sizeof buf), CUDA_ERROR_INVALID_VALUE);
+    grant(a, n, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    unsigned long long flags;
+    CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 };
+    OK(cuMemGetAccess(&flags, &loc, a + 5));
+    cr_expect_eq(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+
+    uint8_t *src = malloc(n), *dst = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        src[i] = (uint8_t)(i * 7 + 3);
+    OK(cuMemcpyHtoD(a, src, n));
+    /* The device pointer is the host address. */
+    cr_expect_eq(memcmp((void *)(uintptr_t)a, src, n), 0);
+    CUdeviceptr base;
+    size_t size;
+    OK(cuMemGetAddressRange(&base, &size, a + n - 1));
+    cr_expect(base == a && size == n);
+    unsigned type;
+    OK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a));
+    cr_expect_eq(type, CU_MEMORYTYPE_DEVICE);
+
+    /* A second view of the same memory elsewhere in the window. */
+    CUdeviceptr b = w + 64 * gran;
+    OK(cuMemMap(b, n, 0, h, 0));
+    grant(b, n, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(cuMemcpyDtoH(dst, b, n));
+    cr_expect_eq(memcmp(dst, src, n), 0);
+    OK(cuMemsetD8(b, 0xee, 16));
+    cr_expect_eq(((uint8_t *)(uintptr_t)a)[15], 0xee);
+
+    CUmemGenericAllocationHandle h2;
+    OK(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(b + 8)));
+    cr_expect_eq(h2, h);
+    OK(cuMemRelease(h2));
+    CUmemAllocationProp got;
+    OK(cuMemGetAllocationPropertiesFromHandle(&got, h));
+    cr_expect_eq(got.location.id, 0);
+
+    /* Release while mapped: the memory lives until the last unmap. */
+    OK(cuMemRelease(h));
+    cr_expect_eq(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemUnmap(b, n));
+    cr_expect_eq(cuMemcpyDtoH(dst, b, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemcpyDtoH(dst, a, n));
+    cr_expect_eq(dst[20], src[20]);
+    cr_expect_eq(cuMemUnmap(a, n / 2), CUDA_ERROR_INVALID_VALUE);   /* part of a mapping */
+    OK(cuMemUnmap(a, n));
+    cr_expect_eq(cuMemGetAddressRange(&base, &size, a), CUDA_ERROR_NOT_FOUND);
+    OK(cuMemGetInfo(&free1, &total));
+    cr_expect_eq(free1, free0);
+
+    cr_expect_eq(cuMemAddressFree(w, WSIZE / 2), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemAddressFree(w, WSIZE));
+    /* Freed: the address can be had again. */
+    OK(cuMemAddressReserve(&w, WSIZE, 0, WINDOW, 0));
+    cr_expect_eq(w, WINDOW);
+    OK(cuMemAddressFree(w, WSIZE));
+    free(src);
+    free(dst);
+}
+
+Test(vmm, reserve_anywhere_is_aligned)
+{
+    CUdeviceptr w;
+    OK(cuMemAddressReserve(&w, 1 << 20, 1ull << 30, 0, 0));
+    cr_expect_eq(w % (1ull << 30), 0);
+    OK(cuMemAddressFree(w, 1 << 20));
+}
+
+Test(vmm, never_replaces_an_existing_mapping)
+{
+    void *p = mmap((void *)(uintptr_t)WINDOW, 1 << 20, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    cr_assert_eq(p, (void *)(uintptr_t)WINDOW);
+    *(int *)p = 42;
+    CUdeviceptr w;
+    cr_expect_eq(cuMemAddressReserve(&w, 4 << 20, 0, WINDOW, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    cr_expect_eq(*(int *)p, 42);
+    munmap(p, 1 << 20);
+}
+
+Test(vmm, bad_arguments)
+{
+    CUmemAllocationProp pr = prop();
+    CUdeviceptr w;
+    CUmemGenericAllocationHandle h;
+    cr_expect_eq(cuMemAddressReserve(&w, 1000, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);      /* not pages */
+    cr_expect_eq(cuMemAddressReserve(&w, 4096, 3, 0, 0), CUDA_ERROR_INVALID_VALUE);      /* alignment */
+    cr_expect_eq(cuMemAddressReserve(&w, 4096, 0, WINDOW + 12, 0), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemAddressReserve(NULL, 4096, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemCreate(&h, 1000, &pr, 0), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemCreate(&h, 1 << 20, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    pr.location.id = 5;
+    cr_expect_eq(cuMemCreate(&h, 1 << 20, &pr, 0), CUDA_ERROR_INVALID_DEVICE);
+    pr = prop();
+    cr_expect_eq(cuMemCreate(&h, 8ull << 30, &pr, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cuMemAddressReserve(&w, 16 << 20, 0, WINDOW, 0));
+    OK(cuMemCreate(&h, 2 << 20, &pr, 0));
+    cr_expect_eq(cuMemMap(w, 4 << 20, 0, h, 0), CUDA_ERROR_INVALID_VALUE);        /* beyond the memory */
+    cr_expect_eq(cuMemMap(w + (15 << 20), 2 << 20, 0, h, 0), CUDA_ERROR_INVALID_VALUE);   /* beyond the window */
+    cr_expect_eq(cuMemMap(WINDOW + (64ull << 20), 2 << 20, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* no window */
+    cr_expect_eq(cuMemMap(w, 2 << 20, 0, (CUmemGenericAllocationHandle)0x1234, 0), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuMemMap(w, 2 << 20, 0, h, 0));
+    cr_expect_eq(cuMemMap(w + (1 << 20), 1 << 20, 0, h, 0), CUDA_ERROR_ALREADY_MAPPED);
+    CUmemAccessDesc a = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    cr_expect_eq(cuMemSetAccess(w, 4 << 20, &a, 1), CUDA_ERROR_INVALID_VALUE);   /* not all mapped */
+    cr_expect_eq(cuMemSetAccess(w, 2 << 20, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+    a.location.id = 9;
+    cr_expect_eq(cuMemSetAccess(w, 2 << 20, &a, 1), CUDA_ERROR_INVALID_DEVICE);
+    cr_expect_eq(cuMemUnmap(w, 4 << 20), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemUnmap(w, 2 << 20));
+    OK(cuMemRelease(h));
+    cr_expect_eq(cuMemMap(w, 2 << 20, 0, h, 0), CUDA_ERROR_INVALID_HANDLE);     /* released */
+    OK(cuMemAddressFree(w, 16 << 20));
+    cr_expect_eq(cuMemAddressFree(w, 16 << 20), CUDA_ERROR_INVALID_VALUE);
+}
+
+Test(vmm, many_allocations_in_one_window)
+{
+    CUmemAllocationProp pr = prop();
+    size_t gran;
+    OK(cuMemGetAllocationGranularity(&gran, &pr, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUdeviceptr w;
+    OK(cuMemAddressReserve(&w, 1ull << 30, 0, WINDOW, 0));
+    enum { N = 200 };
+    CUmemGenericAllocationHandle hs[N];
+    for (int i = 0; i < N; i++) {
+        OK(cuMemCreate(&hs[i], gran, &pr, 0));
+        OK(cuMemMap(w + (CUdeviceptr)i * gran, gran, 0, hs[i], 0));
+        OK(cuMemRelease(hs[i]));
+    }
+    grant(w, N * gran, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    /* Each mapping is its own range; a copy spanning two is refused. */
+    OK(cuMemsetD32(w + gran * 7, 7, gran / 4));
+    cr_expect_eq(cuMemsetD32(w + gran * 7, 7, gran / 4 + 1), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(((uint32_t *)(uintptr_t)(w + gran * 7))[3], 7);
+    OK(cuMemUnmap(w, N * gran));
+    OK(cuMemAddressFree(w, 1ull << 30));
+}
