@@ -1,0 +1,169 @@
+/* Framed sending and receiving on one socket. */
+#include "proto/conn.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proto/deadline.h"
+
+int conn_init(conn *c, int fd, uint64_t limit, rig_why *why)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    c->rbuf = malloc(CONN_READ_BUF);
+    if (!c->rbuf)
+        return why_set(why, RIG_E_NOMEM, "no memory for a connection buffer");
+    frame_decoder_init(&c->dec, limit);
+    c->last_send_ms = c->last_recv_ms = deadline_now_ms();
+    return 0;
+}
+
+void conn_close(conn *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    frame_decoder_reset(&c->dec);
+    free(c->rbuf);
+    c->rbuf = NULL;
+}
+
+static int wait_fd(int fd, short events, int64_t deadline, const char *what, rig_why *why)
+{
+    for (;;) {
+        struct pollfd p = { .fd = fd, .events = events };
+        int rc = poll(&p, 1, deadline_poll_ms(deadline));
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc < 0)
+            return why_set(why, RIG_E_IO, "poll while %s: %s", what, strerror(errno));
+        if (rc == 0)
+            return why_set(why, RIG_E_TIMEOUT, "no progress for too long while %s", what);
+        return 0;
+    }
+}
+
+int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t deadline, rig_why *why)
+{
+    if (n < 0 || n > CONN_IOV_MAX - 1)
+        return why_set(why, RIG_E_INVALID, "a frame of %d pieces", n);
+    uint8_t header[FRAME_HEADER_SIZE];
+    struct iovec v[CONN_IOV_MAX];
+    uint64_t len = 0;
+    v[0] = (struct iovec){ header, sizeof header };
+    for (int i = 0; i < n; i++) {
+        v[i + 1] = iov[i];
+        len += iov[i].iov_len;
+    }
+    frame_header_encode(header, kind, len);
+    struct iovec *cur = v;
+    int left = n + 1;
+    while (left > 0) {
+        struct msghdr m = { .msg_iov = cur, .msg_iovlen = (size_t)left };
+        ssize_t put = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (put < 0 && errno == EINTR)
+            continue;
+        if (put < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int rc = wait_fd(c->fd, POLLOUT, deadline, "sending", why);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (put < 0) {
+            if (errno == EPIPE || errno == ECONNRESET)
+                return why_set(why, RIG_E_CLOSED, "connection closed while sending a %s frame",
+                               frame_kind_name(kind));
+            return why_set(why, RIG_E_IO, "sending a %s frame: %s", frame_kind_name(kind), strerror(errno));
+        }
+        c->bytes_sent += (uint64_t)put;
+        size_t done = (size_t)put;
+        while (left > 0 && done >= cur->iov_len) {
+            done -= cur->iov_len;
+            cur++;
+            left--;
+        }
+        if (left > 0) {
+            cur->iov_base = (uint8_t *)cur->iov_base + done;
+            cur->iov_len -= done;
+        }
+        c->last_send_ms = deadline_now_ms();
+    }
+    c->frames_sent++;
+    return 0;
+}
+
+int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadline, rig_why *why)
+{
+    struct iovec v = { (void *)p, len };
+    return conn_sendv(c, kind, &v, len ? 1 : 0, deadline, why);
+}
+
+int conn_buffered(const conn *c)
+{
+    return c->roff < c->rlen;
+}
+
+int conn_recv(conn *c, frame *out, int64_t deadline, rig_why *why)
+{
+    int err = 0;
+    for (;;) {
+        if (c->roff < c->rlen) {
+            size_t used;
+            int rc = frame_decoder_feed(&c->dec, c->rbuf + c->roff, c->rlen - c->roff, &used, out, why);
+            c->roff += used;
+            if (rc < 0)
+                return rc;
+            if (rc == 1) {
+                c->frames_received++;
+                return 0;
+            }
+        }
+        /* A large payload goes straight into its buffer, not through rbuf. */
+        frame_decoder *d = &c->dec;
+        if (d->header_have == FRAME_HEADER_SIZE && d->current.len - d->payload_have > CONN_READ_BUF) {
+            int rc = wait_fd(c->fd, POLLIN, deadline, "receiving", why);
+            if (rc < 0)
+                return rc;
+            ssize_t got = read(c->fd, d->current.payload + d->payload_have,
+                               (size_t)(d->current.len - d->payload_have));
+            if (got < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            if (got <= 0) {
+                err = got < 0 ? errno : 0;
+                goto ended;
+            }
+            d->payload_have += (uint64_t)got;
+            c->bytes_received += (uint64_t)got;
+            c->last_recv_ms = deadline_now_ms();
+            continue;
+        }
+        c->roff = c->rlen = 0;
+        int rc = wait_fd(c->fd, POLLIN, deadline, "receiving", why);
+        if (rc < 0)
+            return rc;
+        ssize_t got = read(c->fd, c->rbuf, CONN_READ_BUF);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (got <= 0) {
+            err = got < 0 ? errno : 0;
+            goto ended;
+        }
+        c->rlen = (size_t)got;
+        c->bytes_received += (uint64_t)got;
+        c->last_recv_ms = deadline_now_ms();
+    }
+ended:
+    if (err && err != ECONNRESET)
+        return why_set(why, RIG_E_IO, "receiving: %s", strerror(err));
+    if (err == ECONNRESET)
+        return why_set(why, RIG_E_CLOSED, "connection reset");
+    if (frame_decoder_idle(&c->dec))
+        return why_set(why, RIG_E_CLOSED, "connection closed");
+    return why_set(why, RIG_E_CLOSED, "connection closed in the middle of a frame");
+}

@@ -1,0 +1,46 @@
+/* One connection of a job: whole frames out (header and payload pieces in
+ * one writev, no copy of the payload) and whole frames in, bounded by
+ * deadlines. Not thread-safe: callers serialise senders and keep one reader. */
+#ifndef RIG_PROTO_CONN_H
+#define RIG_PROTO_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "proto/error.h"
+#include "proto/frame.h"
+
+#define CONN_READ_BUF (256 * 1024)
+#define CONN_IOV_MAX 16
+
+typedef struct conn {
+    int fd;
+    frame_decoder dec;
+    uint8_t *rbuf;             /* bytes read but not yet decoded */
+    size_t rlen, roff;
+    int64_t last_send_ms;      /* CLOCK_MONOTONIC of the last byte sent */
+    int64_t last_recv_ms;      /* ... and received */
+    uint64_t bytes_sent, bytes_received, frames_sent, frames_received;
+} conn;
+
+/* Takes ownership of fd; limit is the largest payload accepted. */
+int conn_init(conn *c, int fd, uint64_t limit, rig_why *why);
+/* Closes the descriptor and frees buffers; NULL is fine. */
+void conn_close(conn *c);
+
+/* Sends one frame whose payload is the concatenation of iov[0..n) (n <=
+ * CONN_IOV_MAX - 1), all before the deadline (deadline.h). */
+int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t deadline, rig_why *why);
+int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadline, rig_why *why);
+
+/* Receives the next whole frame (the caller owns out->payload). RIG_E_CLOSED
+ * when the peer ends the stream between frames, and also mid-frame (why says
+ * which), RIG_E_TIMEOUT at the deadline, RIG_E_MALFORMED/TOO_LONG for bad
+ * bytes. */
+int conn_recv(conn *c, frame *out, int64_t deadline, rig_why *why);
+
+/* True when bytes are buffered that conn_recv can decode without reading. */
+int conn_buffered(const conn *c);
+
+#endif
