@@ -13,3 +13,16 @@ $(SOFT_ENGINE_LIB): $(SOFT_ENGINE_OBJ)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 ALL_TARGETS += $(SOFT_ENGINE_LIB)
+
+# The interpreter's hot loops want -O3; directed rounding needs fenv honoured.
+$(B)/softgpu/ptx_exec.o: CFLAGS += -O3
+$(B)/softgpu/ptx_math.o: CFLAGS += -frounding-math
+
+# Engine tests: the kernels above, parsed and run without the driver layer.
+SOFT_ENGINE_TESTS := $(B)/tests/test_ptx_kernels $(B)/tests/test_ptx_errors
+$(B)/tests/test_ptx_%.o: tests/test_ptx_util.h
+$(SOFT_ENGINE_TESTS): $(B)/tests/test_ptx_%: $(B)/tests/test_ptx_%.o $(SOFT_ENGINE_LIB) | $(KERNELS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(SOFT_ENGINE_LIB) -lcriterion -lpthread -lm
+
+CHECK_TESTS += $(SOFT_ENGINE_TESTS)

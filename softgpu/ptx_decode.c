@@ -1,0 +1,1261 @@
+/* ptx_decode: one PTX instruction (opcode with its modifiers, parsed
+ * operands) to ptx_insn. Whatever it does not know it refuses with
+ * CUDA_ERROR_NOT_SUPPORTED naming the instruction: never a guess. */
+#include "softgpu/ptx_parse.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The modifiers of one opcode, each to be consumed by the decoder. */
+typedef struct mods {
+    const ptx_tok *op;
+    char base[24];
+    unsigned n;
+    const char *s[16];
+    uint8_t len[16];
+    bool used[16];
+} mods;
+
+static bool is(const mods *m, unsigned i, const char *name)
+{
+    return strlen(name) == m->len[i] && memcmp(m->s[i], name, m->len[i]) == 0;
+}
+
+/* Consumes modifier name; true when present. */
+static bool take(mods *m, const char *name)
+{
+    for (unsigned i = 0; i < m->n; i++)
+        if (!m->used[i] && is(m, i, name)) {
+            m->used[i] = true;
+            return true;
+        }
+    return false;
+}
+
+/* Consumes the first of names present; returns its index or -1. */
+static int take_one(mods *m, const char *const *names, unsigned count)
+{
+    for (unsigned i = 0; i < m->n; i++) {
+        if (m->used[i])
+            continue;
+        for (unsigned k = 0; k < count; k++)
+            if (is(m, i, names[k])) {
+                m->used[i] = true;
+                return (int)k;
+            }
+    }
+    return -1;
+}
+
+static ptx_type take_type(mods *m)
+{
+    for (unsigned i = 0; i < m->n; i++) {
+        if (m->used[i])
+            continue;
+        ptx_type t = ptx_type_from(m->s[i], m->len[i]);
+        if (t != T_NONE) {
+            m->used[i] = true;
+            return t;
+        }
+    }
+    return T_NONE;
+}
+
+static int take_space(mods *m)
+{
+    static const char *const names[] = { "global", "shared", "local", "const", "param",
+                                         "shared::cta" };
+    static const int spaces[] = { SP_GLOBAL, SP_SHARED, SP_LOCAL, SP_CONST, SP_PARAM,
+                                  SP_SHARED };
+    int k = take_one(m, names, 6);
+    return k < 0 ? SP_GENERIC : spaces[k];
+}
+
+static int take_rnd(mods *m)
+{
+    static const char *const names[] = { "rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi" };
+    int k = take_one(m, names, 8);
+    return k < 0 ? RND_NONE : RND_RN + k;
+}
+
+__attribute__((noreturn))
+static void unsupported(ptx_parser *p, const mods *m, const char *why)
+{
+    ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, m->op->line, "instruction '%.*s' is not supported%s%s",
+             (int)(m->op->len > 60 ? 60 : m->op->len), m->op->s, why ? ": " : "", why ? why : "");
+}
+
+__attribute__((noreturn))
+static void invalid(ptx_parser *p, const mods *m, const char *why)
+{
+    ptx_fail(p, CUDA_ERROR_INVALID_PTX, m->op->line, "'%.*s': %s",
+             (int)(m->op->len > 60 ? 60 : m->op->len), m->op->s, why);
+}
+
+/* Modifiers that change nothing on a CPU: cache hints, memory order and
+ * scope (every access here is at least as strong), .sync/.aligned. */
+static bool ignorable(const char *s, unsigned len)
+{
+    static const char *const names[] = {
+        "ca", "cg", "cs", "lu", "cv", "wb", "wt", "relaxed", "acquire", "release",
+        "acq_rel", "sc", "weak", "volatile", "gpu", "sys", "cta", "aligned", "sync",
+        "nc", "mmio",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], s, len) == 0)
+            return true;
+    return (len > 4 && (memcmp(s, "L1::", 4) == 0 || memcmp(s, "L2::", 4) == 0)) ||
+           (len > 7 && memcmp(s, "level::", 7) == 0);
+}
+
+static void finish_mods(ptx_parser *p, mods *m)
+{
+    for (unsigned i = 0; i < m->n; i++)
+        if (!m->used[i] && !ignorable(m->s[i], m->len[i])) {
+            char why[64];
+            snprintf(why, sizeof why, "modifier .%.*s", (int)m->len[i], m->s[i]);
+            unsupported(p, m, why);
+        }
+}
+
+static void split(ptx_parser *p, const ptx_tok *op, mods *m)
+{
+    memset(m, 0, sizeof *m);
+    m->op = op;
+    const char *s = op->s, *e = op->s + op->len;
+    const char *dot = memchr(s, '.', op->len);
+    size_t blen = dot ? (size_t)(dot - s) : op->len;
+    if (blen == 0 || blen >= sizeof m->base)
+        unsupported(p, m, NULL);
+    memcpy(m->base, s, blen);
+    m->base[blen] = 0;
+    while (dot && dot < e) {
+        const char *start = dot + 1;
+        const char *next = memchr(start, '.', (size_t)(e - start));
+        const char *end = next ? next : e;
+        if (m->n == 16 || end == start || end - start > 60)
+            unsupported(p, m, "malformed modifiers");
+        m->s[m->n] = start;
+        m->len[m->n] = (uint8_t)(end - start);
+        m->n++;
+        dot = next;
+    }
+}
+
+/* ---- operands ---- */
+
+static ptx_type norm_int(ptx_type t)
+{
+    switch (t) {
+    case T_B8: return T_U8;
+    case T_B16: return T_U16;
+    case T_B32: return T_U32;
+    case T_B64: return T_U64;
+    default: return t;
+    }
+}
+
+static ptx_type unsign(ptx_type t)
+{
+    switch (t) {
+    case T_S8: case T_B8: return T_U8;
+    case T_S16: case T_B16: return T_U16;
+    case T_S32: case T_B32: return T_U32;
+    case T_S64: case T_B64: return T_U64;
+    default: return t;
+    }
+}
+
+static uint64_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static uint64_t f64_bits(double f)
+{
+    uint64_t u;
+    memcpy(&u, &f, 8);
+    return u;
+}
+
+/* An immediate's bits as an operand of type t. */
+static uint64_t imm_bits(uint8_t kind, uint64_t bits, ptx_type t)
+{
+    if (kind == OPD_INT) {
+        if (t == T_F32)
+            return f32_bits((float)(int64_t)bits);
+        if (t == T_F64)
+            return f64_bits((double)(int64_t)bits);
+        return bits;
+    }
+    if (kind == OPD_F32) {
+        float f;
+        uint32_t u = (uint32_t)bits;
+        memcpy(&f, &u, 4);
+        if (t == T_F64)
+            return f64_bits((double)f);
+        return bits & 0xffffffffu;
+    }
+    /* OPD_F64 */
+    double d;
+    memcpy(&d, &bits, 8);
+    if (t == T_F32)
+        return f32_bits((float)d);
+    return bits;
+}
+
+static uint32_t dst_any(ptx_parser *p, const mods *m, const ptx_opd *o, bool pair)
+{
+    if (o->kind == OPD_SINK)
+        return SR_SINK;
+    if (o->kind != OPD_REG || (o->has_reg2 && !pair) || o->neg)
+        invalid(p, m, "destination must be a register");
+    if (o->reg < SR_COUNT)
+        invalid(p, m, "destination is a special register");
+    return o->reg;
+}
+
+static uint32_t dst(ptx_parser *p, const mods *m, const ptx_opd *o)
+{
+    return dst_any(p, m, o, false);
+}
+
+static uint32_t symbol_address(ptx_parser *p, const mods *m, const ptx_opd *o)
+{
+    const ptx_sym *s = o->sym;
+    if (!s)
+        ptx_fail(p, CUDA_ERROR_INVALID_PTX, m->op->line, "unknown symbol '%.*s'",
+                 (int)(o->name->len > 40 ? 40 : o->name->len), o->name->s);
+    switch (s->kind) {
+    case SYM_GLOBAL:
+        return p->prog->globals[s->index].reg;
+    case SYM_SHARED:
+        return ptx_const_reg(p, s->offset);
+    case SYM_DYNSHARED:
+        return ptx_dyn_shared_reg(p);
+    default:
+        unsupported(p, m, "address of this kind of symbol");
+    }
+}
+
+static uint32_t src(ptx_parser *p, const mods *m, const ptx_opd *o, ptx_type t)
+{
+    switch (o->kind) {
+    case OPD_REG:
+        if (o->has_reg2)
+            invalid(p, m, "unexpected '|'");
+        if (o->reg == SR_CLOCK || o->reg == SR_CLOCK64)
+            unsupported(p, m, "%clock outside mov");
+        return o->reg;
+    case OPD_INT:
+    case OPD_F32:
+    case OPD_F64:
+        return ptx_const_reg(p, imm_bits(o->kind, o->bits, t));
+    case OPD_SYM:
+        return symbol_address(p, m, o);
+    default:
+        invalid(p, m, "bad source operand");
+    }
+}
+
+static uint32_t pred_src(ptx_parser *p, const mods *m, const ptx_opd *o, bool *neg)
+{
+    *neg = o->neg;
+    if (o->kind == OPD_INT)
+        return ptx_const_reg(p, o->bits != 0);
+    if (o->kind != OPD_REG || p->prog->reg_width[o->reg] != 1 || o->has_reg2)
+        invalid(p, m, "expected a predicate");
+    return o->reg;
+}
+
+/* A memory operand: base register plus immediate offset. */
+static void address(ptx_parser *p, const mods *m, const ptx_opd *o, int space, ptx_insn *in)
+{
+    if (o->kind != OPD_ADDR)
+        invalid(p, m, "expected an address");
+    in->imm = o->off;
+    if (o->addr_reg) {
+        in->a = o->reg;
+        return;
+    }
+    if (!o->addr_sym) {
+        in->a = SR_ZERO;
+        return;
+    }
+    const ptx_sym *s = o->sym;
+    if (!s)
+        ptx_fail(p, CUDA_ERROR_INVALID_PTX, m->op->line, "unknown symbol '%.*s'",
+                 (int)(o->name->len > 40 ? 40 : o->name->len), o->name->s);
+    switch (s->kind) {
+    case SYM_GLOBAL:
+        if (space == SP_SHARED || space == SP_LOCAL || space == SP_PARAM)
+            invalid(p, m, "global variable in another state space");
+        in->a = p->prog->globals[s->index].reg;
+        return;
+    case SYM_SHARED:
+    case SYM_DYNSHARED:
+        if (space != SP_SHARED)
+            unsupported(p, m, "shared variable used as a generic address");
+        in->a = s->kind == SYM_SHARED ? SR_ZERO : ptx_dyn_shared_reg(p);
+        in->imm += (int64_t)s->offset;
+        return;
+    case SYM_LOCAL:
+        if (space != SP_LOCAL || !p->fn->is_entry)
+            unsupported(p, m, "local variable addressed by name");
+        in->a = SR_ZERO;
+        in->imm += (int64_t)s->offset;
+        return;
+    default:
+        invalid(p, m, "bad address symbol");
+    }
+}
+
+static void need(ptx_parser *p, const mods *m, unsigned n, unsigned want)
+{
+    if (n != want)
+        invalid(p, m, "wrong number of operands");
+}
+
+/* ---- instruction families ---- */
+
+static bool int_type(ptx_type t)
+{
+    return t >= T_B8 && t <= T_S64;
+}
+
+static void dec_mov(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    ptx_type t = norm_int(take_type(m));
+    finish_mods(p, m);
+    need(p, m, n, 2);
+    if (t == T_NONE)
+        invalid(p, m, "missing type");
+    in->type = (uint8_t)t;
+    unsigned size = ptx_type_size(t);
+    if (o[0].kind == OPD_VEC) {   /* mov.b64 {lo, hi}, x */
+        in->op = OP_UNPACK;
+        in->vec = o[0].n;
+        if (o[0].n < 2 || size % o[0].n)
+            invalid(p, m, "bad unpack");
+        for (unsigned i = 0; i < o[0].n; i++) {
+            if (o[0].v[i].kind != OPD_REG && o[0].v[i].kind != OPD_SINK)
+                invalid(p, m, "bad unpack");
+            in->v[i] = o[0].v[i].kind == OPD_SINK ? SR_SINK : o[0].v[i].reg;
+        }
+        in->a = src(p, m, &o[1], t);
+        return;
+    }
+    in->d = dst(p, m, &o[0]);
+    if (o[1].kind == OPD_VEC) {   /* mov.b64 x, {lo, hi} */
+        in->op = OP_PACK;
+        in->vec = o[1].n;
+        if (o[1].n < 2 || size % o[1].n)
+            invalid(p, m, "bad pack");
+        for (unsigned i = 0; i < o[1].n; i++) {
+            ptx_velem *e = &o[1].v[i];
+            if (e->kind == OPD_SINK)
+                invalid(p, m, "bad pack");
+            in->v[i] = e->kind == OPD_REG ? e->reg : ptx_const_reg(p, e->bits);
+        }
+        return;
+    }
+    if (o[1].kind == OPD_REG && (o[1].reg == SR_CLOCK || o[1].reg == SR_CLOCK64)) {
+        in->op = OP_CLOCK;
+        return;
+    }
+    if (o[1].kind == OPD_SYM && o[1].sym && o[1].sym->kind == SYM_LOCAL) {
+        in->op = OP_DEPOT;
+        in->imm = (int64_t)o[1].sym->offset;
+        return;
+    }
+    if (o[1].kind == OPD_SYM && o[1].sym && o[1].sym->kind == SYM_FUNC)
+        unsupported(p, m, "function addresses");
+    if (o[1].kind == OPD_SYM && o[1].sym &&
+        (o[1].sym->kind == SYM_KPARAM || o[1].sym->kind == SYM_PARAM))
+        unsupported(p, m, "parameter addresses");
+    in->op = OP_MOV;
+    in->a = src(p, m, &o[1], t);
+}
+
+static void dec_ldst(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, bool load)
+{
+    int space = take_space(m);
+    in->vec = 1;
+    if (take(m, "v2"))
+        in->vec = 2;
+    else if (take(m, "v4"))
+        in->vec = 4;
+    else if (take(m, "v8"))
+        unsupported(p, m, ".v8");
+    ptx_type t = norm_int(take_type(m));
+    finish_mods(p, m);
+    need(p, m, n, 2);
+    if (t == T_NONE || t == T_PRED || t == T_B128 || t == T_F16X2)
+        unsupported(p, m, "type");
+    in->type = (uint8_t)t;
+    in->space = (uint8_t)space;
+    const ptx_opd *val = load ? &o[0] : &o[1];
+    const ptx_opd *adr = load ? &o[1] : &o[0];
+    if (in->vec > 1) {
+        if (val->kind != OPD_VEC || val->n != in->vec)
+            invalid(p, m, "vector operand does not match");
+        for (unsigned i = 0; i < in->vec; i++) {
+            const ptx_velem *e = &val->v[i];
+            if (load) {
+                if (e->kind == OPD_SINK)
+                    in->v[i] = SR_SINK;
+                else if (e->kind == OPD_REG && e->reg >= SR_COUNT)
+                    in->v[i] = e->reg;
+                else
+                    invalid(p, m, "bad vector destination");
+            } else {
+                if (e->kind == OPD_SINK)
+                    invalid(p, m, "bad vector source");
+                in->v[i] = e->kind == OPD_REG ? e->reg : ptx_const_reg(p, imm_bits(e->kind, e->bits, t));
+            }
+        }
+    } else if (load) {
+        in->v[0] = dst(p, m, val);
+    } else {
+        in->v[0] = src(p, m, val, t);
+    }
+    in->d = in->v[0];
+    in->dwidth = load ? p->prog->reg_width[in->v[0]] : 0;
+    if (load && in->dwidth < ptx_type_size(t) && in->v[0] != SR_SINK)
+        invalid(p, m, "destination register too narrow");
+    if (space == SP_PARAM) {
+        if (adr->kind != OPD_ADDR || !adr->addr_sym || !adr->sym)
+            unsupported(p, m, "parameter access through a register");
+        const ptx_sym *s = adr->sym;
+        if (adr->off < 0 || (uint64_t)adr->off + ptx_type_size(t) * in->vec > s->size)
+            invalid(p, m, "parameter access out of bounds");
+        in->imm = (int64_t)s->offset + adr->off;
+        if (s->kind == SYM_KPARAM) {
+            if (!load)
+                unsupported(p, m, "store to a kernel parameter");
+            in->op = OP_LD_KPARAM;
+        } else if (s->kind == SYM_PARAM) {
+            in->op = load ? OP_LD_PARAM : OP_ST_PARAM;
+        } else {
+            invalid(p, m, "not a parameter");
+        }
+        return;
+    }
+    in->op = load ? OP_LD : OP_ST;
+    address(p, m, adr, space, in);
+}
+
+/* Maps a binary/ternary arithmetic op on type t to the decoded type:
+ * integer types lose signedness unless keep_sign. */
+static ptx_type arith_type(ptx_parser *p, mods *m, ptx_type t, bool keep_sign)
+{
+    if (t == T_NONE)
+        invalid(p, m, "missing type");
+    if (int_type(t)) {
+        if (t == T_B8 || t == T_U8 || t == T_S8)
+            unsupported(p, m, "8-bit arithmetic");
+        return keep_sign ? norm_int(t) : unsign(t);
+    }
+    if (t == T_F32 || t == T_F64 || t == T_F16 || t == T_F16X2)
+        return t;
+    unsupported(p, m, "type");
+}
+
+static void float_mods(mods *m, ptx_insn *in)
+{
+    int r = take_rnd(m);
+    if (r != RND_NONE)
+        in->mode = (uint8_t)r;
+    if (take(m, "ftz"))
+        in->flags |= F_FTZ;
+    if (take(m, "sat"))
+        in->flags |= F_SAT;
+    if (take(m, "approx"))
+        in->flags |= F_APPROX;
+    take(m, "full");
+}
+
+/* Binary ops d = a OP b with one type. */
+static void dec_binary(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n,
+                       ptx_op op, bool keep_sign, bool floats, bool ints)
+{
+    float_mods(m, in);
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    need(p, m, n, 3);
+    t = arith_type(p, m, t, keep_sign);
+    if ((!floats && ptx_type_float(t)) || (!ints && int_type(t)))
+        unsupported(p, m, "type");
+    if ((in->flags & F_SAT) && int_type(t) && t != T_S32)
+        unsupported(p, m, ".sat");
+    in->op = (uint8_t)op;
+    in->type = (uint8_t)t;
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], t);
+    in->b = src(p, m, &o[2], t);
+}
+
+static void dec_unary(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n,
+                      ptx_op op, bool keep_sign, bool floats, bool ints)
+{
+    float_mods(m, in);
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    need(p, m, n, 2);
+    t = arith_type(p, m, t, keep_sign);
+    if ((!floats && ptx_type_float(t)) || (!ints && int_type(t)))
+        unsupported(p, m, "type");
+    in->op = (uint8_t)op;
+    in->type = (uint8_t)t;
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], t);
+}
+
+static void dec_logic(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, ptx_op op)
+{
+    ptx_type t = unsign(take_type(m));
+    finish_mods(p, m);
+    unsigned want = (op == OP_NOT || op == OP_CNOT) ? 2 : 3;
+    need(p, m, n, want);
+    if (t != T_PRED && t != T_U16 && t != T_U32 && t != T_U64)
+        unsupported(p, m, "type");
+    in->op = (uint8_t)op;
+    in->type = (uint8_t)t;
+    in->d = dst(p, m, &o[0]);
+    if (t == T_PRED) {
+        bool neg;
+        in->a = pred_src(p, m, &o[1], &neg);
+        if (neg)
+            invalid(p, m, "negated source");
+        if (want == 3) {
+            in->b = pred_src(p, m, &o[2], &neg);
+            if (neg)
+                invalid(p, m, "negated source");
+        }
+        return;
+    }
+    in->a = src(p, m, &o[1], t);
+    if (want == 3)
+        in->b = src(p, m, &o[2], t);
+}
+
+static void dec_mul(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, bool mad)
+{
+    bool hi = take(m, "hi"), lo = take(m, "lo"), wide = take(m, "wide");
+    bool cc = take(m, "cc");
+    float_mods(m, in);
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    need(p, m, n, mad ? 4 : 3);
+    if (t == T_NONE)
+        invalid(p, m, "missing type");
+    if (ptx_type_float(t)) {
+        if (hi || lo || wide || cc)
+            invalid(p, m, "mode on a float multiply");
+        if (t != T_F32 && t != T_F64 && t != T_F16 && t != T_F16X2)
+            unsupported(p, m, "type");
+        in->op = mad ? OP_FMA : OP_MUL;
+        in->type = (uint8_t)t;
+    } else {
+        if (!int_type(t) || ptx_type_size(t) < 2)
+            unsupported(p, m, "type");
+        if (hi + lo + wide != 1)
+            invalid(p, m, "needs one of .lo .hi .wide");
+        if (wide && ptx_type_size(t) == 8)
+            invalid(p, m, ".wide of 64-bit operands");
+        if (cc && !mad)
+            invalid(p, m, ".cc");
+        if (cc) {
+            if (wide || ptx_type_size(t) < 4)
+                unsupported(p, m, ".cc form");
+            in->op = OP_MADC;
+            in->flags |= F_CC_OUT;
+            in->mode = hi;
+            t = unsign(t);
+        } else if (lo) {
+            in->op = mad ? OP_MAD : OP_MUL;
+            t = unsign(t);
+        } else if (hi) {
+            in->op = mad ? OP_MADHI : OP_MULHI;
+            t = norm_int(t);
+        } else {
+            in->op = mad ? OP_MADWIDE : OP_MULWIDE;
+            t = norm_int(t);
+        }
+        in->type = (uint8_t)t;
+    }
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], t);
+    in->b = src(p, m, &o[2], t);
+    if (mad) {
+        ptx_type ct = (in->op == OP_MADWIDE) ? (ptx_type_signed(t) ? T_S64 : T_U64) : t;
+        if (in->op == OP_MADWIDE && ptx_type_size(t) == 2)
+            ct = ptx_type_signed(t) ? T_S32 : T_U32;
+        in->c = src(p, m, &o[3], ct);
+    }
+    if (in->op == OP_MULWIDE || in->op == OP_MADWIDE) {
+        if (p->prog->reg_width[in->d] < 2 * ptx_type_size(t) && in->d != SR_SINK)
+            invalid(p, m, "destination too narrow");
+    }
+}
+
+/* add.cc, addc, sub.cc, subc, madc */
+static void dec_carry(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n,
+                      ptx_op op, bool cin)
+{
+    bool cc = take(m, "cc");
+    int hi = -1;
+    if (op == OP_MADC) {
+        if (take(m, "hi"))
+            hi = 1;
+        else if (take(m, "lo"))
+            hi = 0;
+        else
+            invalid(p, m, "needs .lo or .hi");
+    }
+    ptx_type t = unsign(take_type(m));
+    finish_mods(p, m);
+    need(p, m, n, op == OP_MADC ? 4 : 3);
+    if (t != T_U32 && t != T_U64)
+        unsupported(p, m, "type");
+    in->op = (uint8_t)op;
+    in->type = (uint8_t)t;
+    in->mode = hi == 1;
+    if (cin)
+        in->flags |= F_CC_IN;
+    if (cc)
+        in->flags |= F_CC_OUT;
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], t);
+    in->b = src(p, m, &o[2], t);
+    if (op == OP_MADC)
+        in->c = src(p, m, &o[3], t);
+}
+
+static int cmp_op(mods *m, ptx_type t, bool *unord)
+{
+    static const char *const names[] = {
+        "eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs",
+        "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan",
+    };
+    static const int cmp[] = {
+        CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_LT, CMP_LE, CMP_GT, CMP_GE,
+        CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_NUM, CMP_NAN,
+    };
+    (void)t;
+    int k = take_one(m, names, 18);
+    if (k < 0)
+        return -1;
+    *unord = k >= 10 && k < 16;
+    if (k >= 6 && k < 10)
+        return 16 + cmp[k];   /* unsigned form */
+    return cmp[k];
+}
+
+static void dec_setp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, bool set)
+{
+    bool unord = false;
+    ptx_type dt = T_NONE;
+    if (set) {
+        dt = take_type(m);
+    }
+    int cmp = cmp_op(m, T_NONE, &unord);
+    static const char *const bools[] = { "and", "or", "xor" };
+    int b = take_one(m, bools, 3);
+    if (take(m, "ftz"))
+        in->flags |= F_FTZ;
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    if (set && dt != T_NONE && t == T_NONE) {
+        t = dt;
+        dt = T_NONE;
+    }
+    if (cmp < 0 || t == T_NONE)
+        invalid(p, m, "missing comparison or type");
+    if (cmp >= 16) {
+        if (!int_type(t))
+            invalid(p, m, "unsigned comparison of floats");
+        t = unsign(t);
+        cmp -= 16;
+    } else {
+        t = norm_int(t);
+    }
+    if (unord || cmp >= CMP_NUM) {
+        if (!ptx_type_float(t))
+            invalid(p, m, "unordered comparison of integers");
+    }
+    if (t == T_F16X2 || t == T_BF16 || t == T_PRED || t == T_B128)
+        unsupported(p, m, "type");
+    if (int_type(t) && ptx_type_size(t) < 2)
+        unsupported(p, m, "type");
+    in->op = set ? OP_SET : OP_SETP;
+    need(p, m, n, b < 0 ? 3 : 4);
+    in->d = dst_any(p, m, &o[0], !set);
+    in->type = (uint8_t)t;
+    in->type2 = (uint8_t)dt;
+    in->mode = (uint8_t)(cmp | (unord ? PTX_CMP_U : 0));
+    in->boolop = (uint8_t)(b < 0 ? BOOL_NONE : BOOL_AND + b);
+    if (o[0].has_reg2) {
+        if (set)
+            invalid(p, m, "set has one destination");
+        in->flags |= F_HAS_P;
+        in->e = o[0].reg2;
+    }
+    if (set) {
+        if (dt != T_U32 && dt != T_S32 && dt != T_F32 && dt != T_B32)
+            unsupported(p, m, "destination type");
+        in->type2 = (uint8_t)norm_int(dt);
+    }
+    in->a = src(p, m, &o[1], t);
+    in->b = src(p, m, &o[2], t);
+    if (b >= 0) {
+        bool neg;
+        in->c = pred_src(p, m, &o[3], &neg);
+        if (neg)
+            in->flags |= F_NEG_C;
+    }
+}
+
+static void dec_selp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    ptx_type t = unsign(take_type(m));
+    finish_mods(p, m);
+    need(p, m, n, 4);
+    if (t == T_NONE || t == T_PRED || t == T_U8)
+        unsupported(p, m, "type");
+    if (t == T_S32 || t == T_S64 || t == T_S16)
+        t = unsign(t);
+    in->op = OP_SELP;
+    in->type = (uint8_t)t;
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], t);
+    in->b = src(p, m, &o[2], t);
+    bool neg;
+    in->c = pred_src(p, m, &o[3], &neg);
+    if (neg)
+        in->flags |= F_NEG_C;
+}
+
+static void dec_cvt(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    float_mods(m, in);
+    ptx_type dt = take_type(m), st = take_type(m);
+    finish_mods(p, m);
+    need(p, m, n, 2);
+    if (dt == T_NONE || st == T_NONE)
+        invalid(p, m, "needs two types");
+    if (dt == T_PRED || st == T_PRED || dt == T_B128 || st == T_B128 || dt == T_F16X2 ||
+        st == T_F16X2 || dt == T_BF16 || st == T_BF16)
+        unsupported(p, m, "type");
+    dt = norm_int(dt);
+    st = norm_int(st);
+    bool dfl = ptx_type_float(dt), sfl = ptx_type_float(st);
+    int r = in->mode;
+    if (dfl && sfl) {
+        if (dt == st) {
+            if (r != RND_NONE && r < RND_RNI)
+                invalid(p, m, "rounding of a same-type cvt");
+        } else if (ptx_type_size(dt) > ptx_type_size(st)) {
+            if (r != RND_NONE)
+                invalid(p, m, "rounding of a widening cvt");
+        } else if (r == RND_NONE || r >= RND_RNI) {
+            invalid(p, m, "narrowing cvt needs a rounding mode");
+        }
+    } else if (dfl || sfl) {
+        if (dfl && (r == RND_NONE || r >= RND_RNI))
+            invalid(p, m, "int to float needs .rn .rz .rm or .rp");
+        if (sfl && (r == RND_NONE || r < RND_RNI))
+            invalid(p, m, "float to int needs .rni .rzi .rmi or .rpi");
+    } else if (r != RND_NONE) {
+        invalid(p, m, "rounding of an integer cvt");
+    }
+    in->op = OP_CVT;
+    in->type = (uint8_t)dt;
+    in->type2 = (uint8_t)st;
+    in->d = dst(p, m, &o[0]);
+    in->dwidth = p->prog->reg_width[in->d];
+    if (in->dwidth < ptx_type_size(dt) && in->d != SR_SINK)
+        invalid(p, m, "destination register too narrow");
+    in->a = src(p, m, &o[1], st);
+}
+
+static void dec_cvta(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    bool to = take(m, "to");
+    int space = take_space(m);
+    ptx_type t = unsign(take_type(m));
+    finish_mods(p, m);
+    need(p, m, n, 2);
+    if (t != T_U64 && t != T_U32)
+        unsupported(p, m, "type");
+    if (space == SP_GENERIC || space == SP_PARAM)
+        unsupported(p, m, "state space");
+    in->type = T_U64;
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], T_U64);
+    in->space = (uint8_t)space;
+    if (space == SP_GLOBAL || space == SP_CONST) {
+        in->op = OP_MOV;
+        return;
+    }
+    in->op = to ? OP_CVTA_TO : OP_CVTA_FROM;
+}
+
+static void dec_atom(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, bool red)
+{
+    int space = take_space(m);
+    static const char *const ops[] = { "add", "min", "max", "inc", "dec", "and", "or",
+                                       "xor", "exch", "cas" };
+    int op = take_one(m, ops, 10);
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    if (op < 0 || t == T_NONE)
+        invalid(p, m, "needs an operation and a type");
+    if (space != SP_GENERIC && space != SP_GLOBAL && space != SP_SHARED)
+        unsupported(p, m, "state space");
+    t = norm_int(t);
+    bool ok;
+    switch (op) {
+    case ATOM_ADD: ok = t == T_U32 || t == T_S32 || t == T_U64 || t == T_S64 || t == T_F32 || t == T_F64; break;
+    case ATOM_MIN: case ATOM_MAX: ok = t == T_U32 || t == T_S32 || t == T_U64 || t == T_S64; break;
+    case ATOM_INC: case ATOM_DEC: ok = t == T_U32; break;
+    default: ok = t == T_U32 || t == T_U64; break;   /* b32/b64 */
+    }
+    if (!ok)
+        unsupported(p, m, "type for this operation");
+    if (op == ATOM_ADD && (t == T_S32 || t == T_S64))
+        t = unsign(t);
+    in->op = OP_ATOM;
+    in->type = (uint8_t)t;
+    in->mode = (uint8_t)op;
+    in->space = (uint8_t)space;
+    unsigned k = 0;
+    if (red) {
+        in->flags |= F_NO_RESULT;
+        in->d = SR_SINK;
+    } else {
+        if (n < 1)
+            invalid(p, m, "wrong number of operands");
+        in->d = dst(p, m, &o[k++]);
+    }
+    need(p, m, n, k + (op == ATOM_CAS ? 3 : 2));
+    address(p, m, &o[k], space, in);
+    in->b = src(p, m, &o[k + 1], t);
+    if (op == ATOM_CAS)
+        in->c = src(p, m, &o[k + 2], t);
+}
+
+static void dec_shfl(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    bool sync = take(m, "sync");
+    static const char *const modes[] = { "up", "down", "bfly", "idx" };
+    int mode = take_one(m, modes, 4);
+    ptx_type t = unsign(take_type(m));
+    finish_mods(p, m);
+    if (mode < 0 || t != T_U32)
+        unsupported(p, m, NULL);
+    need(p, m, n, sync ? 5 : 4);
+    in->op = OP_SHFL;
+    in->type = T_U32;
+    in->mode = (uint8_t)mode;
+    in->d = dst_any(p, m, &o[0], true);
+    if (o[0].has_reg2) {
+        in->flags |= F_HAS_P;
+        in->e = o[0].reg2;
+    }
+    in->a = src(p, m, &o[1], T_U32);
+    in->b = src(p, m, &o[2], T_U32);
+    in->c = src(p, m, &o[3], T_U32);
+    /* the member mask is not checked: lanes run in lockstep */
+}
+
+static void dec_vote(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    bool sync = take(m, "sync");
+    static const char *const modes[] = { "all", "any", "uni", "ballot" };
+    int mode = take_one(m, modes, 4);
+    ptx_type t = unsign(take_type(m));
+    finish_mods(p, m);
+    if (mode < 0 || (mode == VOTE_BALLOT ? t != T_U32 : t != T_PRED))
+        unsupported(p, m, NULL);
+    need(p, m, n, sync ? 3 : 2);
+    in->op = OP_VOTE;
+    in->type = (uint8_t)t;
+    in->mode = (uint8_t)mode;
+    in->d = dst(p, m, &o[0]);
+    bool neg;
+    in->a = pred_src(p, m, &o[1], &neg);
+    if (neg)
+        in->flags |= F_NEG_B;
+}
+
+static void dec_bits(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, ptx_op op)
+{
+    if (op == OP_BFIND && take(m, "shiftamt"))
+        in->flags |= F_SHIFTAMT;
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    if (op == OP_BFIND || op == OP_BFE)
+        t = norm_int(t);
+    else
+        t = unsign(t);
+    if (t != T_U32 && t != T_U64 && t != T_S32 && t != T_S64)
+        unsupported(p, m, "type");
+    if ((op == OP_POPC || op == OP_CLZ || op == OP_BREV || op == OP_BFI) &&
+        (t == T_S32 || t == T_S64))
+        unsupported(p, m, "type");
+    in->op = (uint8_t)op;
+    in->type = (uint8_t)t;
+    unsigned want = op == OP_BFE ? 4 : op == OP_BFI ? 5 : 2;
+    need(p, m, n, want);
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], t);
+    if (op == OP_BFE) {
+        in->b = src(p, m, &o[2], T_U32);
+        in->c = src(p, m, &o[3], T_U32);
+    } else if (op == OP_BFI) {
+        in->b = src(p, m, &o[2], t);
+        in->c = src(p, m, &o[3], T_U32);
+        in->e = src(p, m, &o[4], T_U32);
+    }
+}
+
+static void dec_math(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, ptx_op op)
+{
+    float_mods(m, in);
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    need(p, m, n, 2);
+    bool f64ok = op == OP_RCP || op == OP_SQRT || op == OP_RSQRT;
+    if (t != T_F32 && !(t == T_F64 && f64ok))
+        unsupported(p, m, "type");
+    in->op = (uint8_t)op;
+    in->type = (uint8_t)t;
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], t);
+}
+
+static void dec_fma(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    float_mods(m, in);
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    need(p, m, n, 4);
+    if (t != T_F32 && t != T_F64 && t != T_F16 && t != T_F16X2)
+        unsupported(p, m, "type");
+    in->op = OP_FMA;
+    in->type = (uint8_t)t;
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], t);
+    in->b = src(p, m, &o[2], t);
+    in->c = src(p, m, &o[3], t);
+}
+
+static void dec_bra(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    if (take(m, "uni"))
+        in->flags |= F_UNI;
+    finish_mods(p, m);
+    need(p, m, n, 1);
+    if (o[0].kind != OPD_SYM || (o[0].sym && o[0].sym->kind != SYM_FUNC && o[0].sym))
+        unsupported(p, m, "branch target must be a label");
+    in->op = OP_BRA;
+    uint32_t pc = ptx_emit(p, in);
+    ptx_add_fixup(p, pc, o[0].name);
+}
+
+void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_neg,
+                ptx_opd *o, unsigned n)
+{
+    mods mm, *m = &mm;
+    split(p, optok, m);
+    ptx_insn in = { .guard = guard, .line = optok->line };
+    if (guard_neg)
+        in.flags |= F_GUARD_NEG;
+    const char *b = m->base;
+#define IS(s) (strcmp(b, s) == 0)
+    if (IS("mov")) {
+        dec_mov(p, m, &in, o, n);
+    } else if (IS("ld")) {
+        dec_ldst(p, m, &in, o, n, true);
+    } else if (IS("ldu")) {
+        dec_ldst(p, m, &in, o, n, true);
+    } else if (IS("st")) {
+        dec_ldst(p, m, &in, o, n, false);
+    } else if (IS("add") || IS("sub")) {
+        bool sub = IS("sub"), cc = false;
+        for (unsigned i = 0; i < m->n; i++)
+            cc |= is(m, i, "cc");
+        if (cc) {
+            dec_carry(p, m, &in, o, n, sub ? OP_SUBC : OP_ADDC, false);
+        } else {
+            dec_binary(p, m, &in, o, n, sub ? OP_SUB : OP_ADD, true, true, true);
+            if (int_type(in.type) && !(in.flags & F_SAT))
+                in.type = (uint8_t)unsign(in.type);
+        }
+    } else if (IS("addc")) {
+        dec_carry(p, m, &in, o, n, OP_ADDC, true);
+    } else if (IS("subc")) {
+        dec_carry(p, m, &in, o, n, OP_SUBC, true);
+    } else if (IS("madc")) {
+        dec_carry(p, m, &in, o, n, OP_MADC, true);
+    } else if (IS("mul")) {
+        dec_mul(p, m, &in, o, n, false);
+    } else if (IS("mad")) {
+        dec_mul(p, m, &in, o, n, true);
+    } else if (IS("mul24") || IS("mad24")) {
+        bool mad = IS("mad24");
+        if (!take(m, "lo"))
+            unsupported(p, m, NULL);
+        ptx_type t = unsign(take_type(m));
+        finish_mods(p, m);
+        if (t != T_U32)
+            unsupported(p, m, "type");
+        need(p, m, n, mad ? 4 : 3);
+        in.op = mad ? OP_MAD24 : OP_MUL24;
+        in.type = T_U32;
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], T_U32);
+        in.b = src(p, m, &o[2], T_U32);
+        if (mad)
+            in.c = src(p, m, &o[3], T_U32);
+    } else if (IS("div")) {
+        dec_binary(p, m, &in, o, n, OP_DIV, true, true, true);
+    } else if (IS("rem")) {
+        dec_binary(p, m, &in, o, n, OP_REM, true, false, true);
+    } else if (IS("min") || IS("max")) {
+        if (take(m, "NaN") || take(m, "xorsign"))
+            unsupported(p, m, NULL);
+        dec_binary(p, m, &in, o, n, IS("min") ? OP_MIN : OP_MAX, true, true, true);
+    } else if (IS("abs") || IS("neg")) {
+        dec_unary(p, m, &in, o, n, IS("abs") ? OP_ABS : OP_NEG, true, true, true);
+        if (int_type(in.type) && !ptx_type_signed(in.type))
+            unsupported(p, m, "type");
+    } else if (IS("and") || IS("or") || IS("xor")) {
+        dec_logic(p, m, &in, o, n, IS("and") ? OP_AND : IS("or") ? OP_OR : OP_XOR);
+    } else if (IS("not") || IS("cnot")) {
+        dec_logic(p, m, &in, o, n, IS("not") ? OP_NOT : OP_CNOT);
+        if (in.op == OP_CNOT && in.type == T_PRED)
+            unsupported(p, m, "type");
+    } else if (IS("shl") || IS("shr")) {
+        ptx_type t = take_type(m);
+        finish_mods(p, m);
+        need(p, m, n, 3);
+        t = IS("shl") ? unsign(t) : norm_int(t);
+        if (!int_type(t) || ptx_type_size(t) < 2)
+            unsupported(p, m, "type");
+        in.op = IS("shl") ? OP_SHL : OP_SHR;
+        in.type = (uint8_t)t;
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], t);
+        in.b = src(p, m, &o[2], T_U32);
+    } else if (IS("setp")) {
+        dec_setp(p, m, &in, o, n, false);
+    } else if (IS("set")) {
+        dec_setp(p, m, &in, o, n, true);
+    } else if (IS("selp")) {
+        dec_selp(p, m, &in, o, n);
+    } else if (IS("cvt")) {
+        dec_cvt(p, m, &in, o, n);
+    } else if (IS("cvta")) {
+        dec_cvta(p, m, &in, o, n);
+    } else if (IS("bra")) {
+        dec_bra(p, m, &in, o, n);
+        return;
+    } else if (IS("ret") || IS("exit")) {
+        take(m, "uni");
+        finish_mods(p, m);
+        need(p, m, n, 0);
+        in.op = (IS("exit") || p->fn->is_entry) ? OP_EXIT : OP_RET;
+    } else if (IS("trap")) {
+        finish_mods(p, m);
+        need(p, m, n, 0);
+        in.op = OP_TRAP;
+    } else if (IS("bar") || IS("barrier")) {
+        bool warp = take(m, "warp");
+        bool sync = take(m, "sync") || (IS("barrier") && !warp);
+        take(m, "aligned");
+        finish_mods(p, m);
+        if (warp) {
+            if (!sync)
+                unsupported(p, m, NULL);
+            in.op = OP_NOP;
+        } else {
+            if (!sync)
+                unsupported(p, m, NULL);
+            if (n < 1 || n > 2 || o[0].kind != OPD_INT || o[0].bits != 0)
+                unsupported(p, m, "barriers other than 0");
+            if (n == 2)
+                unsupported(p, m, "a thread count");
+            in.op = OP_BAR;
+        }
+    } else if (IS("membar") || IS("fence")) {
+        in.op = OP_MEMBAR;
+        for (unsigned i = 0; i < m->n; i++)
+            m->used[i] = is(m, i, "cta") || is(m, i, "gl") || is(m, i, "sys") ||
+                         is(m, i, "gpu") || is(m, i, "sc") || is(m, i, "acq_rel");
+        finish_mods(p, m);
+    } else if (IS("nanosleep") || IS("pmevent")) {
+        take_type(m);
+        finish_mods(p, m);
+        in.op = OP_NOP;
+    } else if (IS("atom")) {
+        dec_atom(p, m, &in, o, n, false);
+    } else if (IS("red")) {
+        dec_atom(p, m, &in, o, n, true);
+    } else if (IS("shfl")) {
+        dec_shfl(p, m, &in, o, n);
+    } else if (IS("vote")) {
+        dec_vote(p, m, &in, o, n);
+    } else if (IS("activemask")) {
+        ptx_type t = unsign(take_type(m));
+        finish_mods(p, m);
+        need(p, m, n, 1);
+        if (t != T_U32)
+            unsupported(p, m, "type");
+        in.op = OP_ACTIVEMASK;
+        in.type = T_U32;
+        in.d = dst(p, m, &o[0]);
+    } else if (IS("popc") || IS("clz") || IS("brev") || IS("bfind") || IS("bfe") || IS("bfi")) {
+        ptx_op op = IS("popc") ? OP_POPC : IS("clz") ? OP_CLZ : IS("brev") ? OP_BREV :
+                    IS("bfind") ? OP_BFIND : IS("bfe") ? OP_BFE : OP_BFI;
+        dec_bits(p, m, &in, o, n, op);
+    } else if (IS("prmt")) {
+        ptx_type t = unsign(take_type(m));
+        finish_mods(p, m);
+        need(p, m, n, 4);
+        if (t != T_U32)
+            unsupported(p, m, "mode or type");
+        in.op = OP_PRMT;
+        in.type = T_U32;
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], T_U32);
+        in.b = src(p, m, &o[2], T_U32);
+        in.c = src(p, m, &o[3], T_U32);
+    } else if (IS("lop3")) {
+        ptx_type t = unsign(take_type(m));
+        finish_mods(p, m);
+        need(p, m, n, 5);
+        if (t != T_U32 || o[4].kind != OPD_INT)
+            unsupported(p, m, "form");
+        in.op = OP_LOP3;
+        in.type = T_U32;
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], T_U32);
+        in.b = src(p, m, &o[2], T_U32);
+        in.c = src(p, m, &o[3], T_U32);
+        in.imm = (int64_t)(o[4].bits & 0xff);
+    } else if (IS("copysign")) {
+        dec_binary(p, m, &in, o, n, OP_COPYSIGN, true, true, false);
+        if (in.type != T_F32 && in.type != T_F64)
+            unsupported(p, m, "type");
+    } else if (IS("rcp") || IS("sqrt") || IS("rsqrt") || IS("ex2") || IS("lg2") ||
+               IS("sin") || IS("cos") || IS("tanh")) {
+        ptx_op op = IS("rcp") ? OP_RCP : IS("sqrt") ? OP_SQRT : IS("rsqrt") ? OP_RSQRT :
+                    IS("ex2") ? OP_EX2 : IS("lg2") ? OP_LG2 : IS("sin") ? OP_SIN :
+                    IS("cos") ? OP_COS : OP_TANH;
+        dec_math(p, m, &in, o, n, op);
+    } else if (IS("fma")) {
+        dec_fma(p, m, &in, o, n);
+    } else if (IS("testp")) {
+        static const char *const kinds[] = { "finite", "infinite", "number", "notanumber",
+                                             "normal", "subnormal" };
+        int k = take_one(m, kinds, 6);
+        ptx_type t = take_type(m);
+        finish_mods(p, m);
+        need(p, m, n, 2);
+        if (k < 0 || (t != T_F32 && t != T_F64))
+            unsupported(p, m, NULL);
+        in.op = OP_TESTP;
+        in.type = (uint8_t)t;
+        in.mode = (uint8_t)k;
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], t);
+    } else {
+        unsupported(p, m, NULL);
+    }
+#undef IS
+    ptx_emit(p, &in);
+}
+
+void ptx_decode_call(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_neg,
+                     const ptx_tok *callee, const ptx_sym **rets, unsigned nrets,
+                     const ptx_sym **args, unsigned nargs)
+{
+    mods mm, *m = &mm;
+    split(p, optok, m);
+    ptx_insn in = { .guard = guard, .line = optok->line };
+    if (guard_neg)
+        in.flags |= F_GUARD_NEG;
+    if (take(m, "uni"))
+        in.flags |= F_UNI;
+    finish_mods(p, m);
+    const ptx_sym *s = ptx_lookup(p, callee->s, callee->len);
+    if (!s || s->kind != SYM_FUNC) {
+        if (s && (s->kind == SYM_REG || s->kind == SYM_REGRANGE))
+            unsupported(p, m, "indirect calls");
+        ptx_fail(p, CUDA_ERROR_INVALID_PTX, callee->line, "call to unknown '%.*s'",
+                 (int)(callee->len > 60 ? 60 : callee->len), callee->s);
+    }
+    soft_program *g = p->prog;
+    ptx_func *f = &g->funcs[s->index];
+    if (f->is_entry)
+        invalid(p, m, "call to an entry");
+    if (nargs != f->nparams || nrets != f->nrets)
+        invalid(p, m, "argument count does not match the callee");
+    for (unsigned i = 0; i < nargs; i++)
+        if (args[i]->size != f->param_size[i])
+            invalid(p, m, "argument size does not match the callee");
+    for (unsigned i = 0; i < nrets; i++)
+        if (rets[i]->size != f->ret_size[i])
+            invalid(p, m, "result size does not match the callee");
+    if (f->is_extern && !f->defined) {
+        if (strcmp(f->name, "vprintf") == 0) {
+            if (nargs != 2 || nrets > 1 || f->param_size[0] != 8 || f->param_size[1] != 8)
+                invalid(p, m, "vprintf takes two pointers");
+            in.op = OP_VPRINTF;
+            in.a = (uint32_t)args[0]->offset;
+            in.b = (uint32_t)args[1]->offset;
+            in.c = nrets ? (uint32_t)rets[0]->offset : UINT32_MAX;
+            in.e = nrets ? rets[0]->size : 0;
+            ptx_emit(p, &in);
+            return;
+        }
+        if (strcmp(f->name, "__assertfail") == 0) {
+            in.op = OP_TRAP;
+            in.mode = 1;   /* assertion */
+            ptx_emit(p, &in);
+            return;
+        }
+        ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, optok->line, "call to external function '%s'",
+                 f->name);
+    }
+    if (g->ncalls >= (1u << 20))
+        invalid(p, m, "too many calls");
+    ptx_call *c = ptx_new_call(p);
+    c->func = s->index;
+    if (nargs) {
+        c->args = calloc(nargs, sizeof *c->args);
+        if (!c->args)
+            ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, optok->line, "out of memory");
+        c->nargs = nargs;
+        for (unsigned i = 0; i < nargs; i++)
+            c->args[i] = (ptx_pcopy){ .from = (uint32_t)args[i]->offset,
+                                      .to = f->param_off[i], .size = f->param_size[i] };
+    }
+    if (nrets) {
+        c->rets = calloc(nrets, sizeof *c->rets);
+        if (!c->rets)
+            ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, optok->line, "out of memory");
+        c->nrets = nrets;
+        for (unsigned i = 0; i < nrets; i++)
+            c->rets[i] = (ptx_pcopy){ .from = f->ret_off[i], .to = (uint32_t)rets[i]->offset,
+                                      .size = f->ret_size[i] };
+    }
+    g->has_calls = true;
+    in.op = OP_CALL;
+    in.aux = g->ncalls - 1;
+    ptx_emit(p, &in);
+}

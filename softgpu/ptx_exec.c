@@ -1,0 +1,1428 @@
+/* ptx_exec: runs one warp in lockstep. Lane-major registers R[reg][32];
+ * the lanes at the lowest pc step together (the "group"); the others keep
+ * their pc in lpc[] until the group reaches or passes them. One dispatch per
+ * warp instruction, then a loop over the group's lanes. */
+#include "softgpu/ptx_exec.h"
+#include "softgpu/ptx_math.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BIT(l) (1u << (l))
+
+/* Runs body for each lane l of m: a plain loop when all 32 are active. */
+#define EACH(...)                                                         \
+    do {                                                                   \
+        if (m == PTX_FULL) {                                               \
+            for (unsigned l = 0; l < PTX_WARP; l++) {                      \
+                __VA_ARGS__;                                               \
+            }                                                              \
+        } else {                                                           \
+            for (uint32_t mm_ = m; mm_; mm_ &= mm_ - 1) {                  \
+                unsigned l = (unsigned)__builtin_ctz(mm_);                 \
+                __VA_ARGS__;                                                    \
+            }                                                              \
+        }                                                                  \
+    } while (0)
+
+#define F32(x) ptx_f32(x)
+#define F64(x) ptx_f64(x)
+#define B32(x) ptx_f32_bits(x)
+#define B64(x) ptx_f64_bits(x)
+
+/* ---- memory ---- */
+
+static uint8_t *global_slow(ptx_worker *k, uint64_t a, unsigned size)
+{
+    const ptx_run *run = k->run;
+    const soft_program *g = run->prog;
+    uint64_t base = 0, len = 0;
+    bool found = false;
+    for (uint32_t i = 0; i < g->nglobals && !found; i++) {
+        const ptx_global *gl = &g->globals[i];
+        if (gl->addr && a >= gl->addr && a - gl->addr < gl->info.size) {
+            base = gl->addr;
+            len = gl->info.size;
+            found = true;
+        }
+    }
+    const soft_memory *mem = run->launch->memory;
+    if (!found && mem && mem->find)
+        found = mem->find(mem->ctx, a, &base, &len);
+    if (!found || a < base || a - base > len || len - (a - base) < size)
+        return NULL;
+    k->cache_lo = base;
+    k->cache_hi = base + len;
+    return (uint8_t *)(uintptr_t)a;
+}
+
+static inline uint8_t *global_ptr(ptx_worker *k, uint64_t a, unsigned size)
+{
+    if (a >= k->cache_lo && a + size <= k->cache_hi && a + size > a)
+        return (uint8_t *)(uintptr_t)a;
+    return global_slow(k, a, size);
+}
+
+static inline uint8_t *shared_ptr(ptx_worker *k, uint64_t a, unsigned size)
+{
+    uint32_t n = k->run->shared_bytes;
+    if (a > n || n - a < size)
+        return NULL;
+    return k->smem + a;
+}
+
+static inline uint8_t *local_base(ptx_worker *k, const ptx_warp *w, unsigned l)
+{
+    return k->lmem + (size_t)(w->index * PTX_WARP + l) * k->run->lstride;
+}
+
+static inline uint8_t *local_ptr(ptx_worker *k, const ptx_warp *w, unsigned l, uint64_t a,
+                                 unsigned size)
+{
+    uint32_t n = k->run->lstride;
+    if (a > n || n - a < size)
+        return NULL;
+    return local_base(k, w, l) + a;
+}
+
+static uint8_t *generic_ptr(ptx_worker *k, uint64_t a, unsigned size)
+{
+    if (a >= k->cache_lo && a + size <= k->cache_hi && a + size > a)
+        return (uint8_t *)(uintptr_t)a;
+    const ptx_run *run = k->run;
+    uint64_t s = (uintptr_t)k->smem;
+    if (k->smem && a >= s && a - s < run->shared_bytes)
+        return run->shared_bytes - (a - s) >= size ? (uint8_t *)(uintptr_t)a : NULL;
+    uint64_t lb = (uintptr_t)k->lmem;
+    uint64_t ln = (uint64_t)run->block_threads * run->lstride;
+    if (k->lmem && a >= lb && a - lb < ln)
+        return ln - (a - lb) >= size ? (uint8_t *)(uintptr_t)a : NULL;
+    return global_slow(k, a, size);
+}
+
+static inline uint8_t *space_ptr(ptx_worker *k, const ptx_warp *w, int space, unsigned l,
+                                 uint64_t a, unsigned size)
+{
+    switch (space) {
+    case SP_GLOBAL:
+    case SP_CONST:
+        return global_ptr(k, a, size);
+    case SP_SHARED:
+        return shared_ptr(k, a, size);
+    case SP_LOCAL:
+        return local_ptr(k, w, l, a, size);
+    default:
+        return generic_ptr(k, a, size);
+    }
+}
+
+static inline uint64_t load_n(const uint8_t *p, unsigned n)
+{
+    switch (n) {
+    case 1: return *p;
+    case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+    default: { uint64_t v; memcpy(&v, p, 8); return v; }
+    }
+}
+
+static inline void store_n(uint8_t *p, unsigned n, uint64_t v)
+{
+    switch (n) {
+    case 1: *p = (uint8_t)v; break;
+    case 2: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+    case 4: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    default: memcpy(p, &v, 8); break;
+    }
+}
+
+/* A loaded value of n bytes into a dwidth-byte register. */
+static inline uint64_t extend(uint64_t v, unsigned n, bool sign, unsigned dwidth)
+{
+    if (sign && n < 8 && (v >> (8 * n - 1)) & 1)
+        v |= ~0ull << (8 * n);
+    if (dwidth < 8)
+        v &= (1ull << (8 * dwidth)) - 1;
+    return v;
+}
+
+static const char *space_name(int space)
+{
+    switch (space) {
+    case SP_GLOBAL: return "global";
+    case SP_SHARED: return "shared";
+    case SP_LOCAL: return "local";
+    case SP_CONST: return "const";
+    case SP_PARAM: return "param";
+    default: return "generic";
+    }
+}
+
+/* ---- integer helpers ---- */
+
+static inline uint64_t mulhi_u64(uint64_t a, uint64_t b)
+{
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+}
+
+static inline uint64_t mulhi_s64(uint64_t a, uint64_t b)
+{
+    return (uint64_t)(((__int128)(int64_t)a * (int64_t)b) >> 64);
+}
+
+static inline uint64_t shl_n(uint64_t a, uint64_t s, unsigned bits)
+{
+    uint64_t m = bits == 64 ? ~0ull : (1ull << bits) - 1;
+    return s >= bits ? 0 : (a << s) & m;
+}
+
+static inline uint64_t shr_u(uint64_t a, uint64_t s, unsigned bits)
+{
+    uint64_t m = bits == 64 ? ~0ull : (1ull << bits) - 1;
+    a &= m;
+    return s >= bits ? 0 : a >> s;
+}
+
+static inline uint64_t shr_s(int64_t a, uint64_t s, unsigned bits)
+{
+    uint64_t m = bits == 64 ? ~0ull : (1ull << bits) - 1;
+    if (s >= bits)
+        s = bits - 1;
+    return (uint64_t)(a >> s) & m;
+}
+
+static inline int64_t sext(uint64_t v, unsigned bits)
+{
+    if (bits == 64)
+        return (int64_t)v;
+    uint64_t m = 1ull << (bits - 1);
+    v &= (m << 1) - 1;
+    return (int64_t)((v ^ m) - m);
+}
+
+static inline uint64_t maskw(unsigned bits)
+{
+    return bits == 64 ? ~0ull : (1ull << bits) - 1;
+}
+
+static uint64_t bfe(uint64_t a, uint64_t b, uint64_t c, unsigned bits, bool sign)
+{
+    unsigned msb = bits - 1, pos = (unsigned)(b & 0xff), len = (unsigned)(c & 0xff);
+    uint64_t sbit = 0;
+    if (sign && len != 0) {
+        unsigned top = pos + len - 1 < msb ? pos + len - 1 : msb;
+        sbit = (a >> top) & 1;
+    }
+    uint64_t d = 0;
+    for (unsigned i = 0; i <= msb; i++) {
+        uint64_t bit = (i < len && pos + i <= msb) ? (a >> (pos + i)) & 1 : sbit;
+        d |= bit << i;
+    }
+    return d;
+}
+
+static uint64_t bfi(uint64_t a, uint64_t b, uint64_t c, uint64_t e, unsigned bits)
+{
+    unsigned msb = bits - 1, pos = (unsigned)(c & 0xff), len = (unsigned)(e & 0xff);
+    uint64_t d = b;
+    for (unsigned i = 0; i < len && pos + i <= msb; i++)
+        d = (d & ~(1ull << (pos + i))) | (((a >> i) & 1) << (pos + i));
+    return d & maskw(bits);
+}
+
+static uint32_t bfind(uint64_t a, unsigned bits, bool sign, bool shiftamt)
+{
+    a &= maskw(bits);
+    if (sign && (a >> (bits - 1)) & 1)
+        a = ~a & maskw(bits);
+    if (a == 0)
+        return 0xffffffffu;
+    unsigned idx = 63 - (unsigned)__builtin_clzll(a);
+    return shiftamt ? bits - 1 - idx : idx;
+}
+
+static uint32_t prmt(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint64_t t = (uint64_t)b << 32 | a;
+    uint32_t d = 0;
+    for (unsigned i = 0; i < 4; i++) {
+        unsigned sel = (c >> (4 * i)) & 0xf;
+        uint32_t byte = (uint32_t)(t >> (8 * (sel & 7))) & 0xff;
+        if (sel & 8)
+            byte = (byte & 0x80) ? 0xff : 0;
+        d |= byte << (8 * i);
+    }
+    return d;
+}
+
+static uint32_t lop3(uint32_t a, uint32_t b, uint32_t c, unsigned lut)
+{
+    uint32_t r = 0;
+    for (unsigned i = 0; i < 8; i++)
+        if ((lut >> i) & 1)
+            r |= ((i & 4) ? a : ~a) & ((i & 2) ? b : ~b) & ((i & 1) ? c : ~c);
+    return r;
+}
+
+static inline bool cmp_float(double x, double y, unsigned mode)
+{
+    bool un = isnan(x) || isnan(y);
+    switch (mode & 7) {
+    case CMP_EQ: return un ? (mode & PTX_CMP_U) : x == y;
+    case CMP_NE: return un ? (mode & PTX_CMP_U) : x != y;
+    case CMP_LT: return un ? (mode & PTX_CMP_U) : x < y;
+    case CMP_LE: return un ? (mode & PTX_CMP_U) : x <= y;
+    case CMP_GT: return un ? (mode & PTX_CMP_U) : x > y;
+    case CMP_GE: return un ? (mode & PTX_CMP_U) : x >= y;
+    case CMP_NUM: return !un;
+    default: return un;
+    }
+}
+
+static inline double as_double(uint64_t v, int type, bool ftz)
+{
+    switch (type) {
+    case T_F32: return F32(ftz ? ptx_ftz32(v) : v);
+    case T_F16: return ptx_half_to_float((uint16_t)v);
+    default: return F64(v);
+    }
+}
+
+/* ---- atomics ---- */
+
+static uint64_t atom_apply(uint8_t *p, int op, int type, uint64_t b, uint64_t c)
+{
+    if (type == T_U32 || type == T_S32 || type == T_F32) {
+        uint32_t *q = (uint32_t *)p, old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;
+        uint32_t v = (uint32_t)b;
+        switch (op) {
+        case ATOM_ADD:
+            if (type != T_F32)
+                return __atomic_fetch_add(q, v, __ATOMIC_SEQ_CST);
+            break;
+        case ATOM_AND: return __atomic_fetch_and(q, v, __ATOMIC_SEQ_CST);
+        case ATOM_OR: return __atomic_fetch_or(q, v, __ATOMIC_SEQ_CST);
+        case ATOM_XOR: return __atomic_fetch_xor(q, v, __ATOMIC_SEQ_CST);
+        case ATOM_EXCH: return __atomic_exchange_n(q, v, __ATOMIC_SEQ_CST);
+        case ATOM_CAS: {
+            uint32_t exp = v;
+            __atomic_compare_exchange_n(q, &exp, (uint32_t)c, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST);
+            return exp;
+        }
+        default: break;
+        }
+        do {
+            switch (op) {
+            case ATOM_ADD: nv = (uint32_t)B32(F32(old) + F32(v)); break;
+            case ATOM_MIN: nv = type == T_S32 ? ((int32_t)old < (int32_t)v ? old : v) : (old < v ? old : v); break;
+            case ATOM_MAX: nv = type == T_S32 ? ((int32_t)old > (int32_t)v ? old : v) : (old > v ? old : v); break;
+            case ATOM_INC: nv = old >= v ? 0 : old + 1; break;
+            case ATOM_DEC: nv = (old == 0 || old > v) ? v : old - 1; break;
+            default: nv = old; break;
+            }
+        } while (!__atomic_compare_exchange_n(q, &old, nv, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+        return old;
+    }
+    uint64_t *q = (uint64_t *)p, old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;
+    switch (op) {
+    case ATOM_ADD:
+        if (type != T_F64)
+            return __atomic_fetch_add(q, b, __ATOMIC_SEQ_CST);
+        break;
+    case ATOM_AND: return __atomic_fetch_and(q, b, __ATOMIC_SEQ_CST);
+    case ATOM_OR: return __atomic_fetch_or(q, b, __ATOMIC_SEQ_CST);
+    case ATOM_XOR: return __atomic_fetch_xor(q, b, __ATOMIC_SEQ_CST);
+    case ATOM_EXCH: return __atomic_exchange_n(q, b, __ATOMIC_SEQ_CST);
+    case ATOM_CAS: {
+        uint64_t exp = b;
+        __atomic_compare_exchange_n(q, &exp, c, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        return exp;
+    }
+    default: break;
+    }
+    do {
+        switch (op) {
+        case ATOM_ADD: nv = B64(F64(old) + F64(b)); break;
+        case ATOM_MIN: nv = type == T_S64 ? ((int64_t)old < (int64_t)b ? old : b) : (old < b ? old : b); break;
+        case ATOM_MAX: nv = type == T_S64 ? ((int64_t)old > (int64_t)b ? old : b) : (old > b ? old : b); break;
+        default: nv = old; break;
+        }
+    } while (!__atomic_compare_exchange_n(q, &old, nv, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    return old;
+}
+
+/* ---- fused multiply-add: the hardware instruction where the CPU has it ---- */
+
+__attribute__((target("fma")))
+static void fma32_hw(uint64_t *D, const uint64_t *A, const uint64_t *B, const uint64_t *C, uint32_t m)
+{
+    EACH(D[l] = B32(__builtin_fmaf(F32(A[l]), F32(B[l]), F32(C[l]))));
+}
+
+__attribute__((target("fma")))
+static void fma64_hw(uint64_t *D, const uint64_t *A, const uint64_t *B, const uint64_t *C, uint32_t m)
+{
+    EACH(D[l] = B64(__builtin_fma(F64(A[l]), F64(B[l]), F64(C[l]))));
+}
+
+static void fma32_sw(uint64_t *D, const uint64_t *A, const uint64_t *B, const uint64_t *C, uint32_t m)
+{
+    EACH(D[l] = B32(fmaf(F32(A[l]), F32(B[l]), F32(C[l]))));
+}
+
+static void fma64_sw(uint64_t *D, const uint64_t *A, const uint64_t *B, const uint64_t *C, uint32_t m)
+{
+    EACH(D[l] = B64(fma(F64(A[l]), F64(B[l]), F64(C[l]))));
+}
+
+static int have_fma = -1;
+
+/* ---- control ---- */
+
+/* Picks the next group: the runnable lanes at the lowest pc. False when
+ * no lane can run (all exited or waiting at the barrier). */
+static bool pick(ptx_warp *w, uint32_t *pc, uint32_t *mask, uint32_t *wait_min)
+{
+    uint32_t run = w->live & ~w->bar;
+    if (!run)
+        return false;
+    uint32_t best = UINT32_MAX;
+    for (uint32_t r = run; r; r &= r - 1) {
+        unsigned l = (unsigned)__builtin_ctz(r);
+        if (w->lpc[l] < best)
+            best = w->lpc[l];
+    }
+    uint32_t m = 0, second = UINT32_MAX;
+    for (uint32_t r = run; r; r &= r - 1) {
+        unsigned l = (unsigned)__builtin_ctz(r);
+        if (w->lpc[l] == best)
+            m |= BIT(l);
+        else if (w->lpc[l] < second)
+            second = w->lpc[l];
+    }
+    *pc = best;
+    *mask = m;
+    *wait_min = second;
+    return true;
+}
+
+static void flush_group(ptx_warp *w, uint32_t pc, uint32_t mask)
+{
+    for (uint32_t r = mask; r; r &= r - 1)
+        w->lpc[__builtin_ctz(r)] = pc;
+}
+
+static bool read_generic(void *ctx, uint64_t addr, void *dst, size_t len)
+{
+    ptx_worker *k = ctx;
+    while (len > 0) {   /* byte ranges may span allocations: go piecewise */
+        size_t n = len > 64 ? 64 : len;
+        uint8_t *p = NULL;
+        while (n > 0 && !(p = generic_ptr(k, addr, (unsigned)n)))
+            n /= 2;
+        if (!p)
+            return false;
+        memcpy(dst, p, n);
+        dst = (uint8_t *)dst + n;
+        addr += n;
+        len -= n;
+    }
+    return true;
+}
+
+static int do_printf(ptx_worker *k, ptx_warp *w, const ptx_insn *in, uint32_t m)
+{
+    ptx_run *run = k->run;
+    for (uint32_t r = m; r; r &= r - 1) {
+        unsigned l = (unsigned)__builtin_ctz(r);
+        uint8_t *pm = k->pmem + (size_t)(w->index * PTX_WARP + l) * run->pstride;
+        uint64_t fmt, args;
+        memcpy(&fmt, pm + in->a, 8);
+        memcpy(&args, pm + in->b, 8);
+        char *text = NULL;
+        int n = ptx_format_printf(fmt, args, read_generic, k, &text);
+        if (n < 0) {
+            free(text);
+            ptx_run_fail(run, CUDA_ERROR_ILLEGAL_ADDRESS,
+                         "kernel %s: printf reads an illegal address (PTX line %u)",
+                         run->entry->name, in->line);
+            return -1;
+        }
+        pthread_mutex_lock(&run->lock);
+        if (run->launch->print) {
+            run->launch->print(run->launch->print_ctx, text, (size_t)n);
+        } else {
+            fwrite(text, 1, (size_t)n, stdout);
+            fflush(stdout);
+        }
+        pthread_mutex_unlock(&run->lock);
+        free(text);
+        if (in->c != UINT32_MAX) {
+            uint64_t v = (uint64_t)(int64_t)n;
+            memcpy(pm + in->c, &v, in->e < 8 ? in->e : 8);
+        }
+    }
+    return 0;
+}
+
+/* ---- the interpreter ---- */
+
+int ptx_warp_run(ptx_worker *k, ptx_warp *w)
+{
+    ptx_run *run = k->run;
+    const soft_program *g = run->prog;
+    const ptx_insn *code = g->code;
+    uint64_t (*R)[PTX_WARP] = w->R;
+    uint32_t pc, mask, wait_min;
+    uint64_t fault_addr = 0;
+    unsigned fault_size = 0;
+    const char *fault_what = "";
+
+    if (have_fma < 0)
+        have_fma = __builtin_cpu_supports("fma") ? 1 : 0;
+    if (!pick(w, &pc, &mask, &wait_min))
+        return w->live ? WARP_BARRIER : WARP_EXITED;
+
+    for (;;) {
+        const ptx_insn *in = &code[pc];
+        uint32_t m = mask;
+        if (in->guard >= 0) {
+            const uint64_t *P = R[in->guard];
+            uint32_t t = 0;
+            uint64_t neg = (in->flags & F_GUARD_NEG) ? 1 : 0;
+            if (mask == PTX_FULL) {
+                for (unsigned l = 0; l < PTX_WARP; l++)
+                    t |= (uint32_t)((P[l] ^ neg) & 1) << l;
+            } else {
+                for (uint32_t r = mask; r; r &= r - 1) {
+                    unsigned l = (unsigned)__builtin_ctz(r);
+                    t |= (uint32_t)((P[l] ^ neg) & 1) << l;
+                }
+            }
+            m = t;
+        }
+        uint64_t *D = R[in->d];
+        const uint64_t *A = R[in->a], *B = R[in->b], *C = R[in->c];
+        const int type = in->type;
+
+        switch (in->op) {
+        case OP_NOP:
+        case OP_MEMBAR:
+            if (in->op == OP_MEMBAR)
+                __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            break;
+
+        case OP_MOV:
+            switch (ptx_type_size(type)) {
+            case 1: EACH(D[l] = A[l] & 0xff); break;
+            case 2: EACH(D[l] = (uint16_t)A[l]); break;
+            case 4: EACH(D[l] = (uint32_t)A[l]); break;
+            default: EACH(D[l] = A[l]); break;
+            }
+            if (type == T_PRED)
+                EACH(D[l] = A[l] & 1);
+            break;
+
+        case OP_PACK: {
+            unsigned n = in->vec, bits = 8 * ptx_type_size(type) / n;
+            uint64_t em = maskw(bits);
+            EACH({
+                uint64_t v = 0;
+                for (unsigned e = 0; e < n; e++)
+                    v |= (R[in->v[e]][l] & em) << (e * bits);
+                D[l] = v;
+            });
+            break;
+        }
+        case OP_UNPACK: {
+            unsigned n = in->vec, bits = 8 * ptx_type_size(type) / n;
+            uint64_t em = maskw(bits);
+            EACH({
+                uint64_t v = A[l];
+                for (unsigned e = 0; e < n; e++)
+                    R[in->v[e]][l] = (v >> (e * bits)) & em;
+            });
+            break;
+        }
+
+        case OP_LD: {
+            unsigned es = ptx_type_size(type), n = in->vec, dw = in->dwidth;
+            bool sign = ptx_type_signed(type);
+            int64_t off = in->imm;
+            int space = in->space;
+            if (n == 1 && es == 4 && (space == SP_GLOBAL || space == SP_CONST)) {
+                EACH({
+                    uint64_t a = A[l] + (uint64_t)off;
+                    const uint8_t *p = global_ptr(k, a, 4);
+                    if (!p) {
+                        fault_addr = a; fault_size = 4; fault_what = "load";
+                        goto fault;
+                    }
+                    uint32_t v;
+                    memcpy(&v, p, 4);
+                    D[l] = sign ? (uint64_t)(int64_t)(int32_t)v & maskw(8 * dw) : v;
+                });
+                break;
+            }
+            if (n == 1 && es == 4 && space == SP_SHARED) {
+                uint32_t sb = run->shared_bytes;
+                EACH({
+                    uint64_t a = A[l] + (uint64_t)off;
+                    if (a > sb || sb - a < 4) {
+                        fault_addr = a; fault_size = 4; fault_what = "load";
+                        goto fault;
+                    }
+                    uint32_t v;
+                    memcpy(&v, k->smem + a, 4);
+                    D[l] = sign ? (uint64_t)(int64_t)(int32_t)v & maskw(8 * dw) : v;
+                });
+                break;
+            }
+            EACH({
+                uint64_t a = A[l] + (uint64_t)off;
+                const uint8_t *p = space_ptr(k, w, space, l, a, es * n);
+                if (!p) {
+                    fault_addr = a; fault_size = es * n; fault_what = "load";
+                    goto fault;
+                }
+                for (unsigned e = 0; e < n; e++)
+                    R[in->v[e]][l] = extend(load_n(p + e * es, es), es, sign, dw);
+            });
+            break;
+        }
+        case OP_ST: {
+            unsigned es = ptx_type_size(type), n = in->vec;
+            int64_t off = in->imm;
+            int space = in->space;
+            if (n == 1 && es == 4 && space == SP_GLOBAL) {
+                EACH({
+                    uint64_t a = A[l] + (uint64_t)off;
+                    uint8_t *p = global_ptr(k, a, 4);
+                    if (!p) {
+                        fault_addr = a; fault_size = 4; fault_what = "store";
+                        goto fault;
+                    }
+                    uint32_t v = (uint32_t)D[l];
+                    memcpy(p, &v, 4);
+                });
+                break;
+            }
+            EACH({
+                uint64_t a = A[l] + (uint64_t)off;
+                uint8_t *p = space_ptr(k, w, space, l, a, es * n);
+                if (!p) {
+                    fault_addr = a; fault_size = es * n; fault_what = "store";
+                    goto fault;
+                }
+                for (unsigned e = 0; e < n; e++)
+                    store_n(p + e * es, es, R[in->v[e]][l]);
+            });
+            break;
+        }
+        case OP_LD_KPARAM: {
+            unsigned es = ptx_type_size(type), n = in->vec, dw = in->dwidth;
+            bool sign = ptx_type_signed(type);
+            for (unsigned e = 0; e < n; e++) {
+                uint64_t v = extend(load_n(run->kparams + in->imm + e * es, es), es, sign, dw);
+                uint64_t *V = R[in->v[e]];
+                EACH(V[l] = v);
+            }
+            break;
+        }
+        case OP_LD_PARAM: {
+            unsigned es = ptx_type_size(type), n = in->vec, dw = in->dwidth;
+            bool sign = ptx_type_signed(type);
+            EACH({
+                const uint8_t *p = k->pmem + (size_t)(w->index * PTX_WARP + l) * run->pstride + in->imm;
+                for (unsigned e = 0; e < n; e++)
+                    R[in->v[e]][l] = extend(load_n(p + e * es, es), es, sign, dw);
+            });
+            break;
+        }
+        case OP_ST_PARAM: {
+            unsigned es = ptx_type_size(type), n = in->vec;
+            EACH({
+                uint8_t *p = k->pmem + (size_t)(w->index * PTX_WARP + l) * run->pstride + in->imm;
+                for (unsigned e = 0; e < n; e++)
+                    store_n(p + e * es, es, R[in->v[e]][l]);
+            });
+            break;
+        }
+
+        case OP_ADD:
+        case OP_SUB: {
+            bool sub = in->op == OP_SUB;
+            switch (type) {
+            case T_U16: EACH(D[l] = (uint16_t)(sub ? A[l] - B[l] : A[l] + B[l])); break;
+            case T_U32:
+                if (sub)
+                    EACH(D[l] = (uint32_t)(A[l] - B[l]));
+                else
+                    EACH(D[l] = (uint32_t)(A[l] + B[l]));
+                break;
+            case T_U64:
+                if (sub)
+                    EACH(D[l] = A[l] - B[l]);
+                else
+                    EACH(D[l] = A[l] + B[l]);
+                break;
+            case T_S32:   /* .sat */
+                EACH({
+                    int64_t v = sub ? (int64_t)(int32_t)A[l] - (int32_t)B[l]
+                                    : (int64_t)(int32_t)A[l] + (int32_t)B[l];
+                    if (v > INT32_MAX) v = INT32_MAX;
+                    if (v < INT32_MIN) v = INT32_MIN;
+                    D[l] = (uint32_t)v;
+                });
+                break;
+            case T_F32:
+                if (in->mode > RND_RN)
+                    goto rounded;
+                if (sub)
+                    EACH(D[l] = B32(F32(A[l]) - F32(B[l])));
+                else
+                    EACH(D[l] = B32(F32(A[l]) + F32(B[l])));
+                goto post32;
+            case T_F64:
+                if (in->mode > RND_RN)
+                    goto rounded;
+                if (sub)
+                    EACH(D[l] = B64(F64(A[l]) - F64(B[l])));
+                else
+                    EACH(D[l] = B64(F64(A[l]) + F64(B[l])));
+                goto post64;
+            case T_F16:
+            case T_F16X2:
+                EACH(D[l] = ptx_f16_op(in->op, (ptx_type)type, A[l], B[l], 0));
+                break;
+            default:
+                goto bad;
+            }
+            break;
+        }
+
+        case OP_MUL:
+            switch (type) {
+            case T_U16: EACH(D[l] = (uint16_t)(A[l] * B[l])); break;
+            case T_U32: EACH(D[l] = (uint32_t)(A[l] * B[l])); break;
+            case T_U64: EACH(D[l] = A[l] * B[l]); break;
+            case T_F32:
+                if (in->mode > RND_RN)
+                    goto rounded;
+                EACH(D[l] = B32(F32(A[l]) * F32(B[l])));
+                goto post32;
+            case T_F64:
+                if (in->mode > RND_RN)
+                    goto rounded;
+                EACH(D[l] = B64(F64(A[l]) * F64(B[l])));
+                goto post64;
+            case T_F16:
+            case T_F16X2:
+                EACH(D[l] = ptx_f16_op(OP_MUL, (ptx_type)type, A[l], B[l], 0));
+                break;
+            default:
+                goto bad;
+            }
+            break;
+        case OP_MULHI:
+        case OP_MADHI: {
+            bool mad = in->op == OP_MADHI;
+            switch (type) {
+            case T_U16: EACH(D[l] = (uint16_t)((((uint32_t)(uint16_t)A[l] * (uint16_t)B[l]) >> 16) + (mad ? C[l] : 0))); break;
+            case T_S16: EACH(D[l] = (uint16_t)(((int32_t)(int16_t)A[l] * (int16_t)B[l] >> 16) + (mad ? C[l] : 0))); break;
+            case T_U32: EACH(D[l] = (uint32_t)((((uint64_t)(uint32_t)A[l] * (uint32_t)B[l]) >> 32) + (mad ? C[l] : 0))); break;
+            case T_S32: EACH(D[l] = (uint32_t)((uint64_t)((int64_t)(int32_t)A[l] * (int32_t)B[l] >> 32) + (mad ? C[l] : 0))); break;
+            case T_U64: EACH(D[l] = mulhi_u64(A[l], B[l]) + (mad ? C[l] : 0)); break;
+            case T_S64: EACH(D[l] = mulhi_s64(A[l], B[l]) + (mad ? C[l] : 0)); break;
+            default: goto bad;
+            }
+            break;
+        }
+        case OP_MULWIDE:
+        case OP_MADWIDE: {
+            bool mad = in->op == OP_MADWIDE;
+            switch (type) {
+            case T_U16: EACH(D[l] = (uint32_t)((uint32_t)(uint16_t)A[l] * (uint16_t)B[l] + (mad ? C[l] : 0))); break;
+            case T_S16: EACH(D[l] = (uint32_t)((uint32_t)((int32_t)(int16_t)A[l] * (int16_t)B[l]) + (mad ? C[l] : 0))); break;
+            case T_U32: EACH(D[l] = (uint64_t)(uint32_t)A[l] * (uint32_t)B[l] + (mad ? C[l] : 0)); break;
+            case T_S32: EACH(D[l] = (uint64_t)((int64_t)(int32_t)A[l] * (int32_t)B[l]) + (mad ? C[l] : 0)); break;
+            default: goto bad;
+            }
+            break;
+        }
+        case OP_MAD:
+            switch (type) {
+            case T_U16: EACH(D[l] = (uint16_t)(A[l] * B[l] + C[l])); break;
+            case T_U32: EACH(D[l] = (uint32_t)(A[l] * B[l] + C[l])); break;
+            case T_U64: EACH(D[l] = A[l] * B[l] + C[l]); break;
+            default: goto bad;
+            }
+            break;
+        case OP_MUL24:
+            EACH(D[l] = (uint32_t)((A[l] & 0xffffff) * (B[l] & 0xffffff)));
+            break;
+        case OP_MAD24:
+            EACH(D[l] = (uint32_t)((A[l] & 0xffffff) * (B[l] & 0xffffff) + C[l]));
+            break;
+        case OP_FMA:
+            switch (type) {
+            case T_F32:
+                if (in->mode > RND_RN)
+                    goto rounded;
+                if (have_fma)
+                    fma32_hw(D, A, B, C, m);
+                else
+                    fma32_sw(D, A, B, C, m);
+                goto post32;
+            case T_F64:
+                if (in->mode > RND_RN)
+                    goto rounded;
+                if (have_fma)
+                    fma64_hw(D, A, B, C, m);
+                else
+                    fma64_sw(D, A, B, C, m);
+                goto post64;
+            case T_F16:
+            case T_F16X2:
+                EACH(D[l] = ptx_f16_op(OP_FMA, (ptx_type)type, A[l], B[l], C[l]));
+                break;
+            default:
+                goto bad;
+            }
+            break;
+
+        case OP_ADDC:
+        case OP_SUBC:
+        case OP_MADC: {
+            bool cin = in->flags & F_CC_IN, cout = in->flags & F_CC_OUT;
+            bool hi = in->mode;
+            EACH({
+                uint64_t a = A[l], b = B[l], ci = cin ? w->cc[l] : 0, r, co;
+                if (in->op == OP_MADC) {
+                    uint64_t prod = type == T_U32 ? (hi ? ((uint64_t)(uint32_t)a * (uint32_t)b) >> 32
+                                                        : (uint32_t)((uint64_t)(uint32_t)a * (uint32_t)b))
+                                                  : (hi ? mulhi_u64(a, b) : a * b);
+                    a = prod;
+                    b = C[l];
+                }
+                if (type == T_U32) {
+                    a = (uint32_t)a;
+                    b = (uint32_t)b;
+                    if (in->op == OP_SUBC) {
+                        r = a - b - ci;
+                        co = a < b + ci;
+                    } else {
+                        r = a + b + ci;
+                        co = r >> 32;
+                    }
+                    r = (uint32_t)r;
+                } else {
+                    if (in->op == OP_SUBC) {
+                        unsigned __int128 s = (unsigned __int128)b + ci;
+                        r = a - (uint64_t)s;
+                        co = (unsigned __int128)a < s;
+                    } else {
+                        unsigned __int128 s = (unsigned __int128)a + b + ci;
+                        r = (uint64_t)s;
+                        co = (uint64_t)(s >> 64);
+                    }
+                }
+                D[l] = r;
+                if (cout)
+                    w->cc[l] = (uint8_t)co;
+            });
+            break;
+        }
+
+        case OP_DIV:
+            switch (type) {
+            case T_U16: EACH(D[l] = (uint16_t)B[l] ? (uint16_t)((uint16_t)A[l] / (uint16_t)B[l]) : 0xffff); break;
+            case T_S16: EACH(D[l] = (int16_t)B[l] ? (uint16_t)((int32_t)(int16_t)A[l] / (int16_t)B[l]) : 0xffff); break;
+            case T_U32: EACH(D[l] = (uint32_t)B[l] ? (uint32_t)A[l] / (uint32_t)B[l] : 0xffffffffu); break;
+            case T_S32:
+                EACH({
+                    int32_t a = (int32_t)A[l], b = (int32_t)B[l];
+                    D[l] = b == 0 ? 0xffffffffu : (b == -1 && a == INT32_MIN) ? (uint32_t)a : (uint32_t)(a / b);
+                });
+                break;
+            case T_U64: EACH(D[l] = B[l] ? A[l] / B[l] : ~0ull); break;
+            case T_S64:
+                EACH({
+                    int64_t a = (int64_t)A[l], b = (int64_t)B[l];
+                    D[l] = b == 0 ? ~0ull : (b == -1 && a == INT64_MIN) ? (uint64_t)a : (uint64_t)(a / b);
+                });
+                break;
+            case T_F32:
+                if (in->mode > RND_RN)
+                    goto rounded;
+                EACH(D[l] = B32(F32(A[l]) / F32(B[l])));
+                goto post32;
+            case T_F64:
+                if (in->mode > RND_RN)
+                    goto rounded;
+                EACH(D[l] = B64(F64(A[l]) / F64(B[l])));
+                goto post64;
+            default:
+                goto bad;
+            }
+            break;
+        case OP_REM:
+            switch (type) {
+            case T_U16: EACH(D[l] = (uint16_t)B[l] ? (uint16_t)((uint16_t)A[l] % (uint16_t)B[l]) : (uint16_t)A[l]); break;
+            case T_S16: EACH(D[l] = (int16_t)B[l] ? (uint16_t)((int32_t)(int16_t)A[l] % (int16_t)B[l]) : (uint16_t)A[l]); break;
+            case T_U32: EACH(D[l] = (uint32_t)B[l] ? (uint32_t)A[l] % (uint32_t)B[l] : (uint32_t)A[l]); break;
+            case T_S32:
+                EACH({
+                    int32_t a = (int32_t)A[l], b = (int32_t)B[l];
+                    D[l] = b == 0 ? (uint32_t)a : b == -1 ? 0 : (uint32_t)(a % b);
+                });
+                break;
+            case T_U64: EACH(D[l] = B[l] ? A[l] % B[l] : A[l]); break;
+            case T_S64:
+                EACH({
+                    int64_t a = (int64_t)A[l], b = (int64_t)B[l];
+                    D[l] = b == 0 ? (uint64_t)a : b == -1 ? 0 : (uint64_t)(a % b);
+                });
+                break;
+            default:
+                goto bad;
+            }
+            break;
+
+        case OP_MIN:
+        case OP_MAX: {
+            bool mx = in->op == OP_MAX;
+            switch (type) {
+            case T_U16: case T_U32: case T_U64: {
+                uint64_t wm = maskw(8 * ptx_type_size(type));
+                EACH({ uint64_t a = A[l] & wm, b = B[l] & wm; D[l] = mx ? (a > b ? a : b) : (a < b ? a : b); });
+                break;
+            }
+            case T_S16: case T_S32: case T_S64: {
+                unsigned bits = 8 * ptx_type_size(type);
+                EACH({ int64_t a = sext(A[l], bits), b = sext(B[l], bits);
+                       D[l] = (uint64_t)(mx ? (a > b ? a : b) : (a < b ? a : b)) & maskw(bits); });
+                break;
+            }
+            case T_F32:
+                if (mx)
+                    EACH(D[l] = B32(fmaxf(F32(A[l]), F32(B[l]))));
+                else
+                    EACH(D[l] = B32(fminf(F32(A[l]), F32(B[l]))));
+                goto post32;
+            case T_F64:
+                if (mx)
+                    EACH(D[l] = B64(fmax(F64(A[l]), F64(B[l]))));
+                else
+                    EACH(D[l] = B64(fmin(F64(A[l]), F64(B[l]))));
+                break;
+            case T_F16: case T_F16X2:
+                EACH(D[l] = ptx_f16_op(in->op, (ptx_type)type, A[l], B[l], 0));
+                break;
+            default:
+                goto bad;
+            }
+            break;
+        }
+        case OP_ABS:
+        case OP_NEG: {
+            bool neg = in->op == OP_NEG;
+            switch (type) {
+            case T_S16: case T_S32: case T_S64: {
+                unsigned bits = 8 * ptx_type_size(type);
+                EACH({ int64_t a = sext(A[l], bits);
+                       uint64_t r = neg ? (uint64_t)0 - (uint64_t)a : (a < 0 ? (uint64_t)0 - (uint64_t)a : (uint64_t)a);
+                       D[l] = r & maskw(bits); });
+                break;
+            }
+            case T_F32:
+                if (neg)
+                    EACH(D[l] = (uint32_t)A[l] ^ 0x80000000u);
+                else
+                    EACH(D[l] = (uint32_t)A[l] & 0x7fffffffu);
+                goto post32;
+            case T_F64:
+                if (neg)
+                    EACH(D[l] = A[l] ^ 0x8000000000000000ull);
+                else
+                    EACH(D[l] = A[l] & 0x7fffffffffffffffull);
+                break;
+            case T_F16: case T_F16X2:
+                EACH(D[l] = ptx_f16_op(in->op, (ptx_type)type, A[l], 0, 0));
+                break;
+            default:
+                goto bad;
+            }
+            break;
+        }
+
+        case OP_AND: EACH(D[l] = A[l] & B[l]); break;
+        case OP_OR: EACH(D[l] = A[l] | B[l]); break;
+        case OP_XOR: EACH(D[l] = A[l] ^ B[l]); break;
+        case OP_NOT:
+            if (type == T_PRED)
+                EACH(D[l] = !(A[l] & 1));
+            else {
+                uint64_t wm = maskw(8 * ptx_type_size(type));
+                EACH(D[l] = ~A[l] & wm);
+            }
+            break;
+        case OP_CNOT: {
+            uint64_t wm = maskw(8 * ptx_type_size(type));
+            EACH(D[l] = (A[l] & wm) == 0);
+            break;
+        }
+        case OP_SHL: {
+            unsigned bits = 8 * ptx_type_size(type);
+            if (bits == 32)
+                EACH(D[l] = (uint32_t)B[l] >= 32 ? 0 : (uint32_t)((uint32_t)A[l] << (uint32_t)B[l]));
+            else
+                EACH(D[l] = shl_n(A[l], (uint32_t)B[l], bits));
+            break;
+        }
+        case OP_SHR: {
+            unsigned bits = 8 * ptx_type_size(type);
+            if (ptx_type_signed(type))
+                EACH(D[l] = shr_s(sext(A[l], bits), (uint32_t)B[l], bits));
+            else if (bits == 32)
+                EACH(D[l] = (uint32_t)B[l] >= 32 ? 0 : (uint32_t)A[l] >> (uint32_t)B[l]);
+            else
+                EACH(D[l] = shr_u(A[l], (uint32_t)B[l], bits));
+            break;
+        }
+
+        case OP_SETP:
+        case OP_SET: {
+            uint32_t res = 0;
+            unsigned cmp = in->mode;
+            if (!ptx_type_float(type)) {
+                unsigned bits = 8 * ptx_type_size(type);
+                if (ptx_type_signed(type)) {
+                    switch (cmp) {
+#define SCMP(c, op) case c: EACH(res |= (uint32_t)(sext(A[l], bits) op sext(B[l], bits)) << l); break;
+                    SCMP(CMP_EQ, ==) SCMP(CMP_NE, !=) SCMP(CMP_LT, <) SCMP(CMP_LE, <=)
+                    SCMP(CMP_GT, >) SCMP(CMP_GE, >=)
+#undef SCMP
+                    default: goto bad;
+                    }
+                } else {
+                    uint64_t wm = maskw(bits);
+                    switch (cmp) {
+#define UCMP(c, op) case c: EACH(res |= (uint32_t)((A[l] & wm) op (B[l] & wm)) << l); break;
+                    UCMP(CMP_EQ, ==) UCMP(CMP_NE, !=) UCMP(CMP_LT, <) UCMP(CMP_LE, <=)
+                    UCMP(CMP_GT, >) UCMP(CMP_GE, >=)
+#undef UCMP
+                    default: goto bad;
+                    }
+                }
+            } else {
+                bool ftz = in->flags & F_FTZ;
+                EACH(res |= (uint32_t)cmp_float(as_double(A[l], type, ftz), as_double(B[l], type, ftz), cmp) << l);
+            }
+            uint32_t cpred = 0;
+            if (in->boolop != BOOL_NONE) {
+                uint64_t neg = (in->flags & F_NEG_C) ? 1 : 0;
+                EACH(cpred |= (uint32_t)((C[l] ^ neg) & 1) << l);
+            }
+            uint32_t p = res, q = ~res;
+            switch (in->boolop) {
+            case BOOL_AND: p &= cpred; q &= cpred; break;
+            case BOOL_OR: p |= cpred; q |= cpred; break;
+            case BOOL_XOR: p ^= cpred; q ^= cpred; break;
+            default: break;
+            }
+            if (in->op == OP_SET) {
+                uint64_t one = in->type2 == T_F32 ? 0x3f800000u : 0xffffffffu;
+                EACH(D[l] = (p >> l) & 1 ? one : 0);
+            } else {
+                EACH(D[l] = (p >> l) & 1);
+                if (in->flags & F_HAS_P) {
+                    uint64_t *E = R[in->e];
+                    EACH(E[l] = (q >> l) & 1);
+                }
+            }
+            break;
+        }
+        case OP_SELP: {
+            uint64_t neg = (in->flags & F_NEG_C) ? 1 : 0;
+            EACH(D[l] = ((C[l] ^ neg) & 1) ? A[l] : B[l]);
+            break;
+        }
+
+        case OP_CVT: {
+            int st = in->type2;
+            unsigned dw = in->dwidth;
+            if (in->flags == 0 || (in->flags & ~F_GUARD_NEG) == 0) {
+                if (type == T_U64 && st == T_U32) {
+                    EACH(D[l] = (uint32_t)A[l]);
+                    break;
+                }
+                if (type == T_S64 && st == T_S32) {
+                    EACH(D[l] = (uint64_t)(int64_t)(int32_t)A[l]);
+                    break;
+                }
+                if ((type == T_U32 || type == T_S32) && (st == T_U64 || st == T_S64) && dw == 4) {
+                    EACH(D[l] = (uint32_t)A[l]);
+                    break;
+                }
+                if (type == T_F32 && st == T_S32 && in->mode == RND_RN) {
+                    EACH(D[l] = B32((float)(int32_t)A[l]));
+                    break;
+                }
+                if (type == T_F64 && st == T_F32) {
+                    EACH(D[l] = B64((double)F32(A[l])));
+                    break;
+                }
+            }
+            EACH(D[l] = ptx_cvt(A[l], (ptx_type)type, (ptx_type)st, in->mode, in->flags, dw));
+            break;
+        }
+        case OP_CVTA_FROM:
+            if (in->space == SP_SHARED) {
+                uint64_t s = (uintptr_t)k->smem;
+                EACH(D[l] = s + A[l]);
+            } else {
+                EACH(D[l] = (uintptr_t)local_base(k, w, l) + A[l]);
+            }
+            break;
+        case OP_CVTA_TO:
+            if (in->space == SP_SHARED) {
+                uint64_t s = (uintptr_t)k->smem;
+                EACH(D[l] = A[l] - s);
+            } else {
+                EACH(D[l] = A[l] - (uintptr_t)local_base(k, w, l));
+            }
+            break;
+        case OP_DEPOT:
+            EACH(D[l] = w->fp[l] + (uint64_t)in->imm);
+            break;
+
+        case OP_POPC:
+            if (type == T_U32)
+                EACH(D[l] = (uint32_t)__builtin_popcount((uint32_t)A[l]));
+            else
+                EACH(D[l] = (uint32_t)__builtin_popcountll(A[l]));
+            break;
+        case OP_CLZ:
+            if (type == T_U32)
+                EACH(D[l] = (uint32_t)A[l] ? (uint32_t)__builtin_clz((uint32_t)A[l]) : 32);
+            else
+                EACH(D[l] = A[l] ? (uint32_t)__builtin_clzll(A[l]) : 64);
+            break;
+        case OP_BREV:
+            if (type == T_U32)
+                EACH({ uint32_t x = (uint32_t)A[l], r = 0;
+                       for (unsigned i = 0; i < 32; i++) r |= ((x >> i) & 1) << (31 - i);
+                       D[l] = r; });
+            else
+                EACH({ uint64_t x = A[l], r = 0;
+                       for (unsigned i = 0; i < 64; i++) r |= ((x >> i) & 1) << (63 - i);
+                       D[l] = r; });
+            break;
+        case OP_BFIND: {
+            unsigned bits = 8 * ptx_type_size(type);
+            bool sign = ptx_type_signed(type), sa = in->flags & F_SHIFTAMT;
+            EACH(D[l] = bfind(A[l], bits, sign, sa));
+            break;
+        }
+        case OP_BFE: {
+            unsigned bits = 8 * ptx_type_size(type);
+            bool sign = ptx_type_signed(type);
+            EACH(D[l] = bfe(A[l], B[l], C[l], bits, sign));
+            break;
+        }
+        case OP_BFI: {
+            unsigned bits = 8 * ptx_type_size(type);
+            const uint64_t *E = R[in->e];
+            EACH(D[l] = bfi(A[l], B[l], C[l], E[l], bits));
+            break;
+        }
+        case OP_PRMT:
+            EACH(D[l] = prmt((uint32_t)A[l], (uint32_t)B[l], (uint32_t)C[l]));
+            break;
+        case OP_LOP3:
+            EACH(D[l] = lop3((uint32_t)A[l], (uint32_t)B[l], (uint32_t)C[l], (unsigned)in->imm));
+            break;
+        case OP_COPYSIGN:
+            if (type == T_F32)
+                EACH(D[l] = ((uint32_t)B[l] & 0x7fffffffu) | ((uint32_t)A[l] & 0x80000000u));
+            else
+                EACH(D[l] = (B[l] & 0x7fffffffffffffffull) | (A[l] & 0x8000000000000000ull));
+            break;
+
+        case OP_RCP:
+        case OP_SQRT:
+            if (in->mode > RND_RN)
+                goto rounded;
+            if (type == T_F32 && in->op == OP_SQRT)
+                EACH(D[l] = B32(sqrtf(F32((in->flags & F_FTZ) ? ptx_ftz32(A[l]) : A[l]))));
+            else if (type == T_F32)
+                EACH(D[l] = B32(1.0f / F32((in->flags & F_FTZ) ? ptx_ftz32(A[l]) : A[l])));
+            else
+                EACH(D[l] = ptx_fmath(in->op, (ptx_type)type, A[l]));
+            if (type == T_F32)
+                goto post32;
+            break;
+        case OP_RSQRT:
+        case OP_EX2:
+        case OP_LG2:
+        case OP_SIN:
+        case OP_COS:
+        case OP_TANH:
+            if (type == T_F32 && (in->flags & F_FTZ))
+                EACH(D[l] = ptx_fmath(in->op, (ptx_type)type, ptx_ftz32(A[l])));
+            else
+                EACH(D[l] = ptx_fmath(in->op, (ptx_type)type, A[l]));
+            if (type == T_F32)
+                goto post32;
+            break;
+        case OP_TESTP:
+            EACH(D[l] = ptx_testp(in->mode, (ptx_type)type, A[l]));
+            break;
+        case OP_CLOCK: {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t v = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+            if (type != T_U64)
+                v = (uint32_t)v;
+            EACH(D[l] = v);
+            break;
+        }
+
+        case OP_ATOM: {
+            unsigned es = ptx_type_size(type);
+            int space = in->space;
+            bool res = !(in->flags & F_NO_RESULT);
+            EACH({
+                uint64_t a = A[l] + (uint64_t)in->imm;
+                uint8_t *p = space_ptr(k, w, space, l, a, es);
+                if (!p || ((uintptr_t)p & (es - 1))) {
+                    fault_addr = a; fault_size = es; fault_what = "atomic";
+                    goto fault;
+                }
+                uint64_t old = atom_apply(p, in->mode, type, B[l], C[l]);
+                if (res)
+                    D[l] = es == 4 ? (uint32_t)old : old;
+            });
+            break;
+        }
+        case OP_SHFL: {
+            uint32_t src[PTX_WARP], out[PTX_WARP];
+            uint32_t pv = 0;
+            for (unsigned l = 0; l < PTX_WARP; l++)
+                src[l] = (uint32_t)A[l];
+            EACH({
+                uint32_t b = (uint32_t)B[l], c = (uint32_t)C[l];
+                uint32_t segmask = (c >> 8) & 0x1f, clamp = c & 0x1f;
+                uint32_t maxl = (l & segmask) | (clamp & ~segmask);
+                uint32_t minl = l & segmask;
+                uint32_t j;
+                bool ok;
+                switch (in->mode) {
+                case SHFL_UP: j = l - b; ok = (int32_t)j >= (int32_t)maxl; break;
+                case SHFL_DOWN: j = l + b; ok = j <= maxl; break;
+                case SHFL_BFLY: j = l ^ b; ok = j <= maxl; break;
+                default: j = minl | (b & ~segmask); ok = j <= maxl; break;
+                }
+                if (!ok || j >= PTX_WARP)
+                    j = l;
+                out[l] = src[j & 31];
+                pv |= (uint32_t)ok << l;
+            });
+            EACH(D[l] = out[l]);
+            if (in->flags & F_HAS_P) {
+                uint64_t *E = R[in->e];
+                EACH(E[l] = (pv >> l) & 1);
+            }
+            break;
+        }
+        case OP_VOTE: {
+            uint32_t ballot = 0;
+            uint64_t neg = (in->flags & F_NEG_B) ? 1 : 0;
+            EACH(ballot |= (uint32_t)((A[l] ^ neg) & 1) << l);
+            uint64_t v;
+            switch (in->mode) {
+            case VOTE_ALL: v = ballot == m; break;
+            case VOTE_ANY: v = ballot != 0; break;
+            case VOTE_UNI: v = ballot == 0 || ballot == m; break;
+            default: v = ballot; break;
+            }
+            EACH(D[l] = v);
+            break;
+        }
+        case OP_ACTIVEMASK:
+            EACH(D[l] = mask);
+            break;
+
+        /* ---- control flow ---- */
+        case OP_BRA: {
+            uint32_t target = (uint32_t)in->imm;
+            if (m == mask) {
+                pc = target;
+            } else if (m == 0) {
+                pc++;
+            } else {
+                for (uint32_t r = mask; r; r &= r - 1) {
+                    unsigned l = (unsigned)__builtin_ctz(r);
+                    w->lpc[l] = (m >> l) & 1 ? target : pc + 1;
+                }
+                pick(w, &pc, &mask, &wait_min);
+                continue;
+            }
+            if (pc >= wait_min) {
+                flush_group(w, pc, mask);
+                pick(w, &pc, &mask, &wait_min);
+            }
+            continue;
+        }
+        case OP_EXIT:
+            w->live &= ~m;
+            if (m != mask) {
+                flush_group(w, pc + 1, mask & ~m);
+            }
+            if (!w->live)
+                return WARP_EXITED;
+            if (!pick(w, &pc, &mask, &wait_min))
+                return w->live ? WARP_BARRIER : WARP_EXITED;
+            continue;
+        case OP_BAR:
+            flush_group(w, pc + 1, mask);
+            w->bar |= m;
+            if (!pick(w, &pc, &mask, &wait_min))
+                return WARP_BARRIER;
+            continue;
+        case OP_TRAP:
+            if (m == 0)
+                break;
+            ptx_run_fail(run, CUDA_ERROR_LAUNCH_FAILED, "kernel %s: %s (PTX line %u)",
+                         run->entry->name, in->mode ? "assertion failed" : "trap", in->line);
+            return WARP_FAULT;
+        case OP_VPRINTF:
+            if (do_printf(k, w, in, m) < 0)
+                return WARP_FAULT;
+            break;
+        case OP_CALL: {
+            if (m == 0)
+                break;
+            const ptx_call *c = &g->calls[in->aux];
+            const ptx_func *f = &g->funcs[c->func];
+            uint32_t save = f->recursive ? f->reg_count * 8 : 0;
+            uint32_t align = f->depot_align > 16 ? f->depot_align : 16;
+            for (uint32_t r = m; r; r &= r - 1) {
+                unsigned l = (unsigned)__builtin_ctz(r);
+                uint32_t start = (w->sp[l] + 15) / 16 * 16;
+                uint32_t depot = (start + 16 + save + align - 1) / align * align;
+                uint64_t end = (uint64_t)depot + f->depot;
+                if (end > run->lstride) {
+                    ptx_run_fail(run, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+                                 "kernel %s: call stack overflow in %s (PTX line %u)",
+                                 run->entry->name, f->name, in->line);
+                    return WARP_FAULT;
+                }
+                uint8_t *lb = local_base(k, w, l);
+                uint32_t hdr[4] = { pc + 1, in->aux, w->frame[l], w->fp[l] };
+                memcpy(lb + start, hdr, sizeof hdr);
+                for (uint32_t i = 0; i < save / 8; i++)
+                    memcpy(lb + start + 16 + 8 * i, &R[f->reg_first + i][l], 8);
+                uint8_t *pm = k->pmem + (size_t)(w->index * PTX_WARP + l) * run->pstride;
+                for (uint32_t i = 0; i < c->nargs; i++)
+                    memmove(pm + c->args[i].to, pm + c->args[i].from, c->args[i].size);
+                w->frame[l] = start;
+                w->fp[l] = depot;
+                w->sp[l] = (uint32_t)end;
+                w->lpc[l] = f->pc;
+            }
+            for (uint32_t r = mask & ~m; r; r &= r - 1)
+                w->lpc[__builtin_ctz(r)] = pc + 1;
+            if (m == mask) {
+                pc = f->pc;
+                if (pc >= wait_min) {
+                    flush_group(w, pc, mask);
+                    pick(w, &pc, &mask, &wait_min);
+                }
+            } else {
+                pick(w, &pc, &mask, &wait_min);
+            }
+            continue;
+        }
+        case OP_RET: {
+            if (m == 0)
+                break;
+            for (uint32_t r = m; r; r &= r - 1) {
+                unsigned l = (unsigned)__builtin_ctz(r);
+                if (w->frame[l] == UINT32_MAX) {   /* return from the entry */
+                    w->live &= ~BIT(l);
+                    continue;
+                }
+                uint8_t *lb = local_base(k, w, l);
+                uint32_t hdr[4];
+                memcpy(hdr, lb + w->frame[l], sizeof hdr);
+                const ptx_call *c = &g->calls[hdr[1]];
+                const ptx_func *f = &g->funcs[c->func];
+                uint8_t *pm = k->pmem + (size_t)(w->index * PTX_WARP + l) * run->pstride;
+                for (uint32_t i = 0; i < c->nrets; i++)
+                    memmove(pm + c->rets[i].to, pm + c->rets[i].from, c->rets[i].size);
+                if (f->recursive)
+                    for (uint32_t i = 0; i < f->reg_count; i++)
+                        memcpy(&R[f->reg_first + i][l], lb + w->frame[l] + 16 + 8 * i, 8);
+                w->sp[l] = w->frame[l];
+                w->frame[l] = hdr[2];
+                w->fp[l] = hdr[3];
+                w->lpc[l] = hdr[0];
+            }
+            for (uint32_t r = mask & ~m; r; r &= r - 1)
+                w->lpc[__builtin_ctz(r)] = pc + 1;
+            if (!pick(w, &pc, &mask, &wait_min))
+                return w->live ? WARP_BARRIER : WARP_EXITED;
+            continue;
+        }
+        default:
+            goto bad;
+        }
+        pc++;
+        if (pc >= wait_min) {
+            flush_group(w, pc, mask);
+            pick(w, &pc, &mask, &wait_min);
+        }
+        continue;
+
+    post32:
+        if (in->flags & F_FTZ)
+            EACH(D[l] = ptx_ftz32(D[l]));
+        if (in->flags & F_SAT)
+            EACH({ float f = F32(D[l]); D[l] = B32(isnan(f) ? 0.0f : f < 0.0f ? 0.0f : f > 1.0f ? 1.0f : f); });
+        goto next;
+    post64:
+        if (in->flags & F_SAT)
+            EACH({ double f = F64(D[l]); D[l] = B64(isnan(f) ? 0.0 : f < 0.0 ? 0.0 : f > 1.0 ? 1.0 : f); });
+        goto next;
+    rounded:
+        EACH(D[l] = ptx_fop_rounded(in->op, (ptx_type)type, in->mode, A[l], B[l], C[l]));
+        if (type == T_F32)
+            goto post32;
+        goto post64;
+    next:
+        pc++;
+        if (pc >= wait_min) {
+            flush_group(w, pc, mask);
+            pick(w, &pc, &mask, &wait_min);
+        }
+        continue;
+
+    fault:
+        ptx_run_fail(run, CUDA_ERROR_ILLEGAL_ADDRESS,
+                     "kernel %s: illegal address 0x%llx (%s %s of %u bytes, PTX line %u)",
+                     run->entry->name, (unsigned long long)fault_addr, space_name(in->space),
+                     fault_what, fault_size, in->line);
+        return WARP_FAULT;
+    bad:
+        ptx_run_fail(run, CUDA_ERROR_LAUNCH_FAILED,
+                     "kernel %s: internal error: unhandled form at PTX line %u",
+                     run->entry->name, in->line);
+        return WARP_FAULT;
+    }
+}

@@ -1,0 +1,196 @@
+/* ptx_ir: the decoded form of a PTX module that the interpreter runs. The
+ * parser (ptx_parse.c) and decoder (ptx_decode.c) build it once; launches
+ * (ptx_launch.c, ptx_exec.c) only read it, except for bound global addresses.
+ *
+ * Every operand is a register index into a warp's lane-major register file
+ * `uint64_t R[nregs][32]`: immediates and symbol addresses become registers
+ * preloaded once per launch, special registers (%tid.x, ...) registers
+ * preloaded per warp. A register holds its value zero-extended from the
+ * register's width; floats as their bit patterns. */
+#ifndef RIG_SOFTGPU_PTX_IR_H
+#define RIG_SOFTGPU_PTX_IR_H
+
+#include "softgpu/engine.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PTX_WARP 32
+#define PTX_FULL 0xffffffffu
+
+/* Operand types, in the order their sizes grow within a kind. */
+typedef enum ptx_type {
+    T_NONE, T_PRED,
+    T_B8, T_U8, T_S8,
+    T_B16, T_U16, T_S16,
+    T_B32, T_U32, T_S32,
+    T_B64, T_U64, T_S64,
+    T_F16, T_F16X2, T_BF16, T_F32, T_F64,
+    T_B128,
+    T_COUNT
+} ptx_type;
+
+unsigned ptx_type_size(ptx_type t);
+bool ptx_type_signed(ptx_type t);
+bool ptx_type_float(ptx_type t);
+
+/* Opcodes of the decoded form. One PTX opcode can decode to several. */
+#define PTX_OPS(X) \
+    X(NOP) X(MOV) X(PACK) X(UNPACK) X(LD) X(ST) X(LD_KPARAM) X(LD_PARAM) \
+    X(ST_PARAM) X(ADD) X(SUB) X(MUL) X(MULHI) X(MULWIDE) X(MAD) X(MADHI) \
+    X(MADWIDE) X(ADDC) X(SUBC) X(MADC) X(DIV) X(REM) X(ABS) X(NEG) X(MIN) \
+    X(MAX) X(AND) X(OR) X(XOR) X(NOT) X(CNOT) X(SHL) X(SHR) X(SETP) X(SET) \
+    X(SELP) X(CVT) X(CVTA_TO) X(CVTA_FROM) X(BRA) X(RET) X(EXIT) X(CALL) \
+    X(VPRINTF) X(TRAP) X(BAR) X(MEMBAR) X(ATOM) X(SHFL) X(VOTE) \
+    X(ACTIVEMASK) X(POPC) X(CLZ) X(BREV) X(BFIND) X(BFE) X(BFI) X(PRMT) \
+    X(COPYSIGN) X(RCP) X(SQRT) X(RSQRT) X(EX2) X(LG2) X(SIN) X(COS) \
+    X(TANH) X(FMA) X(TESTP) X(CLOCK) X(DEPOT) X(LOP3) X(MUL24) X(MAD24) \
+    X(SAD) X(FNS) X(DP4A)
+
+typedef enum ptx_op {
+#define PTX_OP_ENUM(n) OP_##n,
+    PTX_OPS(PTX_OP_ENUM)
+#undef PTX_OP_ENUM
+    OP_COUNT
+} ptx_op;
+
+/* State spaces of memory operands. */
+enum { SP_GENERIC, SP_GLOBAL, SP_SHARED, SP_LOCAL, SP_CONST, SP_PARAM };
+
+/* Comparisons (setp, set). Unsigned integer ones map to LT.. with the
+ * operand type made unsigned; unordered float ones set PTX_CMP_U. */
+enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_NUM, CMP_NAN };
+#define PTX_CMP_U 8
+
+/* Rounding: none given, rn rz rm rp (float results), rni rzi rmi rpi
+ * (round to integral). */
+enum { RND_NONE, RND_RN, RND_RZ, RND_RM, RND_RP, RND_RNI, RND_RZI, RND_RMI, RND_RPI };
+
+/* Modes of shfl, vote, atom, bool ops, bfind. */
+enum { SHFL_UP, SHFL_DOWN, SHFL_BFLY, SHFL_IDX };
+enum { VOTE_ALL, VOTE_ANY, VOTE_UNI, VOTE_BALLOT };
+enum { ATOM_ADD, ATOM_MIN, ATOM_MAX, ATOM_INC, ATOM_DEC, ATOM_AND, ATOM_OR,
+       ATOM_XOR, ATOM_EXCH, ATOM_CAS };
+enum { BOOL_NONE, BOOL_AND, BOOL_OR, BOOL_XOR };
+
+/* ptx_insn.flags */
+#define F_GUARD_NEG  0x0001   /* @!p */
+#define F_FTZ        0x0002
+#define F_SAT        0x0004
+#define F_CC_IN      0x0008   /* addc/subc/madc read the carry */
+#define F_CC_OUT     0x0010   /* .cc: write the carry */
+#define F_NEG_C      0x0020   /* setp/selp/vote: !c (or !a for vote) */
+#define F_HAS_P      0x0040   /* shfl d|p, setp p|q */
+#define F_SHIFTAMT   0x0080   /* bfind.shiftamt */
+#define F_UNI        0x0100   /* bra.uni, call.uni */
+#define F_APPROX     0x0200
+#define F_NO_RESULT  0x0400   /* red (atom without a result) */
+#define F_NEG_B      0x0800   /* vote/setp source predicate negated */
+
+typedef struct ptx_insn {
+    uint8_t op;          /* ptx_op */
+    uint8_t type;        /* ptx_type of the operation (dest for cvt) */
+    uint8_t type2;       /* cvt: source type; setp: unused */
+    uint8_t mode;        /* cmp, rounding, shfl/vote/atom mode */
+    uint8_t space;       /* SP_* for memory operations */
+    uint8_t vec;         /* 1, 2 or 4 elements for ld/st; operands of pack */
+    uint8_t dwidth;      /* width in bytes of the destination register */
+    uint8_t boolop;      /* setp/set: BOOL_* */
+    uint16_t flags;
+    uint16_t pad;
+    int32_t guard;       /* predicate register, or -1 */
+    uint32_t d, a, b, c, e;
+    uint32_t v[4];       /* vector operands (ld/st/pack), else unused */
+    int64_t imm;         /* address offset; branch/call target pc; param offset */
+    uint32_t line;       /* source line for messages */
+    uint32_t aux;        /* call: index of its ptx_call */
+} ptx_insn;
+
+/* A copy between per-lane parameter slots at a call or return. */
+typedef struct ptx_pcopy {
+    uint32_t from, to, size;
+} ptx_pcopy;
+
+typedef struct ptx_call {
+    uint32_t func;           /* index into prog->funcs */
+    uint32_t nargs, nrets;
+    ptx_pcopy *args;         /* call-site param -> formal param */
+    ptx_pcopy *rets;         /* formal retval -> call-site param */
+} ptx_call;
+
+typedef struct ptx_func {
+    char *name;
+    bool is_entry;
+    bool defined;
+    bool is_extern;
+    uint32_t pc, end;            /* code range */
+    uint32_t reg_first, reg_count;  /* its registers, saved across calls */
+    uint32_t depot;              /* bytes of __local_depot */
+    uint32_t depot_align;
+    bool recursive;              /* can call itself: calls save its registers */
+    /* .func formals: per-lane param slots */
+    uint32_t nparams, nrets;
+    uint32_t *param_off, *param_size;
+    uint32_t *ret_off, *ret_size;
+    /* .entry */
+    soft_entry_info info;
+    soft_param *kparams;
+} ptx_func;
+
+typedef struct ptx_global {
+    soft_global_info info;
+    char *name;
+    uint8_t *init;
+    uint32_t reg;        /* register preloaded with its address */
+    uint64_t addr;       /* bound address, 0 until bound */
+} ptx_global;
+
+/* Registers preloaded per warp from the launch geometry. */
+enum {
+    SR_ZERO,     /* always 0; also the sink `_` writes into SR_SINK */
+    SR_SINK,
+    SR_TID_X, SR_TID_Y, SR_TID_Z,
+    SR_NTID_X, SR_NTID_Y, SR_NTID_Z,
+    SR_CTAID_X, SR_CTAID_Y, SR_CTAID_Z,
+    SR_NCTAID_X, SR_NCTAID_Y, SR_NCTAID_Z,
+    SR_LANEID, SR_WARPID, SR_NWARPID, SR_SMID, SR_NSMID, SR_GRIDID,
+    SR_LANEMASK_EQ, SR_LANEMASK_LE, SR_LANEMASK_LT, SR_LANEMASK_GE,
+    SR_LANEMASK_GT, SR_DYN_SMEM, SR_TOTAL_SMEM,
+    SR_CLOCK, SR_CLOCK64,    /* never read: mov from them decodes to OP_CLOCK */
+    SR_COUNT
+};
+
+/* A register preloaded once per launch in every lane. */
+typedef struct ptx_const {
+    uint32_t reg;
+    uint64_t value;
+} ptx_const;
+
+struct soft_program {
+    ptx_insn *code;
+    uint32_t ncode;
+    ptx_func *funcs;
+    uint32_t nfuncs;
+    uint32_t *entries;           /* indices into funcs */
+    uint32_t nentries;
+    ptx_global *globals;
+    uint32_t nglobals;
+    ptx_const *consts;
+    uint32_t nconsts;
+    ptx_call *calls;
+    uint32_t ncalls;
+    uint32_t nregs;
+    uint8_t *reg_width;          /* bytes, per register */
+    uint32_t shared_bytes;       /* static .shared, module-wide layout */
+    uint32_t dyn_shared_off;     /* where extern .shared starts */
+    uint32_t param_bytes;        /* per-lane .func parameter slots */
+    bool has_calls;
+};
+
+/* Formats one vprintf call of one lane (ptx_printf.c). Reads the format and
+ * arguments through rd; returns the text length or -1 (bad address). */
+typedef bool (*ptx_read_fn)(void *ctx, uint64_t addr, void *dst, size_t len);
+int ptx_format_printf(uint64_t fmt, uint64_t args, ptx_read_fn rd, void *ctx,
+                      char **text);
+
+#endif

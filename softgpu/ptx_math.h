@@ -1,0 +1,66 @@
+/* ptx_math: the arithmetic that is more than one C operator: cvt in every
+ * rounding mode, float ops in directed rounding, f16 conversions and the
+ * approximate functions (ex2, lg2, sin, ...). Values are register bits. */
+#ifndef RIG_SOFTGPU_PTX_MATH_H
+#define RIG_SOFTGPU_PTX_MATH_H
+
+#include "softgpu/ptx_ir.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static inline float ptx_f32(uint64_t bits)
+{
+    uint32_t u = (uint32_t)bits;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint64_t ptx_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline double ptx_f64(uint64_t bits)
+{
+    double d;
+    memcpy(&d, &bits, 8);
+    return d;
+}
+
+static inline uint64_t ptx_f64_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
+float ptx_half_to_float(uint16_t h);
+uint16_t ptx_float_to_half(float f);    /* round to nearest even */
+uint16_t ptx_double_to_half(double d);  /* round to nearest even, once */
+
+/* Zero for a subnormal f32 (keeping the sign), else x. */
+uint64_t ptx_ftz32(uint64_t bits);
+
+/* cvt.rnd.sat.ftz.dt.st of one value, written for a dwidth-byte register. */
+uint64_t ptx_cvt(uint64_t v, ptx_type dt, ptx_type st, int rnd, unsigned flags,
+                 unsigned dwidth);
+
+/* add/sub/mul/div/fma/sqrt/rcp in f32 or f64 under rounding rnd
+ * (RND_RZ/RM/RP); op is OP_ADD ... */
+uint64_t ptx_fop_rounded(int op, ptx_type t, int rnd, uint64_t a, uint64_t b, uint64_t c);
+
+/* f16 and f16x2 add/sub/mul/fma/neg/abs/min/max: op on two halves. */
+uint64_t ptx_f16_op(int op, ptx_type t, uint64_t a, uint64_t b, uint64_t c);
+
+/* Unary approximate or exact float math: OP_RCP, OP_SQRT, OP_RSQRT, OP_EX2,
+ * OP_LG2, OP_SIN, OP_COS, OP_TANH; t is T_F32 or T_F64. */
+uint64_t ptx_fmath(int op, ptx_type t, uint64_t a);
+
+/* testp.mode.t */
+bool ptx_testp(int mode, ptx_type t, uint64_t a);
+
+#endif

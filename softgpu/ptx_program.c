@@ -1,0 +1,76 @@
+/* ptx_program: the soft_program accessors of engine.h and its lifetime. */
+#include "softgpu/ptx_ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void soft_program_free(soft_program *g)
+{
+    if (!g)
+        return;
+    for (uint32_t i = 0; i < g->nfuncs; i++) {
+        ptx_func *f = &g->funcs[i];
+        free(f->name);
+        free(f->param_off);
+        free(f->param_size);
+        free(f->ret_off);
+        free(f->ret_size);
+        free(f->kparams);
+    }
+    for (uint32_t i = 0; i < g->nglobals; i++) {
+        free(g->globals[i].name);
+        free(g->globals[i].init);
+    }
+    for (uint32_t i = 0; i < g->ncalls; i++) {
+        free(g->calls[i].args);
+        free(g->calls[i].rets);
+    }
+    free(g->code);
+    free(g->funcs);
+    free(g->entries);
+    free(g->globals);
+    free(g->consts);
+    free(g->calls);
+    free(g->reg_width);
+    free(g);
+}
+
+uint32_t soft_program_entry_count(const soft_program *g)
+{
+    return g ? g->nentries : 0;
+}
+
+const soft_entry_info *soft_program_entry(const soft_program *g, uint32_t i)
+{
+    if (!g || i >= g->nentries)
+        return NULL;
+    return &g->funcs[g->entries[i]].info;
+}
+
+int soft_program_find_entry(const soft_program *g, const char *name)
+{
+    if (!g || !name)
+        return -1;
+    for (uint32_t i = 0; i < g->nentries; i++)
+        if (strcmp(g->funcs[g->entries[i]].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+uint32_t soft_program_global_count(const soft_program *g)
+{
+    return g ? g->nglobals : 0;
+}
+
+const soft_global_info *soft_program_global(const soft_program *g, uint32_t i)
+{
+    if (!g || i >= g->nglobals)
+        return NULL;
+    return &g->globals[i].info;
+}
+
+void soft_program_bind_global(soft_program *g, uint32_t i, uint64_t addr)
+{
+    if (g && i < g->nglobals)
+        g->globals[i].addr = addr;
+}
