@@ -23,7 +23,7 @@ SOFT_TEST_DEPS  := $(SOFT_LIB) $(if $(KERNEL_FATBINS),$(KERNEL_FATBINS)) $(B)/so
 
 $(SOFT_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(B)/tests/support.o $(SOFT_TEST_DEPS)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SOFT_LIB) -Wl,-rpath,$(abspath $(B)) -lcriterion -lpthread -ldl
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SOFT_LIB) -Wl,-rpath,$(abspath $(B)) -lcriterion -lpthread -ldl -lm
 
 $(B)/tests/test_fatbin: $(B)/tests/test_fatbin.o $(B)/tests/support.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o $(B)/softgpu-tests/sass_only.fatbin $(KERNEL_FATBINS)
 	$(call say,LD,$@)

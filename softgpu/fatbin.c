@@ -219,6 +219,9 @@ CUresult soft_fatbin_ptx(const void *image, size_t len, char **ptx, size_t *ptx_
     if (!image || !ptx || !ptx_len)
         return fail(CUDA_ERROR_INVALID_VALUE, msg, msglen, "no image");
     const uint8_t *p = image;
+    /* No magic holds a zero byte: a shorter string is (bad) text. */
+    if (len == SIZE_MAX && strnlen(image, 4) < 4)
+        len = strnlen(image, 4);
     bool unknown = len == SIZE_MAX;
     if (len < 4)
         return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen, "image of %zu bytes is too short", len);

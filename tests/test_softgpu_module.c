@@ -1,0 +1,258 @@
+/* softgpu modules and libraries through the driver API: every kernel fatbin
+ * in every mode loads (wrapper, container, PTX text), functions and globals
+ * are found, parameter layouts and attributes answer, SASS-only and broken
+ * images are refused clearly, unloading frees. */
+#include "tests/support.h"
+
+#include <criterion/criterion.h>
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+
+static CUcontext ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(cuInit(0), CUDA_SUCCESS);
+    cr_assert_eq(cuCtxCreate(&ctx, NULL, 0, 0), CUDA_SUCCESS);
+}
+
+TestSuite(module, .init = setup);
+
+static const char *modes[] = { "default", "fast", "debug", "nocomp", "speed", "size" };
+
+static char *image(const char *name, const char *mode, const char *ext)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/%s.%s.%s", RIG_BUILD_DIR, name, mode, ext);
+    size_t n;
+    char *d = support_read_file(path, &n);
+    cr_assert(d, "cannot read %s", path);
+    return d;
+}
+
+Test(module, every_kernel_loads_in_every_mode)
+{
+    struct { const char *file, *entry; } ks[] = {
+        { "vecadd", "vecadd" }, { "saxpy", "daxpy" }, { "reduce", "reduce_dyn" }, { "matmul", "matmul" },
+        { "globals", "use_globals" }, { "printf", "hello" }, { "histogram", "atomics" },
+        { "shuffle", "shuffle64" }, { "warpreduce", "bits" }, { "structparam", "_Z12scale_struct6Params5Small" },
+        { "gridstride", "gridstride" }, { "math", NULL }, { "int64", "int64ops" }, { "half", "halfops" },
+        { "funcs", "call_funcs" },
+    };
+    for (size_t k = 0; k < sizeof ks / sizeof *ks; k++)
+        for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+            char *img = image(ks[k].file, modes[m], "fatbin");
+            CUmodule mod;
+            CUresult r = cuModuleLoadData(&mod, img);
+            cr_expect_eq(r, CUDA_SUCCESS, "%s.%s: %d", ks[k].file, modes[m], r);
+            if (r == CUDA_SUCCESS) {
+                unsigned count;
+                OK(cuModuleGetFunctionCount(&count, mod));
+                cr_expect_geq(count, 1, "%s.%s", ks[k].file, modes[m]);
+                if (ks[k].entry) {
+                    CUfunction f;
+                    cr_expect_eq(cuModuleGetFunction(&f, mod, ks[k].entry), CUDA_SUCCESS, "%s.%s %s",
+                                 ks[k].file, modes[m], ks[k].entry);
+                }
+                OK(cuModuleUnload(mod));
+            }
+            free(img);
+        }
+}
+
+Test(module, ptx_text_and_wrapper_and_file)
+{
+    char *ptx = image("vecadd", "default", "ptx");
+    CUmodule m1, m2, m3;
+    OK(cuModuleLoadData(&m1, ptx));
+    char *fb = image("vecadd", "default", "fatbin");
+    struct { uint32_t magic, version; const void *data; void *unused; } w = { 0x466243B1u, 1, fb, NULL };
+    OK(cuModuleLoadFatBinary(&m2, &w));
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/vecadd.size.fatbin", RIG_BUILD_DIR);
+    OK(cuModuleLoad(&m3, path));
+    cr_expect_eq(cuModuleLoad(&m3, "/nonexistent/x.fatbin"), CUDA_ERROR_FILE_NOT_FOUND);
+    CUfunction f1, f2;
+    OK(cuModuleGetFunction(&f1, m1, "vecadd"));
+    OK(cuModuleGetFunction(&f2, m2, "vecadd"));
+    cr_expect_neq(f1, f2);
+    CUfunction fs[4] = { 0 };
+    OK(cuModuleEnumerateFunctions(fs, 4, m1));
+    cr_expect(fs[0] == f1 || fs[1] == f1);
+    cr_expect_eq(cuModuleGetFunction(&f1, m1, "nope"), CUDA_ERROR_NOT_FOUND);
+    CUmodule owner;
+    OK(cuFuncGetModule(&owner, f2));
+    cr_expect_eq(owner, m2);
+    const char *name;
+    OK(cuFuncGetName(&name, f2));
+    cr_expect_str_eq(name, "vecadd");
+    OK(cuModuleUnload(m1));
+    OK(cuModuleUnload(m2));
+    OK(cuModuleUnload(m3));
+    cr_expect_eq(cuModuleUnload(m1), CUDA_ERROR_INVALID_HANDLE);
+    cr_expect_eq(cuModuleGetFunction(&f1, m1, "vecadd"), CUDA_ERROR_INVALID_HANDLE);
+    cr_expect_eq(cuFuncGetName(&name, f2), CUDA_ERROR_INVALID_HANDLE);
+    free(ptx);
+    free(fb);
+}
+
+Test(module, parameter_layout_and_attributes)
+{
+    char *fb = image("vecadd", "default", "fatbin");
+    CUmodule m;
+    OK(cuModuleLoadData(&m, fb));
+    CUfunction f;
+    OK(cuModuleGetFunction(&f, m, "vecadd"));
+    size_t want_off[] = { 0, 8, 16, 24 }, want_size[] = { 8, 8, 8, 4 };
+    size_t i = 0, off, size;
+    for (; cuFuncGetParamInfo(f, i, &off, &size) == CUDA_SUCCESS; i++) {
+        cr_assert_lt(i, 4);
+        cr_expect_eq(off, want_off[i]);
+        cr_expect_eq(size, want_size[i]);
+    }
+    cr_expect_eq(i, 4);
+    cr_expect_eq(cuFuncGetParamInfo(f, 4, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    int v;
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+    cr_expect_eq(v, 1024);
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
+    cr_expect_eq(v, 48 * 1024);
+    OK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 60 * 1024));
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
+    cr_expect_eq(v, 60 * 1024);
+    cr_expect_eq(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 200 * 1024),
+                 CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuFuncGetAttribute(&v, (CUfunction_attribute)99, f), CUDA_ERROR_INVALID_VALUE);
+    OK(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_SHARED));
+    int blocks, grid, block;
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0));
+    cr_expect(blocks >= 1 && blocks <= 4, "%d", blocks);
+    OK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 0));
+    cr_expect(block >= 32 && block <= 1024 && block % 32 == 0 && grid >= 40, "grid %d block %d", grid, block);
+    size_t dyn;
+    OK(cuOccupancyAvailableDynamicSMemPerBlock(&dyn, f, 2, 128));
+    cr_expect_eq(dyn, 32 * 1024);
+    cr_expect_eq(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, (CUfunction)&v), CUDA_ERROR_INVALID_HANDLE);
+    /* The struct-parameter kernel: full-size structs. */
+    char *sp = image("structparam", "default", "fatbin");
+    CUmodule m2;
+    OK(cuModuleLoadData(&m2, sp));
+    OK(cuModuleGetFunction(&f, m2, "_Z12scale_struct6Params5Small"));
+    OK(cuFuncGetParamInfo(f, 0, &off, &size));
+    cr_expect(off == 0 && size == 40, "off %zu size %zu", off, size);
+    OK(cuFuncGetParamInfo(f, 1, &off, &size));
+    cr_expect(off == 40 && size == 8, "off %zu size %zu", off, size);
+    OK(cuModuleUnload(m2));
+    OK(cuModuleUnload(m));
+    free(sp);
+    free(fb);
+}
+
+Test(module, globals_are_tracked_allocations)
+{
+    char *fb = image("globals", "default", "fatbin");
+    CUmodule m;
+    OK(cuModuleLoadData(&m, fb));
+    CUdeviceptr p;
+    size_t n;
+    OK(cuModuleGetGlobal(&p, &n, m, "coeffs"));
+    cr_expect_eq(n, 16);
+    float c[4];
+    OK(cuMemcpyDtoH(c, p, sizeof c));
+    cr_expect(c[0] == 1.0f && c[1] == 2.0f && c[2] == 3.0f && c[3] == 0.5f);
+    OK(cuModuleGetGlobal(&p, &n, m, "counter"));
+    int counter;
+    OK(cuMemcpyDtoH(&counter, p, 4));
+    cr_expect_eq(counter, 5);
+    OK(cuModuleGetGlobal(&p, NULL, m, "table"));
+    CUdeviceptr base;
+    size_t size;
+    OK(cuMemGetAddressRange(&base, &size, p + 4));
+    cr_expect(base == p && size == 32);
+    OK(cuModuleGetGlobal(&p, &n, m, "offset_c"));
+    cr_expect_eq(n, 4);
+    int zero = -1;
+    OK(cuMemcpyDtoH(&zero, p, 4));
+    cr_expect_eq(zero, 0);
+    cr_expect_eq(cuModuleGetGlobal(&p, &n, m, "nope"), CUDA_ERROR_NOT_FOUND);
+    OK(cuModuleUnload(m));
+    cr_expect_eq(cuMemGetAddressRange(&base, &size, p), CUDA_ERROR_NOT_FOUND);
+    free(fb);
+}
+
+Test(module, libraries)
+{
+    char *fb = image("globals", "speed", "fatbin");
+    struct { uint32_t magic, version; const void *data; void *unused; } w = { 0x466243B1u, 1, fb, NULL };
+    CUlibrary lib;
+    /* cudart passes the wrapper and no options. */
+    OK(cuLibraryLoadData(&lib, &w, NULL, NULL, 0, NULL, NULL, 0));
+    CUkernel k;
+    OK(cuLibraryGetKernel(&k, lib, "read_counter"));
+    CUfunction f;
+    OK(cuKernelGetFunction(&f, k));
+    size_t off, size;
+    OK(cuKernelGetParamInfo(k, 0, &off, &size));
+    cr_expect(off == 0 && size == 8);
+    CUlibrary back;
+    OK(cuKernelGetLibrary(&back, k));
+    cr_expect_eq(back, lib);
+    unsigned count;
+    OK(cuLibraryGetKernelCount(&count, lib));
+    cr_expect_eq(count, 2);
+    CUdeviceptr p;
+    OK(cuLibraryGetGlobal(&p, NULL, lib, "counter"));   /* NULL size, as cuBLAS asks */
+    cr_expect_eq(*(int *)(uintptr_t)p, 5);
+    CUmodule m;
+    OK(cuLibraryGetModule(&m, lib));
+    cr_expect_eq(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);   /* the library owns it */
+    int v;
+    OK(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k, 0));
+    cr_expect_eq(v, 1024);
+    OK(cuLibraryUnload(lib));
+    cr_expect_eq(cuLibraryGetKernel(&k, lib, "read_counter"), CUDA_ERROR_INVALID_HANDLE);
+    cr_expect_eq(cuKernelGetFunction(&f, k), CUDA_ERROR_INVALID_HANDLE);
+    free(fb);
+}
+
+Test(module, sass_only_is_refused_with_a_message)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/softgpu-tests/sass_only.fatbin", RIG_BUILD_DIR);
+    size_t n;
+    char *img = support_read_file(path, &n);
+    cr_assert(img);
+    CUmodule m;
+    char log[256] = "";
+    CUjit_option opts[] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+    void *vals[] = { log, (void *)(uintptr_t)sizeof log };
+    cr_expect_eq(cuModuleLoadDataEx(&m, img, 2, opts, vals), CUDA_ERROR_NOT_SUPPORTED);
+    cr_expect(strstr(log, "SASS"), "log: %s", log);
+    CUlibrary lib;
+    cr_expect_eq(cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0), CUDA_ERROR_NOT_SUPPORTED);
+    free(img);
+}
+
+Test(module, broken_images_are_refused)
+{
+    CUmodule m;
+    cr_expect_eq(cuModuleLoadData(&m, "this is not PTX"), CUDA_ERROR_INVALID_PTX);
+    static const unsigned char junk[] = { 0x12, 0x34, 0x56, 0x78, 0x9a, 0 };
+    cr_expect_eq(cuModuleLoadData(&m, junk), CUDA_ERROR_INVALID_IMAGE);
+    cr_expect_eq(cuModuleLoadData(&m, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuModuleLoadData(NULL, "x"), CUDA_ERROR_INVALID_VALUE);
+    /* A fatbin with its PTX entry's compressed bytes damaged. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/vecadd.default.fatbin", RIG_BUILD_DIR);
+    size_t n;
+    char *img = support_read_file(path, &n);
+    cr_assert(img);
+    memset(img + n - 200, 0xcc, 100);
+    cr_expect_eq(cuModuleLoadData(&m, img), CUDA_ERROR_INVALID_IMAGE);
+    free(img);
+}
