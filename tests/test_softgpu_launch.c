@@ -461,6 +461,7 @@ Test(launch, illegal_address_is_sticky_and_named)
     char *err = capture(2, oob_launch, res);
     cr_expect_eq(res[0], CUDA_SUCCESS);               /* asynchronous */
     cr_expect_eq(res[1], CUDA_ERROR_ILLEGAL_ADDRESS);
+    cr_log_info("stderr: %s", err);
     cr_expect(strstr(err, "vecadd_i32") && strstr(err, "ILLEGAL_ADDRESS"), "stderr: %s", err);
     cr_expect(strstr(err, "0x10000") || strstr(err, "0x0000000000010000") || strstr(err, "10000"), "stderr: %s", err);
     cr_expect_eq(strchr(err, '\n'), err + strlen(err) - 1, "one line: %s", err);
