@@ -179,6 +179,9 @@ bool soft_op_dep(soft_op *op, struct CUstream_st *s, struct CUevent_st *e, uint6
 CUresult soft_stream_submit(struct CUstream_st *s, soft_op *op, uint64_t *value);
 /* Waits until s reaches value. */
 void soft_stream_wait(struct CUstream_st *s, uint64_t value);
+/* True when no work s would wait for is unfinished, so that a synchronous
+ * operation may run on the calling thread at once. */
+bool soft_stream_idle(struct CUstream_st *s);
 /* Waits for everything submitted to s so far. */
 void soft_stream_drain(struct CUstream_st *s);
 CUresult soft_stream_create(struct CUctx_st *ctx, unsigned flags, int priority,

@@ -47,6 +47,12 @@ static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned value, unsigned ele
     unsigned __int128 span = (unsigned __int128)(height - 1) * pitch + wbytes;
     if (span > UINT64_MAX || !soft_range_covers(dst, (uint64_t)span))
         return CUDA_ERROR_INVALID_VALUE;
+    if (!async && soft_stream_idle(s)) {
+        /* Nothing to order after: fill here, without a trip to the worker. */
+        soft_op local = { .u.fill = { dst, pitch, wbytes / elem, height, value, elem } };
+        run_fill(&local, s->ctx);
+        return soft_ctx_status(s->ctx);
+    }
     soft_op *op = soft_op_new(run_fill);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -315,6 +315,35 @@ SOFT_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
     return cuStreamDestroy_v2(hStream);
 }
 
+bool soft_stream_idle(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool idle = s->completed == s->submitted;
+    pthread_mutex_unlock(&s->lock);
+    if (!idle)
+        return false;
+    /* Legacy ordering: the NULL stream waits for the blocking streams, a
+     * blocking stream for the NULL stream. */
+    struct CUctx_st *c = s->ctx;
+    pthread_mutex_lock(&c->lock);
+    if (s->legacy) {
+        for (struct CUstream_st *t = c->streams; t && idle; t = t->next) {
+            if (t->flags & CU_STREAM_NON_BLOCKING)
+                continue;
+            pthread_mutex_lock(&t->lock);
+            idle = t->completed == t->submitted;
+            pthread_mutex_unlock(&t->lock);
+        }
+    } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
+        struct CUstream_st *t = c->null_stream;
+        pthread_mutex_lock(&t->lock);
+        idle = t->completed == t->submitted;
+        pthread_mutex_unlock(&t->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return idle;
+}
+
 static CUresult stream_query(CUstream h, bool ptds)
 {
     struct CUstream_st *s;
@@ -324,17 +353,8 @@ static CUresult stream_query(CUstream h, bool ptds)
     bool idle = s->completed == s->submitted;
     pthread_mutex_unlock(&s->lock);
     /* The NULL stream also waits for the blocking streams. */
-    if (idle && s->legacy) {
-        pthread_mutex_lock(&s->ctx->lock);
-        for (struct CUstream_st *t = s->ctx->streams; t && idle; t = t->next) {
-            if (t->flags & CU_STREAM_NON_BLOCKING)
-                continue;
-            pthread_mutex_lock(&t->lock);
-            idle = t->completed == t->submitted;
-            pthread_mutex_unlock(&t->lock);
-        }
-        pthread_mutex_unlock(&s->ctx->lock);
-    }
+    if (idle && s->legacy)
+        idle = soft_stream_idle(s);
     return idle ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
