@@ -94,4 +94,15 @@ void soft_program_bind_global(soft_program *prog, uint32_t i, uint64_t addr);
 CUresult soft_program_launch(soft_program *prog, const soft_launch *launch,
                              char *msg, size_t msglen);
 
+/* Added by the engine: checks that a packed parameter buffer of size bytes
+ * fits entry i. Returns CUDA_SUCCESS, or CUDA_ERROR_INVALID_VALUE with one
+ * line in msg naming the kernel and both sizes. */
+CUresult soft_program_check_params(const soft_program *prog, uint32_t entry, size_t size,
+                                   char *msg, size_t msglen);
+
+/* Added by the engine: thread-instructions executed by every launch of this
+ * process so far (each instruction counts once per thread that issued it);
+ * for benchmarks. */
+uint64_t soft_engine_thread_instructions(void);
+
 #endif

@@ -26,3 +26,14 @@ $(SOFT_ENGINE_TESTS): $(B)/tests/test_ptx_%: $(B)/tests/test_ptx_%.o $(SOFT_ENGI
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(SOFT_ENGINE_LIB) -lcriterion -lpthread -lm
 
 CHECK_TESTS += $(SOFT_ENGINE_TESTS)
+
+# Speed: thread-instructions per second (the owner hooks this into make bench).
+SOFT_ENGINE_BENCH := $(B)/tests/bench_engine
+$(SOFT_ENGINE_BENCH): $(B)/tests/bench_engine.o $(SOFT_ENGINE_LIB) | $(KERNELS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(SOFT_ENGINE_LIB) -lpthread -lm
+
+.PHONY: softgpu-bench
+softgpu-bench: $(SOFT_ENGINE_BENCH)
+	$(Q)$(SOFT_ENGINE_BENCH)
+ALL_TARGETS += $(SOFT_ENGINE_BENCH)

@@ -966,6 +966,25 @@ static void dec_bra(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     ptx_add_fixup(p, pc, o[0].name);
 }
 
+bool ptx_known_opcode(const ptx_tok *op)
+{
+    static const char *const known[] = {
+        "mov", "ld", "ldu", "st", "add", "sub", "addc", "subc", "madc", "mul", "mad",
+        "mul24", "mad24", "div", "rem", "min", "max", "abs", "neg", "and", "or", "xor",
+        "not", "cnot", "shl", "shr", "setp", "set", "selp", "cvt", "cvta", "bra", "ret",
+        "exit", "trap", "bar", "barrier", "membar", "fence", "nanosleep", "pmevent",
+        "atom", "red", "shfl", "vote", "activemask", "popc", "clz", "brev", "bfind", "bfe",
+        "bfi", "prmt", "lop3", "copysign", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin",
+        "cos", "tanh", "fma", "testp",
+    };
+    const char *dot = memchr(op->s, '.', op->len);
+    size_t n = dot ? (size_t)(dot - op->s) : op->len;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strlen(known[i]) == n && memcmp(known[i], op->s, n) == 0)
+            return true;
+    return false;
+}
+
 void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_neg,
                 ptx_opd *o, unsigned n)
 {

@@ -379,7 +379,21 @@ static void fma64_sw(uint64_t *D, const uint64_t *A, const uint64_t *B, const ui
     EACH(D[l] = B64(fma(F64(A[l]), F64(B[l]), F64(C[l]))));
 }
 
-static int have_fma = -1;
+static int have_fma;
+static pthread_once_t fma_once = PTHREAD_ONCE_INIT;
+
+static void detect_fma(void)
+{
+    __builtin_cpu_init();
+    have_fma = __builtin_cpu_supports("fma") ? 1 : 0;
+}
+
+static _Atomic uint64_t thread_instructions;
+
+uint64_t soft_engine_thread_instructions(void)
+{
+    return atomic_load(&thread_instructions);
+}
 
 /* ---- control ---- */
 
@@ -482,14 +496,17 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
     unsigned fault_size = 0;
     const char *fault_what = "";
 
-    if (have_fma < 0)
-        have_fma = __builtin_cpu_supports("fma") ? 1 : 0;
+    uint64_t executed = 0;
+    int status;
+
+    pthread_once(&fma_once, detect_fma);
     if (!pick(w, &pc, &mask, &wait_min))
-        return w->live ? WARP_BARRIER : WARP_EXITED;
+        { status = w->live ? WARP_BARRIER : WARP_EXITED; goto done; }
 
     for (;;) {
         const ptx_insn *in = &code[pc];
         uint32_t m = mask;
+        executed += (unsigned)__builtin_popcount(mask);
         if (in->guard >= 0) {
             const uint64_t *P = R[in->guard];
             uint32_t t = 0;
@@ -1285,25 +1302,25 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 flush_group(w, pc + 1, mask & ~m);
             }
             if (!w->live)
-                return WARP_EXITED;
+                { status = WARP_EXITED; goto done; }
             if (!pick(w, &pc, &mask, &wait_min))
-                return w->live ? WARP_BARRIER : WARP_EXITED;
+                { status = w->live ? WARP_BARRIER : WARP_EXITED; goto done; }
             continue;
         case OP_BAR:
             flush_group(w, pc + 1, mask);
             w->bar |= m;
             if (!pick(w, &pc, &mask, &wait_min))
-                return WARP_BARRIER;
+                { status = WARP_BARRIER; goto done; }
             continue;
         case OP_TRAP:
             if (m == 0)
                 break;
             ptx_run_fail(run, CUDA_ERROR_LAUNCH_FAILED, "kernel %s: %s (PTX line %u)",
                          run->entry->name, in->mode ? "assertion failed" : "trap", in->line);
-            return WARP_FAULT;
+            { status = WARP_FAULT; goto done; }
         case OP_VPRINTF:
             if (do_printf(k, w, in, m) < 0)
-                return WARP_FAULT;
+                { status = WARP_FAULT; goto done; }
             break;
         case OP_CALL: {
             if (m == 0)
@@ -1321,7 +1338,7 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                     ptx_run_fail(run, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
                                  "kernel %s: call stack overflow in %s (PTX line %u)",
                                  run->entry->name, f->name, in->line);
-                    return WARP_FAULT;
+                    { status = WARP_FAULT; goto done; }
                 }
                 uint8_t *lb = local_base(k, w, l);
                 uint32_t hdr[4] = { pc + 1, in->aux, w->frame[l], w->fp[l] };
@@ -1377,7 +1394,7 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             for (uint32_t r = mask & ~m; r; r &= r - 1)
                 w->lpc[__builtin_ctz(r)] = pc + 1;
             if (!pick(w, &pc, &mask, &wait_min))
-                return w->live ? WARP_BARRIER : WARP_EXITED;
+                { status = w->live ? WARP_BARRIER : WARP_EXITED; goto done; }
             continue;
         }
         default:
@@ -1418,11 +1435,14 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                      "kernel %s: illegal address 0x%llx (%s %s of %u bytes, PTX line %u)",
                      run->entry->name, (unsigned long long)fault_addr, space_name(in->space),
                      fault_what, fault_size, in->line);
-        return WARP_FAULT;
+        { status = WARP_FAULT; goto done; }
     bad:
         ptx_run_fail(run, CUDA_ERROR_LAUNCH_FAILED,
                      "kernel %s: internal error: unhandled form at PTX line %u",
                      run->entry->name, in->line);
-        return WARP_FAULT;
+        { status = WARP_FAULT; goto done; }
     }
+done:
+    atomic_fetch_add_explicit(&thread_instructions, executed, memory_order_relaxed);
+    return status;
 }

@@ -233,7 +233,7 @@ static void check_new_name(ptx_parser *p, const ptx_tok *name)
 {
     uint32_t base = p->nscope ? p->scope[p->nscope - 1] : 0;
     for (uint32_t i = base; i < p->nsyms; i++)
-        if (p->syms[i].kind != SYM_REGRANGE && p->syms[i].len == name->len &&
+        if (p->syms[i].len == name->len &&
             memcmp(p->syms[i].name, name->s, name->len) == 0)
             ptx_fail(p, CUDA_ERROR_INVALID_PTX, name->line, "'%.*s' declared twice",
                      (int)name->len, name->s);
@@ -839,6 +839,9 @@ static void parse_instruction(ptx_parser *p)
         parse_call(p, op, guard, gneg);
         return;
     }
+    if (!ptx_known_opcode(op))
+        ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, op->line, "instruction '%.*s' is not supported",
+                 (int)(op->len > 60 ? 60 : op->len), op->s);
     ptx_opd opds[PTX_MAX_OPDS];
     unsigned n = 0;
     if (!punct(p->t, ';')) {

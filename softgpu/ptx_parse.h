@@ -124,6 +124,9 @@ uint32_t ptx_param_slot(ptx_parser *p, uint32_t size, uint32_t align);
  * guard the predicate register or -1. Emits into p->prog or fails. */
 void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_neg,
                 ptx_opd *opds, unsigned nopds);
+/* True when the opcode's base (before the first dot) is one ptx_decode
+ * knows; operands of others are never parsed. */
+bool ptx_known_opcode(const ptx_tok *op);
 /* Decodes a call: rets and args are call-site parameter symbols. */
 void ptx_decode_call(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_neg,
                      const ptx_tok *callee, const ptx_sym **rets, unsigned nrets,

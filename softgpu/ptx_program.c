@@ -1,6 +1,7 @@
 /* ptx_program: the soft_program accessors of engine.h and its lifetime. */
 #include "softgpu/ptx_ir.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,4 +74,24 @@ void soft_program_bind_global(soft_program *g, uint32_t i, uint64_t addr)
 {
     if (g && i < g->nglobals)
         g->globals[i].addr = addr;
+}
+
+CUresult soft_program_check_params(const soft_program *g, uint32_t entry, size_t size,
+                                   char *msg, size_t msglen)
+{
+    if (msg && msglen)
+        msg[0] = 0;
+    if (!g || entry >= g->nentries) {
+        if (msg && msglen)
+            snprintf(msg, msglen, "no such entry");
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    const soft_entry_info *e = &g->funcs[g->entries[entry]].info;
+    if (size != e->param_bytes) {
+        if (msg && msglen)
+            snprintf(msg, msglen, "kernel %s takes %u bytes of parameters, given %zu", e->name,
+                     e->param_bytes, size);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
 }

@@ -25,7 +25,7 @@ static struct {
 static unsigned tp_nbufs;
 static void *tp_gaddr[TP_MAXBUF];
 
-static bool tp_find(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size)
+static __attribute__((unused)) bool tp_find(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size)
 {
     (void)ctx;
     for (unsigned i = 0; i < tp_nbufs; i++) {
@@ -42,7 +42,7 @@ static bool tp_find(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size)
 static const soft_memory tp_memory = { .ctx = NULL, .find = tp_find };
 
 /* A zeroed buffer of n bytes that kernels may access. */
-static void *tp_alloc(size_t n)
+static __attribute__((unused)) void *tp_alloc(size_t n)
 {
     cr_assert(tp_nbufs < TP_MAXBUF);
     void *p = calloc(1, n ? n : 1);
@@ -53,7 +53,7 @@ static void *tp_alloc(size_t n)
     return p;
 }
 
-static void tp_free_all(void)
+static __attribute__((unused)) void tp_free_all(void)
 {
     for (unsigned i = 0; i < tp_nbufs; i++)
         free(tp_bufs[i].p);
@@ -62,7 +62,7 @@ static void tp_free_all(void)
 
 /* ---- programs ---- */
 
-static char *tp_read(const char *path, size_t *len)
+static __attribute__((unused)) char *tp_read(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     cr_assert(f, "cannot open %s (build the kernels first)", path);
@@ -80,7 +80,7 @@ static char *tp_read(const char *path, size_t *len)
 
 /* Parses build/kernels/K.M.ptx and binds its globals to fresh buffers
  * holding their initialisers. */
-static soft_program *tp_load(const char *kernel, const char *mode)
+static __attribute__((unused)) soft_program *tp_load(const char *kernel, const char *mode)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/kernels/%s.%s.ptx", RIG_BUILD_DIR, kernel, mode);
@@ -104,7 +104,7 @@ static soft_program *tp_load(const char *kernel, const char *mode)
 }
 
 /* Host address of the bound global named name. */
-static void *tp_global(soft_program *prog, const char *name)
+static __attribute__((unused)) void *tp_global(soft_program *prog, const char *name)
 {
     for (uint32_t i = 0; i < soft_program_global_count(prog) && i < TP_MAXBUF; i++)
         if (strcmp(soft_program_global(prog, i)->name, name) == 0)
@@ -118,7 +118,7 @@ typedef struct tp_args {
     size_t len;
 } tp_args;
 
-static void tp_arg(tp_args *a, const void *v, size_t size, size_t align)
+static __attribute__((unused)) void tp_arg(tp_args *a, const void *v, size_t size, size_t align)
 {
     a->len = (a->len + align - 1) / align * align;
     cr_assert(a->len + size <= sizeof a->buf);
@@ -153,7 +153,7 @@ static CUresult tp_launch_ex(soft_program *prog, const char *name, uint32_t gx, 
     return soft_program_launch(prog, &l, msg, msglen);
 }
 
-static void tp_launch(soft_program *prog, const char *name, const char *mode, uint32_t gx,
+static __attribute__((unused)) void tp_launch(soft_program *prog, const char *name, const char *mode, uint32_t gx,
                       uint32_t gy, uint32_t bx, uint32_t by, uint32_t dyn, const tp_args *a)
 {
     char msg[256];
@@ -173,12 +173,12 @@ static uint64_t tp_rand(void)
     return x ^ (x >> 31);
 }
 
-static float tp_randf(float lo, float hi)
+static __attribute__((unused)) float tp_randf(float lo, float hi)
 {
     return lo + (hi - lo) * (float)(tp_rand() >> 40) / (float)(1 << 24);
 }
 
-static bool tp_close(double got, double want, double rel, double abs_tol)
+static __attribute__((unused)) bool tp_close(double got, double want, double rel, double abs_tol)
 {
     if (got == want)
         return true;

@@ -1,0 +1,171 @@
+/* softgpu engine speed: thread-instructions per second for vector add, a
+ * block reduction and a tiled matrix multiply, on one host thread and on
+ * all of them. Prints; asserts nothing (speed is measured, never tested). */
+#include "softgpu/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct buf {
+    void *p;
+    size_t n;
+} buf;
+
+static buf bufs[8];
+static unsigned nbufs;
+
+static bool find(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size)
+{
+    (void)ctx;
+    for (unsigned i = 0; i < nbufs; i++) {
+        uint64_t b = (uintptr_t)bufs[i].p;
+        if (addr >= b && addr - b < bufs[i].n) {
+            *base = b;
+            *size = bufs[i].n;
+            return true;
+        }
+    }
+    return false;
+}
+
+static const soft_memory memory = { .find = find };
+
+static void *alloc(size_t n)
+{
+    void *p = malloc(n);
+    if (!p || nbufs == 8) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n / 4; i++)
+        ((float *)p)[i] = (float)(i % 97) * 0.01f;
+    bufs[nbufs++] = (buf){ p, n };
+    return p;
+}
+
+static void free_all(void)
+{
+    for (unsigned i = 0; i < nbufs; i++)
+        free(bufs[i].p);
+    nbufs = 0;
+}
+
+static soft_program *load(const char *kernel)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/%s.default.ptx", RIG_BUILD_DIR, kernel);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "bench: cannot open %s\n", path);
+        exit(1);
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n);
+    if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "bench: cannot read %s\n", path);
+        exit(1);
+    }
+    fclose(f);
+    soft_program *p;
+    char msg[256];
+    if (soft_program_parse(text, (size_t)n, &p, msg, sizeof msg) != CUDA_SUCCESS) {
+        fprintf(stderr, "bench: %s: %s\n", path, msg);
+        exit(1);
+    }
+    free(text);
+    return p;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs the launch reps times; prints the rate. */
+static void measure(const char *label, soft_program *p, soft_launch *l, unsigned threads, int reps)
+{
+    char msg[256];
+    l->threads = threads;
+    l->memory = &memory;
+    uint64_t before = soft_engine_thread_instructions();
+    double t0 = now();
+    for (int i = 0; i < reps; i++)
+        if (soft_program_launch(p, l, msg, sizeof msg) != CUDA_SUCCESS) {
+            fprintf(stderr, "bench: %s: %s\n", label, msg);
+            exit(1);
+        }
+    double dt = now() - t0;
+    uint64_t n = soft_engine_thread_instructions() - before;
+    printf("  softgpu %-10s %2u thread%s %8.3f G thread-instructions/s (%.3f G per thread)\n",
+           label, threads, threads == 1 ? " " : "s", (double)n / dt * 1e-9,
+           (double)n / dt * 1e-9 / threads);
+}
+
+int main(void)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned all = ncpu > 0 ? (unsigned)ncpu : 1;
+    unsigned counts[2] = { 1, all };
+    for (unsigned c = 0; c < (all > 1 ? 2u : 1u); c++) {
+        unsigned t = counts[c];
+        {
+            soft_program *p = load("vecadd");
+            int n = 1 << 22;
+            struct { void *a, *b, *c; int n; } __attribute__((packed)) args;
+            uint8_t params[28];
+            args.a = alloc((size_t)n * 4);
+            args.b = alloc((size_t)n * 4);
+            args.c = alloc((size_t)n * 4);
+            args.n = n;
+            memcpy(params, &args, 28);
+            soft_launch l = { .entry = (uint32_t)soft_program_find_entry(p, "vecadd"),
+                              .grid = { (uint32_t)(n / 256), 1, 1 }, .block = { 256, 1, 1 },
+                              .params = params };
+            measure("vecadd", p, &l, t, 3);
+            soft_program_free(p);
+            free_all();
+        }
+        {
+            soft_program *p = load("reduce");
+            int n = 1 << 22;
+            uint8_t params[20];
+            void *in = alloc((size_t)n * 4), *out = alloc((size_t)n / 512 * 4 + 4);
+            memcpy(params, &in, 8);
+            memcpy(params + 8, &out, 8);
+            memcpy(params + 16, &n, 4);
+            soft_launch l = { .entry = (uint32_t)soft_program_find_entry(p, "reduce_sum"),
+                              .grid = { (uint32_t)(n / 512), 1, 1 }, .block = { 256, 1, 1 },
+                              .params = params };
+            measure("reduction", p, &l, t, 3);
+            soft_program_free(p);
+            free_all();
+        }
+        {
+            soft_program *p = load("matmul");
+            int m = 256;
+            uint8_t params[36];
+            void *A = alloc((size_t)m * m * 4), *B = alloc((size_t)m * m * 4),
+                 *C = alloc((size_t)m * m * 4);
+            memcpy(params, &A, 8);
+            memcpy(params + 8, &B, 8);
+            memcpy(params + 16, &C, 8);
+            memcpy(params + 24, &m, 4);
+            memcpy(params + 28, &m, 4);
+            memcpy(params + 32, &m, 4);
+            soft_launch l = { .entry = (uint32_t)soft_program_find_entry(p, "matmul"),
+                              .grid = { (uint32_t)m / 16, (uint32_t)m / 16, 1 },
+                              .block = { 16, 16, 1 }, .params = params };
+            measure("matmul", p, &l, t, 2);
+            soft_program_free(p);
+            free_all();
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,346 @@
+/* The engine on bad input: malformed and mutated PTX, instructions it does
+ * not run, out-of-bounds kernels, bad launches. Each is a clear error, never
+ * a crash (run under ASan/UBSan with SAN=1). */
+#include "tests/test_ptx_util.h"
+
+TestSuite(ptx_errors, .fini = tp_free_all);
+
+static CUresult parse_str(const char *text, soft_program **p, char *msg, size_t msglen)
+{
+    size_t n = strlen(text);
+    char *copy = malloc(n ? n : 1);   /* exact size: ASan sees any over-read */
+    cr_assert(copy);
+    memcpy(copy, text, n);
+    CUresult rc = soft_program_parse(copy, n, p, msg, msglen);
+    free(copy);
+    return rc;
+}
+
+static const char *const small_kernel =
+    ".version 9.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".global .align 4 .u32 gcount = 3;\n"
+    ".visible .entry k(.param .u64 k_p0, .param .u32 k_p1)\n"
+    "{\n"
+    "\t.reg .pred %p<2>;\n"
+    "\t.reg .b32 %r<6>;\n"
+    "\t.reg .b64 %rd<5>;\n"
+    "\tld.param.u64 %rd1, [k_p0];\n"
+    "\tld.param.u32 %r1, [k_p1];\n"
+    "\tmov.u32 %r2, %tid.x;\n"
+    "\tsetp.ge.u32 %p1, %r2, %r1;\n"
+    "\t@%p1 bra $L_end;\n"
+    "\tcvta.to.global.u64 %rd2, %rd1;\n"
+    "\tmul.wide.u32 %rd3, %r2, 4;\n"
+    "\tadd.s64 %rd4, %rd2, %rd3;\n"
+    "\tld.global.u32 %r3, [gcount];\n"
+    "\tmad.lo.s32 %r4, %r2, %r3, 7;\n"
+    "\tst.global.u32 [%rd4], %r4;\n"
+    "$L_end:\n"
+    "\tret;\n"
+    "}\n";
+
+/* Launches a parsed mutant on a small buffer: any result but a crash. */
+static void try_launch(soft_program *p)
+{
+    static uint32_t buf[64];
+    for (uint32_t i = 0; i < soft_program_global_count(p); i++) {
+        const soft_global_info *g = soft_program_global(p, i);
+        if (g->size > 4096)
+            return;
+        void *m = tp_alloc(g->size);
+        if (g->init)
+            memcpy(m, g->init, g->size);
+        soft_program_bind_global(p, i, (uintptr_t)m);
+    }
+    tp_bufs[tp_nbufs].p = buf;
+    tp_bufs[tp_nbufs].n = sizeof buf;
+    tp_nbufs++;
+    uint8_t params[4096] = { 0 };
+    uint64_t ptr = (uintptr_t)buf;
+    uint32_t n = 40;
+    memcpy(params, &ptr, 8);
+    memcpy(params + 8, &n, 4);
+    for (uint32_t e = 0; e < soft_program_entry_count(p); e++) {
+        if (soft_program_entry(p, e)->param_bytes > sizeof params)
+            continue;
+        soft_launch l = { .entry = e, .grid = { 2, 1, 1 }, .block = { 48, 1, 1 },
+                          .params = params, .memory = &tp_memory, .threads = 1 };
+        char msg[256];
+        soft_program_launch(p, &l, msg, sizeof msg);
+    }
+    tp_nbufs--;   /* buf is static */
+    tp_free_all();
+}
+
+Test(ptx_errors, every_truncation)
+{
+    size_t n = strlen(small_kernel);
+    for (size_t len = 0; len < n; len++) {
+        char *copy = malloc(len ? len : 1);
+        memcpy(copy, small_kernel, len);
+        soft_program *p = NULL;
+        char msg[256];
+        CUresult rc = soft_program_parse(copy, len, &p, msg, sizeof msg);
+        free(copy);
+        if (rc == CUDA_SUCCESS) {
+            try_launch(p);
+            soft_program_free(p);
+        } else {
+            cr_assert(rc == CUDA_ERROR_INVALID_PTX || rc == CUDA_ERROR_NOT_SUPPORTED,
+                      "truncated to %zu: result %d", len, rc);
+            cr_assert(msg[0], "truncated to %zu: no message", len);
+        }
+    }
+}
+
+Test(ptx_errors, every_bit_flip)
+{
+    size_t n = strlen(small_kernel);
+    unsigned ok = 0;
+    for (size_t i = 0; i < n; i++)
+        for (unsigned bit = 0; bit < 8; bit++) {
+            char *copy = malloc(n);
+            memcpy(copy, small_kernel, n);
+            copy[i] ^= (char)(1u << bit);
+            soft_program *p = NULL;
+            char msg[256];
+            CUresult rc = soft_program_parse(copy, n, &p, msg, sizeof msg);
+            free(copy);
+            if (rc == CUDA_SUCCESS) {
+                ok++;
+                try_launch(p);
+                soft_program_free(p);
+            } else {
+                cr_assert(rc == CUDA_ERROR_INVALID_PTX || rc == CUDA_ERROR_NOT_SUPPORTED,
+                          "flip %zu.%u: result %d", i, bit, rc);
+                cr_assert(msg[0], "flip %zu.%u: no message", i, bit);
+            }
+        }
+    cr_assert(ok > 0);
+}
+
+Test(ptx_errors, built_kernel_mutations)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/vecadd.default.ptx", RIG_BUILD_DIR);
+    size_t n;
+    char *text = tp_read(path, &n);
+    for (size_t i = 0; i < n; i += 3) {
+        char *copy = malloc(n);
+        memcpy(copy, text, n);
+        copy[i] ^= (char)(1u << (i % 8));
+        soft_program *p = NULL;
+        char msg[256];
+        CUresult rc = soft_program_parse(copy, n, &p, msg, sizeof msg);
+        free(copy);
+        if (rc == CUDA_SUCCESS) {
+            try_launch(p);
+            soft_program_free(p);
+        }
+    }
+    free(text);
+}
+
+Test(ptx_errors, garbage)
+{
+    static const char *const bad[] = {
+        "", "   \n", "hello", ".version", ".version 9.0 .target", "\x01\x02",
+        ".version 9.0\n.entry k(\n", ".version 9.0\n.entry k() { mov.u32 %r1, 1; }",
+        ".version 9.0\n.entry k() { .reg .b32 %r<2>; bra $nowhere; }",
+        ".version 9.0\n.entry k() { .reg .b32 %r<2>; mov.u32 %r1, 0fZZZZ; }",
+        ".version 9.0\n.entry k() { /* unterminated",
+        ".version 9.0\n.global .u32 x[99999999999];",
+        ".version 9.0\n.entry k() { .reg .b32 %r<2>; add.u32 %r1, %r1; }",
+        ".version 9.0\n.entry k() { .reg .b32 %r<2>; .reg .b32 %r<2>; }",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        soft_program *p = (soft_program *)1;
+        char msg[256];
+        CUresult rc = parse_str(bad[i], &p, msg, sizeof msg);
+        cr_assert(rc == CUDA_ERROR_INVALID_PTX, "case %zu: result %d (%s)", i, rc, msg);
+        cr_assert(p == NULL, "case %zu: program left behind", i);
+        cr_assert(msg[0], "case %zu: no message", i);
+    }
+}
+
+Test(ptx_errors, unknown_opcode_named)
+{
+    static const char *const cases[][2] = {
+        { "frobnicate.b32 %r1, %r2;", "frobnicate.b32" },
+        { "wmma.load.a.sync.aligned.row.m16n16k16.f16 {%r1}, [%rd1];", "wmma.load" },
+        { "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%r1}, {%r2}, {%r3}, {%r4};", "mma.sync" },
+        { "add.xyz.u32 %r1, %r2, %r3;", "add.xyz.u32" },
+        { "tex.2d.v4.f32.f32 {%r1, %r2, %r3, %r4}, [%rd1, {%r1, %r2}];", "tex.2d" },
+        { "bar.arrive 0, 32;", "bar.arrive" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 ".version 9.0\n.target sm_75\n.address_size 64\n"
+                 ".visible .entry k()\n{\n.reg .b32 %%r<5>;\n.reg .b64 %%rd<3>;\n%s\nret;\n}\n",
+                 cases[i][0]);
+        soft_program *p = NULL;
+        char msg[256];
+        CUresult rc = parse_str(text, &p, msg, sizeof msg);
+        cr_assert_eq(rc, CUDA_ERROR_NOT_SUPPORTED, "%s: result %d (%s)", cases[i][0], rc, msg);
+        cr_assert(strstr(msg, cases[i][1]), "message '%s' does not name %s", msg, cases[i][1]);
+        cr_assert(strstr(msg, "line 8"), "message '%s' does not give the line", msg);
+    }
+}
+
+Test(ptx_errors, out_of_bounds_store)
+{
+    soft_program *p = tp_load("vecadd", "default");
+    int n = 1000;
+    int *a = tp_alloc(n * 4), *b = tp_alloc(n * 4), *c = tp_alloc(500 * 4);
+    tp_args args = { 0 };
+    TP_ARG(&args, a);
+    TP_ARG(&args, b);
+    TP_ARG(&args, c);
+    TP_ARG(&args, n);
+    char msg[256];
+    CUresult rc = tp_launch_ex(p, "vecadd_i32", 4, 1, 256, 1, 0, &args, NULL, NULL, msg, sizeof msg);
+    cr_assert_eq(rc, CUDA_ERROR_ILLEGAL_ADDRESS, "result %d (%s)", rc, msg);
+    cr_assert(strstr(msg, "vecadd_i32"), "message '%s' does not name the kernel", msg);
+    const char *hex = strstr(msg, "0x");
+    cr_assert(hex, "message '%s' has no address", msg);
+    unsigned long long addr = strtoull(hex, NULL, 16);
+    cr_assert(addr >= (uintptr_t)(c + 500) && addr < (uintptr_t)(c + 1000),
+              "address %llx outside the overrun", addr);
+    cr_assert(strchr(msg, '\n') == NULL, "one line");
+    soft_program_free(p);
+}
+
+Test(ptx_errors, null_and_wild_pointers)
+{
+    soft_program *p = tp_load("vecadd", "debug");
+    int n = 64;
+    float *b = tp_alloc(n * 4), *c = tp_alloc(n * 4);
+    float *wild[] = { NULL, (float *)(uintptr_t)0xdead0000ull, b + 1000000 };
+    for (size_t i = 0; i < 3; i++) {
+        tp_args args = { 0 };
+        TP_ARG(&args, wild[i]);
+        TP_ARG(&args, b);
+        TP_ARG(&args, c);
+        TP_ARG(&args, n);
+        char msg[256];
+        CUresult rc = tp_launch_ex(p, "vecadd", 1, 1, 64, 1, 0, &args, NULL, NULL, msg, sizeof msg);
+        cr_assert_eq(rc, CUDA_ERROR_ILLEGAL_ADDRESS, "pointer %zu: result %d (%s)", i, rc, msg);
+        cr_assert(strstr(msg, "vecadd") && strstr(msg, "0x"), "message '%s'", msg);
+    }
+    soft_program_free(p);
+}
+
+Test(ptx_errors, shared_out_of_bounds_and_trap)
+{
+    const char *text =
+        ".version 9.0\n.target sm_75\n.address_size 64\n"
+        ".shared .align 4 .b8 sh[64];\n"
+        ".visible .entry oob(.param .u32 o_p0)\n{\n"
+        ".reg .b32 %r<4>;\n"
+        "ld.param.u32 %r1, [o_p0];\n"
+        "mov.u32 %r2, sh;\n"
+        "add.s32 %r3, %r2, %r1;\n"
+        "st.shared.u32 [%r3], %r1;\n"
+        "ret;\n}\n"
+        ".visible .entry boom()\n{\ntrap;\n}\n";
+    soft_program *p = NULL;
+    char msg[256];
+    cr_assert_eq(parse_str(text, &p, msg, sizeof msg), CUDA_SUCCESS, "%s", msg);
+    tp_args args = { 0 };
+    TP_ARG(&args, 60u);
+    cr_assert_eq(tp_launch_ex(p, "oob", 1, 1, 32, 1, 0, &args, NULL, NULL, msg, sizeof msg),
+                 CUDA_SUCCESS, "%s", msg);
+    args = (tp_args){ 0 };
+    TP_ARG(&args, 61u);
+    cr_assert_eq(tp_launch_ex(p, "oob", 1, 1, 32, 1, 0, &args, NULL, NULL, msg, sizeof msg),
+                 CUDA_ERROR_ILLEGAL_ADDRESS, "%s", msg);
+    cr_assert(strstr(msg, "oob") && strstr(msg, "shared"), "message '%s'", msg);
+    args = (tp_args){ 0 };
+    cr_assert_eq(tp_launch_ex(p, "boom", 3, 1, 32, 1, 0, &args, NULL, NULL, msg, sizeof msg),
+                 CUDA_ERROR_LAUNCH_FAILED, "%s", msg);
+    cr_assert(strstr(msg, "boom") && strstr(msg, "trap"), "message '%s'", msg);
+    soft_program_free(p);
+}
+
+Test(ptx_errors, bad_launches)
+{
+    soft_program *p = tp_load("vecadd", "default");
+    int e = soft_program_find_entry(p, "vecadd");
+    cr_assert(e >= 0);
+    char msg[256];
+    /* wrong parameter sizes */
+    cr_assert_eq(soft_program_check_params(p, (uint32_t)e, 28, msg, sizeof msg), CUDA_SUCCESS);
+    cr_assert_eq(soft_program_check_params(p, (uint32_t)e, 24, msg, sizeof msg), CUDA_ERROR_INVALID_VALUE);
+    cr_assert(strstr(msg, "vecadd") && strstr(msg, "28") && strstr(msg, "24"), "message '%s'", msg);
+    cr_assert_eq(soft_program_check_params(p, (uint32_t)e, 32, msg, sizeof msg), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(soft_program_check_params(p, 99, 28, msg, sizeof msg), CUDA_ERROR_INVALID_VALUE);
+    uint8_t params[28] = { 0 };
+    soft_launch l = { .entry = (uint32_t)e, .grid = { 1, 1, 1 }, .block = { 32, 1, 1 },
+                      .params = NULL, .memory = &tp_memory };
+    cr_assert_eq(soft_program_launch(p, &l, msg, sizeof msg), CUDA_ERROR_INVALID_VALUE, "no params");
+    l.params = params;
+    static const uint32_t geo[][6] = {
+        { 0, 1, 1, 32, 1, 1 }, { 1, 1, 1, 0, 1, 1 }, { 1, 1, 1, 2048, 1, 1 },
+        { 1, 1, 1, 32, 32, 2 }, { 1, 70000, 1, 32, 1, 1 }, { 1, 1, 1, 1, 1, 65 },
+    };
+    for (size_t i = 0; i < sizeof geo / sizeof geo[0]; i++) {
+        memcpy(l.grid, geo[i], 12);
+        memcpy(l.block, geo[i] + 3, 12);
+        cr_assert_eq(soft_program_launch(p, &l, msg, sizeof msg), CUDA_ERROR_INVALID_VALUE,
+                     "geometry %zu", i);
+        cr_assert(msg[0]);
+    }
+    l.grid[0] = l.grid[1] = l.grid[2] = 1;
+    l.block[0] = 32;
+    l.block[1] = l.block[2] = 1;
+    l.dynamic_shared_bytes = 1u << 30;
+    cr_assert_eq(soft_program_launch(p, &l, msg, sizeof msg), CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+    l.dynamic_shared_bytes = 0;
+    l.entry = 7;
+    cr_assert_eq(soft_program_launch(p, &l, msg, sizeof msg), CUDA_ERROR_INVALID_VALUE);
+    soft_program_free(p);
+
+    /* a global that was never bound */
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/globals.default.ptx", RIG_BUILD_DIR);
+    size_t len;
+    char *text = tp_read(path, &len);
+    cr_assert_eq(soft_program_parse(text, len, &p, msg, sizeof msg), CUDA_SUCCESS);
+    free(text);
+    int out = 0;
+    int *outp = &out;
+    l = (soft_launch){ .entry = (uint32_t)soft_program_find_entry(p, "read_counter"),
+                       .grid = { 1, 1, 1 }, .block = { 1, 1, 1 }, .params = &outp,
+                       .memory = &tp_memory };
+    cr_assert_eq(soft_program_launch(p, &l, msg, sizeof msg), CUDA_ERROR_INVALID_VALUE);
+    cr_assert(strstr(msg, "not bound"), "message '%s'", msg);
+    soft_program_free(p);
+}
+
+Test(ptx_errors, entry_info)
+{
+    soft_program *p = tp_load("structparam", "default");
+    cr_assert_eq(soft_program_entry_count(p), 1);
+    const soft_entry_info *e = soft_program_entry(p, 0);
+    cr_assert_str_eq(e->name, "_Z12scale_struct6Params5Small");
+    cr_assert_eq(e->param_count, 2);
+    cr_assert_eq(e->params[0].offset, 0);
+    cr_assert_eq(e->params[0].size, 40);
+    cr_assert_eq(e->params[0].align, 8);
+    cr_assert_eq(e->params[1].offset, 40);
+    cr_assert_eq(e->params[1].size, 8);
+    cr_assert_eq(e->param_bytes, 48);
+    cr_assert_eq(e->max_threads, 1024);
+    cr_assert_null(soft_program_entry(p, 1));
+    cr_assert_eq(soft_program_find_entry(p, "scale_struct"), -1);
+    soft_program_free(p);
+    p = tp_load("matmul", "default");
+    cr_assert_eq(soft_program_entry(p, 0)->static_shared_bytes, 2 * 16 * 16 * 4);
+    soft_program_free(p);
+    p = tp_load("globals", "default");
+    cr_assert_eq(soft_program_global_count(p), 4);
+    soft_program_free(p);
+}
