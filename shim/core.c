@@ -1,82 +1,383 @@
-/* The shim's core state: which devices exist and which handles belong to
- * proxies. For now every device is local (issue 4 adds the proxies). */
+/* The shim's core state: the devices the program sees (local ones through
+ * the real driver, then the proxies of each agent), the calling thread's
+ * current proxy context, and the allocations on proxies. */
 #include "shim/core.h"
 
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "shim/local_driver.h"
+#include "proto/job.h"
+#include "proto/key.h"
+#include "proto/names.h"
+#include "proto/wire.h"
+#include "shim/link.h"
+#include "shim/log.h"
+#include "shim/proxy.h"
 
 /* Marks this library so the local-driver search never loads the shim itself. */
 __attribute__((visibility("default"))) const char rig_shim_marker[] = "rig shim";
 
+static shim_device devices[SHIM_DEVICES_MAX];
+static int device_count, local_count;
+static agent_link *links;
+static size_t link_count;
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool init_done;
+static CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
+
+/* The thread's current proxy context; a local context is the real driver's
+ * business. The stack mirrors push/pop across both kinds. */
+static __thread proxy_obj *tls_current;
+#define CTX_STACK 32
+static __thread struct { proxy_obj *proxy; bool used; } tls_stack[CTX_STACK];
+static __thread int tls_depth;
+
+bool shim_initialized(void)
+{
+    return __atomic_load_n(&init_done, __ATOMIC_ACQUIRE) && init_result == CUDA_SUCCESS;
+}
+
+shim_device *shim_device_at(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= device_count)
+        return NULL;
+    return &devices[ordinal];
+}
+
+int shim_local_count(void)
+{
+    return local_count;
+}
+
+proxy_obj *shim_proxy_current(void)
+{
+    return tls_current;
+}
+
+void shim_set_proxy_current(proxy_obj *ctx)
+{
+    tls_current = ctx;
+}
+
+bool shim_ctx_push(proxy_obj *proxy)
+{
+    if (tls_depth == CTX_STACK)
+        return false;
+    tls_stack[tls_depth].proxy = tls_current;
+    tls_stack[tls_depth].used = true;
+    tls_depth++;
+    tls_current = proxy;
+    return true;
+}
+
+bool shim_ctx_pop(proxy_obj **was)
+{
+    if (tls_depth == 0)
+        return false;
+    *was = tls_current;
+    tls_depth--;
+    tls_current = tls_stack[tls_depth].proxy;
+    return true;
+}
+
 bool shim_is_proxy_handle(const void *h)
 {
-    (void)h;
-    return false;
+    return arena_contains(h);
 }
 
 bool shim_current_is_proxy(void)
 {
-    return false;
+    return tls_current != NULL;
 }
 
 int shim_device_count(void)
 {
-    const shim_driver *d = shim_local_driver();
-    int n = 0;
-    if (!d || !d->fn_cuDeviceGetCount || d->fn_cuDeviceGetCount(&n) != CUDA_SUCCESS)
-        return 0;
-    return n;
+    return shim_initialized() ? device_count : 0;
 }
 
-/* Primary contexts handed out through export table 2: retained once per
- * device on first request and kept, as the table's contract has no release. */
-static CUcontext primaries[64];
-static pthread_mutex_t primaries_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Primary contexts of local devices handed out through export table 2:
+ * retained once per device on first request and kept. */
+static CUcontext local_primaries[SHIM_DEVICES_MAX];
 
 CUresult shim_primary_context(CUdevice dev, CUcontext *out)
 {
-    const shim_driver *d = shim_local_driver();
+    shim_device *d = shim_device_at(dev);
     if (!d)
-        return CUDA_ERROR_NO_DEVICE;
-    if (dev < 0 || dev >= 64 || dev >= shim_device_count())
         return CUDA_ERROR_INVALID_DEVICE;
-    pthread_mutex_lock(&primaries_lock);
+    if (d->proxy) {
+        *out = (CUcontext)d->primary;
+        return CUDA_SUCCESS;
+    }
+    const shim_driver *drv = shim_local_driver();
+    pthread_mutex_lock(&init_lock);
     CUresult rc = CUDA_SUCCESS;
-    if (!primaries[dev])
-        rc = d->fn_cuDevicePrimaryCtxRetain(&primaries[dev], dev);
-    *out = primaries[dev];
-    pthread_mutex_unlock(&primaries_lock);
+    if (!local_primaries[dev])
+        rc = drv->fn_cuDevicePrimaryCtxRetain(&local_primaries[dev], d->local_ordinal);
+    *out = local_primaries[dev];
+    pthread_mutex_unlock(&init_lock);
     return rc;
 }
 
-CUresult shim_device_identity(CUdevice dev, uint8_t uuid[16], int *pci_domain, int *pci_bus,
-                              int *pci_device)
+CUresult shim_device_identity(CUdevice dev, uint8_t uuid[16], int *pci_domain, int *pci_bus, int *pci_device)
 {
-    const shim_driver *d = shim_local_driver();
+    shim_device *d = shim_device_at(dev);
     if (!d)
-        return CUDA_ERROR_NO_DEVICE;
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (d->proxy) {
+        memcpy(uuid, d->uuid, 16);
+        *pci_domain = d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID];
+        *pci_bus = d->attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID];
+        *pci_device = d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID];
+        return CUDA_SUCCESS;
+    }
+    const shim_driver *drv = shim_local_driver();
     CUuuid u;
-    CUresult rc = d->fn_cuDeviceGetUuid_v2 ? d->fn_cuDeviceGetUuid_v2(&u, dev) : d->fn_cuDeviceGetUuid(&u, dev);
-    if (rc != CUDA_SUCCESS)
+    CUresult rc = drv->fn_cuDeviceGetUuid_v2 ? drv->fn_cuDeviceGetUuid_v2(&u, dev) : drv->fn_cuDeviceGetUuid(&u, dev);
+    if (rc)
         return rc;
     memcpy(uuid, u.bytes, 16);
-    if ((rc = d->fn_cuDeviceGetAttribute(pci_domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev)) ||
-        (rc = d->fn_cuDeviceGetAttribute(pci_bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev)) ||
-        (rc = d->fn_cuDeviceGetAttribute(pci_device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev)))
+    if ((rc = drv->fn_cuDeviceGetAttribute(pci_domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev)) ||
+        (rc = drv->fn_cuDeviceGetAttribute(pci_bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev)) ||
+        (rc = drv->fn_cuDeviceGetAttribute(pci_device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev)))
         return rc;
     return CUDA_SUCCESS;
 }
 
 const char *shim_current_device_label(void)
 {
+    if (tls_current) {
+        shim_device *d = shim_device_at(tls_current->device);
+        return d ? d->label : "a proxy device";
+    }
     static __thread char label[32];
-    const shim_driver *d = shim_local_driver();
+    const shim_driver *drv = shim_local_driver();
     CUdevice dev = -1;
-    if (!d || !d->fn_cuCtxGetDevice || d->fn_cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+    if (!drv || !drv->fn_cuCtxGetDevice || drv->fn_cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return "no device";
     snprintf(label, sizeof label, "CUDA:%d", dev);
     return label;
+}
+
+/* ---- initialisation ---- */
+
+static int read_key(rig_key *key, rig_why *why)
+{
+    const char *hex = getenv("RIG_REMOTE_KEY");
+    if (hex && *hex)
+        return key_from_hex(key, hex, why);
+    const char *file = getenv("RIG_KEY_FILE");
+    if (file && *file)
+        return key_read_file(key, file, why);
+    return why_set(why, RIG_E_INVALID, "RIG_REMOTE_AGENTS is set but neither RIG_REMOTE_KEY nor RIG_KEY_FILE is");
+}
+
+/* The UUID a proxy reports, unless an earlier device has it (softgpu on
+ * both ends, or one machine's agent seen twice): then one derived from the
+ * agent's name, so no two devices of the program share a UUID. */
+static void make_uuid_unique(int ordinal)
+{
+    shim_device *d = &devices[ordinal];
+    for (int i = 0; i < ordinal; i++) {
+        uint8_t other[16];
+        int dom, bus, dev;
+        if (devices[i].proxy)
+            memcpy(other, devices[i].uuid, 16);
+        else if (shim_device_identity(i, other, &dom, &bus, &dev) != CUDA_SUCCESS)
+            continue;
+        if (memcmp(other, d->uuid, 16) == 0) {
+            uint8_t h[32];
+            char seed[160];
+            snprintf(seed, sizeof seed, "rig proxy %s", d->label);
+            crypto_generichash(h, sizeof h, (const uint8_t *)seed, strlen(seed), d->uuid, 16);
+            memcpy(d->uuid, h, 16);
+            return;
+        }
+    }
+}
+
+/* Creates a proxy device's primary context and NULL stream objects and
+ * tells the agent the NULL stream's id. */
+static CUresult open_proxy_objects(int ordinal)
+{
+    shim_device *d = &devices[ordinal];
+    d->primary = arena_new(PROXY_CONTEXT, ordinal);
+    d->null_stream = arena_new(PROXY_STREAM, ordinal);
+    if (!d->primary || !d->null_stream)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    d->primary->u.ctx.primary = true;
+    uint8_t body[12];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
+    wire_put_u32(&w, JOB_STREAM_NULL);
+    wire_put_u32(&w, 0);
+    handover h = { .op = JOB_OP_STREAM_CREATE, .object = d->null_stream->id, .body = body, .body_len = w.off };
+    return link_handover(d->link, &h, NULL);
+}
+
+static CUresult init_remote(rig_why *why)
+{
+    const char *list = getenv("RIG_REMOTE_AGENTS");
+    if (!list || !*list)
+        return CUDA_SUCCESS;
+    names_agents agents;
+    if (names_parse_agents(list, &agents, why) < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rig_key key;
+    if (read_key(&key, why) < 0) {
+        names_agents_free(&agents);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    links = calloc(agents.count, sizeof *links);
+    CUresult rc = CUDA_SUCCESS;
+    for (size_t i = 0; i < agents.count && rc == CUDA_SUCCESS; i++) {
+        agent_link *l = &links[i];
+        int first = device_count;
+        if (link_open(l, agents.agents[i].name, &agents.agents[i].addr, (uint32_t)(i + 1), &key,
+                      &devices[first], SHIM_DEVICES_MAX - first, why) < 0) {
+            rc = CUDA_ERROR_NO_DEVICE;
+            break;
+        }
+        link_count++;
+        l->first_device = first;
+        device_count += l->device_count;
+        for (int o = first; o < device_count && rc == CUDA_SUCCESS; o++) {
+            make_uuid_unique(o);
+            rc = open_proxy_objects(o);
+        }
+    }
+    key_wipe(&key);
+    names_agents_free(&agents);
+    return rc;
+}
+
+static void close_links(void)
+{
+    for (size_t i = 0; i < link_count; i++)
+        link_close(&links[i]);
+}
+
+CUresult shim_init(unsigned flags)
+{
+    pthread_mutex_lock(&init_lock);
+    if (init_done) {
+        pthread_mutex_unlock(&init_lock);
+        return init_result;
+    }
+    rig_why why = { "" };
+    CUresult rc = CUDA_SUCCESS;
+    const shim_driver *drv = shim_local_driver();
+    if (drv) {
+        CUresult lrc = drv->fn_cuInit(flags);
+        int n = 0;
+        if (lrc == CUDA_SUCCESS && drv->fn_cuDeviceGetCount(&n) == CUDA_SUCCESS) {
+            for (int i = 0; i < n && i < SHIM_DEVICES_MAX; i++) {
+                devices[i].local_ordinal = i;
+                snprintf(devices[i].label, sizeof devices[i].label, "CUDA:%d", i);
+            }
+            local_count = device_count = n < SHIM_DEVICES_MAX ? n : SHIM_DEVICES_MAX;
+        } else if (lrc != CUDA_ERROR_NO_DEVICE) {
+            shim_log(SHIM_LOG_WARN, "local driver %s: cuInit failed (%d); no local devices", drv->path, lrc);
+        }
+    }
+    rc = init_remote(&why);
+    if (rc != CUDA_SUCCESS)
+        shim_log(SHIM_LOG_ERROR, "%s", why.text);
+    else if (device_count == 0)
+        rc = CUDA_ERROR_NO_DEVICE;
+    else if (link_count)
+        atexit(close_links);
+    init_result = rc;
+    __atomic_store_n(&init_done, true, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&init_lock);
+    return rc;
+}
+
+/* ---- allocations on proxies ---- */
+
+typedef struct allocation {
+    uint64_t base, size;
+    int device;
+} allocation;
+
+static allocation *allocs;
+static size_t alloc_count, alloc_cap;
+static pthread_rwlock_t alloc_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* Index of the first allocation whose base is above p. */
+static size_t upper_bound(uint64_t p)
+{
+    size_t lo = 0, hi = alloc_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (allocs[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void shim_alloc_add(uint64_t base, uint64_t size, int device)
+{
+    pthread_rwlock_wrlock(&alloc_lock);
+    if (alloc_count == alloc_cap) {
+        size_t cap = alloc_cap ? alloc_cap * 2 : 256;
+        allocation *grown = realloc(allocs, cap * sizeof *grown);
+        if (!grown) {
+            pthread_rwlock_unlock(&alloc_lock);
+            return;
+        }
+        allocs = grown;
+        alloc_cap = cap;
+    }
+    size_t at = upper_bound(base);
+    memmove(&allocs[at + 1], &allocs[at], (alloc_count - at) * sizeof *allocs);
+    allocs[at] = (allocation){ base, size, device };
+    alloc_count++;
+    pthread_rwlock_unlock(&alloc_lock);
+}
+
+bool shim_alloc_remove(uint64_t base, uint64_t *size, int *device)
+{
+    pthread_rwlock_wrlock(&alloc_lock);
+    size_t at = upper_bound(base);
+    bool found = at > 0 && allocs[at - 1].base == base;
+    if (found) {
+        *size = allocs[at - 1].size;
+        *device = allocs[at - 1].device;
+        memmove(&allocs[at - 1], &allocs[at], (alloc_count - at) * sizeof *allocs);
+        alloc_count--;
+    }
+    pthread_rwlock_unlock(&alloc_lock);
+    return found;
+}
+
+bool shim_alloc_find(uint64_t p, uint64_t *base, uint64_t *size, int *device)
+{
+    pthread_rwlock_rdlock(&alloc_lock);
+    size_t at = upper_bound(p);
+    bool found = at > 0 && p < allocs[at - 1].base + allocs[at - 1].size;
+    if (found) {
+        *base = allocs[at - 1].base;
+        *size = allocs[at - 1].size;
+        *device = allocs[at - 1].device;
+    }
+    pthread_rwlock_unlock(&alloc_lock);
+    return found;
+}
+
+int shim_device_of_pointer(uint64_t p)
+{
+    for (size_t i = 0; i < link_count; i++)
+        if (p >= links[i].window_base && p - links[i].window_base < links[i].window_size) {
+            uint64_t base, size;
+            int device;
+            if (shim_alloc_find(p, &base, &size, &device))
+                return device;
+            return links[i].first_device;
+        }
+    return -1;
 }

@@ -1,0 +1,58 @@
+/* The layouts a job's frames carry between the controller (shim) and an
+ * agent, beside DESIGN.md's frame kinds. CUDA operations keep their wire
+ * numbers from proto/cuda_ops.def; rig's own operations are numbered from
+ * JOB_OP_BASE up. Every integer little-endian through wire.h.
+ *
+ * request  (1)  u32 op, then the op's fields                 -> one answer
+ * answer   (2)  u8 0, u32 CUresult, outputs | u8 1, string why
+ * handover (3)  records: u32 op, u32 body length, u64 stream, u64 value, body
+ *               (value 0: the record has no place on the stream's timeline)
+ * drop     (4)  u32 op, u64 object
+ * word     (5)  triples: u64 stream, u64 value reached, u64 bytes of
+ *               handover records on that stream up to that value
+ * bytes    (6)  u64 stream, u64 value, the bytes of a copy into the program
+ * beat     (8)  empty
+ * abort    (9)  string why
+ * close    (10) empty */
+#ifndef RIG_PROTO_JOB_H
+#define RIG_PROTO_JOB_H
+
+#include <stdint.h>
+
+/* The largest frame either end accepts; copies are cut into chunks below it. */
+#define JOB_FRAME_LIMIT ((uint64_t)80 << 20)
+#define JOB_COPY_CHUNK ((uint64_t)64 << 20)
+#define JOB_REASON_MAX 4096
+#define JOB_NAME_MAX 4096          /* kernel and global names */
+#define JOB_PARAMS_MAX 32768       /* a kernel's parameter buffer */
+
+/* Device pointers of agent i (1-based) live in the window
+ * [JOB_WINDOW_FIRST + (i-1+k) * JOB_WINDOW_SIZE, + JOB_WINDOW_SIZE) for the
+ * first candidate k that both ends could reserve. */
+#define JOB_WINDOW_SIZE ((uint64_t)1 << 38)           /* 256 GiB */
+#define JOB_WINDOW_FIRST ((uint64_t)0x200000000000)   /* 32 TiB */
+#define JOB_WINDOW_LAST ((uint64_t)0x600000000000)
+
+enum job_op {
+    JOB_OP_BASE = 0x8000,
+    /* request: u32 agent index, u64 window base, u64 window size,
+     *          u32 device count wanted (0: all), then per device the u64
+     *          id of its NULL stream.
+     * answer:  u8 window taken (0: try another), u32 driver version,
+     *          string driver, u32 devices, per device: string name,
+     *          16 uuid, u64 total memory, u32 n, n x i32 attributes 1..n */
+    JOB_OP_OPEN = 0x8001,
+    /* handover: u32 device, u32 flags (CU_STREAM_* | JOB_STREAM_*),
+     * i32 priority; the record's stream field holds the new id, value 0 */
+    JOB_OP_STREAM_CREATE = 0x8002,
+    /* handover: u32 device, u32 flags; the stream field holds the new id */
+    JOB_OP_EVENT_CREATE = 0x8003,
+    /* handover on stream: nothing to do but reach the value (a host
+     * function runs in the program when its word arrives) */
+    JOB_OP_MARK = 0x8004,
+};
+
+/* Stream creation flags beside CUDA's own. */
+#define JOB_STREAM_NULL 0x80000000u       /* the device's legacy NULL stream */
+
+#endif

@@ -1,0 +1,591 @@
+/* One agent's connection from the program's side. Requests are answered in
+ * order, so a FIFO of waiting callers matches answers to callers; handovers
+ * get consecutive timeline values per stream; a receiver thread applies
+ * words and bytes and runs host functions. */
+#include "shim/link.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto/deadline.h"
+#include "proto/handshake.h"
+#include "proto/job.h"
+#include "proto/net.h"
+#include "proto/wire.h"
+#include "shim/log.h"
+
+#define UNREPORTED_LIMIT ((uint64_t)64 << 20)
+#define SEND_STALL_MS 10000
+
+struct pending_answer {
+    pending_answer *next;
+    bool done;
+    frame answer;
+};
+
+struct pending_copy {
+    pending_copy *next;
+    uint64_t stream, value;
+    void *dst;
+    size_t len;
+};
+
+struct pending_host {
+    pending_host *next;
+    uint64_t stream, value;
+    CUhostFn fn;
+    void *data;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Records the job's root cause once per process and wakes every waiter. */
+static void link_fail(agent_link *l, CUresult code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void link_fail(agent_link *l, CUresult code, const char *fmt, ...)
+{
+    static int said;
+    pthread_mutex_lock(&l->lock);
+    if (!l->failed) {
+        l->failed = true;
+        l->failure = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(l->cause, sizeof l->cause, fmt, ap);
+        va_end(ap);
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            shim_log(SHIM_LOG_ERROR, "job failed: %s", l->cause);
+    }
+    pthread_cond_broadcast(&l->changed);
+    pthread_mutex_unlock(&l->lock);
+}
+
+CUresult link_status(agent_link *l)
+{
+    pthread_mutex_lock(&l->lock);
+    CUresult rc = l->failed ? l->failure : CUDA_SUCCESS;
+    pthread_mutex_unlock(&l->lock);
+    return rc;
+}
+
+/* ---- receiving ---- */
+
+static void apply_words(agent_link *l, const frame *f)
+{
+    wire_reader r = wire_reader_init(f->payload, f->len);
+    if (f->len % 24 != 0) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: malformed word message (%llu bytes)", l->name,
+                  (unsigned long long)f->len);
+        return;
+    }
+    while (wire_remaining(&r) && !r.err) {
+        uint64_t id = wire_get_u64(&r), value = wire_get_u64(&r), bytes = wire_get_u64(&r);
+        proxy_obj *s = arena_from_id(id);
+        if (r.err || !s || s->type != PROXY_STREAM || s->link != l) {
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: a word names stream %llu, which this job does not hold",
+                      l->name, (unsigned long long)id);
+            return;
+        }
+        /* Host functions up to this value run before the value counts as
+         * reached, so a sync after it sees their effects. */
+        for (;;) {
+            pthread_mutex_lock(&l->lock);
+            pending_host **pp = &l->hosts, *h = NULL;
+            for (; *pp; pp = &(*pp)->next)
+                if ((*pp)->stream == id && (*pp)->value <= value) {
+                    h = *pp;
+                    *pp = h->next;
+                    break;
+                }
+            pthread_mutex_unlock(&l->lock);
+            if (!h)
+                break;
+            h->fn(h->data);
+            free(h);
+        }
+        pthread_mutex_lock(&l->lock);
+        timeline *t = &s->u.stream.tl;
+        if (bytes > t->bytes_reported && bytes <= t->bytes_submitted) {
+            uint64_t delta = bytes - t->bytes_reported;
+            l->unreported_bytes -= delta < l->unreported_bytes ? delta : l->unreported_bytes;
+            t->bytes_reported = bytes;
+        }
+        if (value > atomic_load(&t->reached))
+            atomic_store(&t->reached, value);
+        pthread_cond_broadcast(&l->changed);
+        pthread_mutex_unlock(&l->lock);
+    }
+}
+
+static void apply_bytes(agent_link *l, const frame *f)
+{
+    wire_reader r = wire_reader_init(f->payload, f->len);
+    uint64_t id = wire_get_u64(&r), value = wire_get_u64(&r);
+    if (r.err) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: malformed bytes message", l->name);
+        return;
+    }
+    size_t n = wire_remaining(&r);
+    pthread_mutex_lock(&l->lock);
+    pending_copy **pp = &l->copies, *c = NULL;
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->stream == id && (*pp)->value == value) {
+            c = *pp;
+            *pp = c->next;
+            break;
+        }
+    pthread_mutex_unlock(&l->lock);
+    if (!c || c->len != n) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %zu bytes for a copy this job %s", l->name, n,
+                  c ? "expects in another size" : "did not ask for");
+        free(c);
+        return;
+    }
+    memcpy(c->dst, f->payload + 16, n);
+    free(c);
+}
+
+static void apply_answer(agent_link *l, frame *f)
+{
+    pthread_mutex_lock(&l->lock);
+    pending_answer *p = l->answers_head;
+    if (p) {
+        l->answers_head = p->next;
+        if (!l->answers_head)
+            l->answers_tail = NULL;
+        p->answer = *f;
+        p->done = true;
+        *f = (frame){ 0 };
+        pthread_cond_broadcast(&l->changed);
+    }
+    pthread_mutex_unlock(&l->lock);
+    if (!p)
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: an answer to no request", l->name);
+}
+
+static void *receiver_main(void *arg)
+{
+    agent_link *l = arg;
+    for (;;) {
+        frame f = { 0 };
+        rig_why why = { "" };
+        int rc = conn_recv(&l->c, &f, deadline_after(-1), &why);
+        if (rc < 0) {
+            if (rc == RIG_E_CLOSED)
+                link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection", l->name);
+            else
+                link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
+            return NULL;
+        }
+        switch (f.kind) {
+        case FRAME_ANSWER: apply_answer(l, &f); break;
+        case FRAME_WORD: apply_words(l, &f); break;
+        case FRAME_BYTES: apply_bytes(l, &f); break;
+        case FRAME_BEAT: break;
+        case FRAME_ABORT: {
+            wire_reader r = wire_reader_init(f.payload, f.len);
+            const uint8_t *s;
+            size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s aborted: %.*s", l->name, (int)n, r.err ? "" : (const char *)s);
+            frame_release(&f);
+            return NULL;
+        }
+        case FRAME_CLOSE:
+            frame_release(&f);
+            pthread_mutex_lock(&l->lock);
+            l->failed = true;
+            l->failure = CUDA_ERROR_DEINITIALIZED;
+            snprintf(l->cause, sizeof l->cause, "%s: closed", l->name);
+            pthread_cond_broadcast(&l->changed);
+            pthread_mutex_unlock(&l->lock);
+            return NULL;
+        default:
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: sent a %s message, which agents never send", l->name,
+                      frame_kind_name(f.kind));
+            frame_release(&f);
+            return NULL;
+        }
+        frame_release(&f);
+        pthread_mutex_lock(&l->lock);
+        bool stop = l->failed;
+        pthread_mutex_unlock(&l->lock);
+        if (stop)
+            return NULL;
+    }
+}
+
+/* ---- sending ---- */
+
+static CUresult send_frame(agent_link *l, frame_kind kind, const struct iovec *iov, int n)
+{
+    rig_why why = { "" };
+    int rc = conn_sendv(&l->c, kind, iov, n, deadline_after(SEND_STALL_MS), &why);
+    if (rc < 0) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Splits an answer payload: u8 0 + u32 result + outputs, or u8 1 + why. */
+static CUresult read_answer(agent_link *l, const frame *f, const uint8_t **out, size_t *out_len)
+{
+    wire_reader r = wire_reader_init(f->payload, f->len);
+    uint8_t status = wire_get_u8(&r);
+    if (status == 1) {
+        const uint8_t *s;
+        size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s refused a request: %.*s", l->name, (int)n,
+                  r.err ? "" : (const char *)s);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    uint32_t result = wire_get_u32(&r);
+    if (r.err || status != 0) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: malformed answer", l->name);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    *out = f->payload + r.off;
+    *out_len = f->len - r.off;
+    return (CUresult)result;
+}
+
+CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answer, const uint8_t **out,
+                      size_t *out_len)
+{
+    pending_answer p = { 0 };
+    *answer = (frame){ 0 };
+    int64_t start = now_ns();
+    pthread_mutex_lock(&l->send_lock);
+    pthread_mutex_lock(&l->lock);
+    if (l->failed) {
+        CUresult rc = l->failure;
+        pthread_mutex_unlock(&l->lock);
+        pthread_mutex_unlock(&l->send_lock);
+        return rc;
+    }
+    if (l->answers_tail)
+        l->answers_tail->next = &p;
+    else
+        l->answers_head = &p;
+    l->answers_tail = &p;
+    l->calls++;
+    l->round_trips++;
+    pthread_mutex_unlock(&l->lock);
+    CUresult rc = send_frame(l, FRAME_REQUEST, iov, n);
+    pthread_mutex_unlock(&l->send_lock);
+
+    pthread_mutex_lock(&l->lock);
+    while (!p.done && !l->failed)
+        pthread_cond_wait(&l->changed, &l->lock);
+    if (!p.done) {
+        /* Take our entry out so the receiver never touches this frame again. */
+        pending_answer **pp = &l->answers_head, *prev = NULL;
+        for (; *pp; prev = *pp, pp = &(*pp)->next)
+            if (*pp == &p) {
+                *pp = p.next;
+                if (l->answers_tail == &p)
+                    l->answers_tail = prev;
+                break;
+            }
+        rc = l->failure;
+    }
+    l->wait_ns += (uint64_t)(now_ns() - start);
+    pthread_mutex_unlock(&l->lock);
+    if (!p.done)
+        return rc ? rc : CUDA_ERROR_DEVICE_UNAVAILABLE;
+    *answer = p.answer;
+    return read_answer(l, answer, out, out_len);
+}
+
+bool link_reached(proxy_obj *stream, uint64_t value)
+{
+    return atomic_load(&stream->u.stream.tl.reached) >= value;
+}
+
+CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value)
+{
+    if (link_reached(stream, value))
+        return link_status(l);
+    int64_t start = now_ns();
+    pthread_mutex_lock(&l->lock);
+    while (atomic_load(&stream->u.stream.tl.reached) < value && !l->failed)
+        pthread_cond_wait(&l->changed, &l->lock);
+    CUresult rc = l->failed ? l->failure : CUDA_SUCCESS;
+    l->wait_ns += (uint64_t)(now_ns() - start);
+    pthread_mutex_unlock(&l->lock);
+    return rc;
+}
+
+CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
+{
+    proxy_obj *s = h->stream;
+    /* The bytes read now must be the ones CUDA would read: earlier work on
+     * this stream that writes program memory goes first. */
+    if (s && h->data_len) {
+        uint64_t pw = __atomic_load_n(&s->u.stream.tl.program_writes, __ATOMIC_ACQUIRE);
+        if (pw && !link_reached(s, pw)) {
+            CUresult rc = link_wait(l, s, pw);
+            if (rc)
+                return rc;
+        }
+    }
+    size_t record = h->body_len + h->data_len;
+    pthread_mutex_lock(&l->lock);
+    while (l->unreported_bytes > UNREPORTED_LIMIT && !l->failed)
+        pthread_cond_wait(&l->changed, &l->lock);
+    pthread_mutex_unlock(&l->lock);
+
+    pthread_mutex_lock(&l->send_lock);
+    uint64_t v = 0;
+    if (s) {
+        timeline *t = &s->u.stream.tl;
+        v = ++t->submitted;
+        t->bytes_submitted += record;
+        if (h->dst || h->host_fn)
+            __atomic_store_n(&t->program_writes, v, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_lock(&l->lock);
+    if (l->failed) {
+        CUresult rc = l->failure;
+        pthread_mutex_unlock(&l->lock);
+        pthread_mutex_unlock(&l->send_lock);
+        return rc;
+    }
+    if (h->dst) {
+        pending_copy *c = malloc(sizeof *c);
+        *c = (pending_copy){ l->copies, s->id, v, h->dst, h->dst_len };
+        l->copies = c;
+    }
+    if (h->host_fn) {
+        pending_host *hp = malloc(sizeof *hp);
+        *hp = (pending_host){ NULL, s->id, v, h->host_fn, h->host_data };
+        /* Appended, so host functions of one stream run in order. */
+        pending_host **pp = &l->hosts;
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = hp;
+    }
+    if (s)
+        l->unreported_bytes += record;
+    l->calls++;
+    pthread_mutex_unlock(&l->lock);
+
+    uint8_t head[24];
+    wire_writer w = wire_writer_init(head, sizeof head);
+    wire_put_u32(&w, h->op);
+    wire_put_u32(&w, (uint32_t)record);
+    wire_put_u64(&w, s ? s->id : h->object);
+    wire_put_u64(&w, v);
+    struct iovec iov[3] = { { head, sizeof head }, { (void *)h->body, h->body_len }, { (void *)h->data, h->data_len } };
+    CUresult rc = send_frame(l, FRAME_HANDOVER, iov, h->data_len ? 3 : 2);
+    pthread_mutex_unlock(&l->send_lock);
+    if (value)
+        *value = v;
+    return rc;
+}
+
+CUresult link_drop(agent_link *l, uint32_t op, uint64_t object)
+{
+    uint8_t body[12];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, op);
+    wire_put_u64(&w, object);
+    struct iovec iov = { body, sizeof body };
+    pthread_mutex_lock(&l->send_lock);
+    CUresult rc = link_status(l);
+    if (!rc)
+        rc = send_frame(l, FRAME_DROP, &iov, 1);
+    pthread_mutex_unlock(&l->send_lock);
+    return rc;
+}
+
+/* ---- opening ---- */
+
+/* Reserves [base, base + size) here so no host pointer can ever land in it. */
+static bool reserve_here(uint64_t base, uint64_t size)
+{
+    void *p = mmap((void *)(uintptr_t)base, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    if ((uint64_t)(uintptr_t)p != base) {
+        munmap(p, size);
+        return false;
+    }
+    return true;
+}
+
+/* The next window candidate not yet used by any agent of this process. */
+static uint64_t next_candidate = JOB_WINDOW_FIRST;
+static pthread_mutex_t candidate_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t take_candidate(void)
+{
+    pthread_mutex_lock(&candidate_lock);
+    uint64_t c = next_candidate;
+    if (c < JOB_WINDOW_LAST)
+        next_candidate += JOB_WINDOW_SIZE;
+    pthread_mutex_unlock(&candidate_lock);
+    return c < JOB_WINDOW_LAST ? c : 0;
+}
+
+/* One synchronous request/answer before the receiver runs. */
+static int open_request(agent_link *l, uint64_t base, frame *f, rig_why *why)
+{
+    uint8_t body[24];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, JOB_OP_OPEN);
+    wire_put_u32(&w, l->index);
+    wire_put_u64(&w, base);
+    wire_put_u64(&w, JOB_WINDOW_SIZE);
+    int rc = conn_send(&l->c, FRAME_REQUEST, body, w.off, deadline_after(HS_TIMEOUT_MS), why);
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        rc = conn_recv(&l->c, f, deadline_after(HS_TIMEOUT_MS), why);
+        if (rc < 0)
+            return rc;
+        if (f->kind == FRAME_ANSWER)
+            return 0;
+        if (f->kind == FRAME_ABORT) {
+            wire_reader r = wire_reader_init(f->payload, f->len);
+            const uint8_t *s;
+            size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
+            rc = why_set(why, RIG_E_REFUSED, "aborted: %.*s", (int)n, r.err ? "" : (const char *)s);
+            frame_release(f);
+            return rc;
+        }
+        frame_release(f);
+    }
+}
+
+/* Reads the devices out of the open answer into the program's table. */
+static int read_devices(agent_link *l, wire_reader *r, shim_device *devs, int room, rig_why *why)
+{
+    l->driver_version = wire_get_u32(r);
+    const uint8_t *s;
+    size_t n = wire_get_string(r, &s, sizeof l->driver - 1);
+    if (!r->err) {
+        memcpy(l->driver, s, n);
+        l->driver[n] = '\0';
+    }
+    uint32_t count = wire_get_u32(r);
+    if (r->err || (int)count > room)
+        return why_set(why, RIG_E_MALFORMED, "malformed device list (%u devices)", count);
+    for (uint32_t i = 0; i < count; i++) {
+        shim_device *d = &devs[i];
+        memset(d, 0, sizeof *d);
+        d->proxy = true;
+        d->link = l;
+        d->remote_ordinal = (int)i;
+        n = wire_get_string(r, &s, sizeof d->name - 1);
+        if (!r->err)
+            memcpy(d->name, s, n);
+        wire_get_bytes(r, d->uuid, 16);
+        d->total_mem = wire_get_u64(r);
+        uint32_t na = wire_get_u32(r);
+        if (r->err || na > SHIM_ATTRS_MAX)
+            return why_set(why, RIG_E_MALFORMED, "malformed attributes of device %u", i);
+        d->attr_count = (int)na + 1;
+        for (uint32_t a = 1; a <= na; a++)
+            d->attrs[a] = (int32_t)wire_get_u32(r);
+        snprintf(d->label, sizeof d->label, "CUDA:%u@%s", i, l->name);
+    }
+    if (wire_reader_finish(r) != 0)
+        return why_set(why, RIG_E_MALFORMED, "malformed device list");
+    l->device_count = (int)count;
+    return 0;
+}
+
+int link_open(agent_link *l, const char *name, const names_address *addr, uint32_t index, const rig_key *key,
+              shim_device *devs, int room, rig_why *why)
+{
+    memset(l, 0, sizeof *l);
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->addr = *addr;
+    l->index = index;
+    l->c.fd = -1;
+    pthread_mutex_init(&l->send_lock, NULL);
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->changed, NULL);
+
+    int fd;
+    int rc = net_connect(addr, HS_TIMEOUT_MS, &fd, why);
+    if (rc < 0)
+        return why_prefix(why, rc, "agent %s", name);
+    hs_config cfg = { .key = key, .version = HS_VERSION, .timeout_ms = HS_TIMEOUT_MS };
+    rc = hs_dial(fd, &cfg, 0, index, why);
+    if (rc < 0) {
+        close(fd);
+        return why_prefix(why, rc, "agent %s", name);
+    }
+    rc = conn_init(&l->c, fd, JOB_FRAME_LIMIT, why);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+
+    for (;;) {
+        uint64_t base = take_candidate();
+        if (!base)
+            return why_set(why, RIG_E_NOMEM, "agent %s: no free pointer window found on both ends", name);
+        if (!reserve_here(base, JOB_WINDOW_SIZE))
+            continue;
+        frame f = { 0 };
+        rc = open_request(l, base, &f, why);
+        if (rc < 0) {
+            munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
+            return why_prefix(why, rc, "agent %s", name);
+        }
+        wire_reader r = wire_reader_init(f.payload, f.len);
+        uint8_t status = wire_get_u8(&r);
+        uint32_t result = wire_get_u32(&r);
+        uint8_t taken = wire_get_u8(&r);
+        if (r.err || status != 0) {
+            frame_release(&f);
+            munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
+            return why_set(why, RIG_E_MALFORMED, "agent %s: malformed answer to open", name);
+        }
+        if (result != CUDA_SUCCESS) {
+            frame_release(&f);
+            munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
+            return why_set(why, RIG_E_REFUSED, "agent %s: opening its devices failed with CUDA error %u", name, result);
+        }
+        if (!taken) {
+            frame_release(&f);
+            munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
+            continue;
+        }
+        l->window_base = base;
+        l->window_size = JOB_WINDOW_SIZE;
+        rc = read_devices(l, &r, devs, room, why);
+        frame_release(&f);
+        if (rc < 0)
+            return why_prefix(why, rc, "agent %s", name);
+        break;
+    }
+    if (pthread_create(&l->receiver, NULL, receiver_main, l) != 0)
+        return why_set(why, RIG_E_IO, "agent %s: cannot start a receiver thread", name);
+    l->receiver_started = true;
+    return 0;
+}
+
+void link_close(agent_link *l)
+{
+    pthread_mutex_lock(&l->send_lock);
+    if (!link_status(l)) {
+        struct iovec none = { NULL, 0 };
+        send_frame(l, FRAME_CLOSE, &none, 0);
+    }
+    pthread_mutex_unlock(&l->send_lock);
+}

@@ -1,0 +1,98 @@
+/* The connection to one agent: requests that wait for their answer (in
+ * order), handovers that do not, and the receiver thread that applies words
+ * and bytes to stream timelines and program memory. */
+#ifndef RIG_SHIM_LINK_H
+#define RIG_SHIM_LINK_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "proto/conn.h"
+#include "proto/frame.h"
+#include "proto/key.h"
+#include "proto/names.h"
+#include "shim/proxy.h"
+
+typedef struct pending_answer pending_answer;
+typedef struct pending_copy pending_copy;
+typedef struct pending_host pending_host;
+
+struct agent_link {
+    char name[NAMES_NAME_MAX + 1];
+    names_address addr;
+    uint32_t index;                  /* this agent's process number (1-based) */
+    conn c;
+    pthread_mutex_t send_lock;       /* one sender at a time, in order */
+    pthread_mutex_t lock;            /* answers, timelines, failure */
+    pthread_cond_t changed;
+    pending_answer *answers_head, *answers_tail;
+    pending_copy *copies;            /* bytes expected for program memory */
+    pending_host *hosts;             /* host functions waiting for a word */
+    pthread_t receiver;
+    bool receiver_started;
+    bool failed;
+    CUresult failure;                /* what later calls return */
+    char cause[512];
+    uint64_t window_base, window_size;
+    uint32_t driver_version;
+    char driver[128];
+    int device_count;
+    int first_device;                /* the program's ordinal of device 0 */
+    uint64_t unreported_bytes;       /* handed over, not yet reached */
+    /* statistics for RIG_STATS */
+    uint64_t calls, round_trips;
+    uint64_t wait_ns;
+};
+
+/* Connects, proves the key, reserves a pointer window (both ends), opens the
+ * devices and starts the receiver. Errors name the agent. */
+int link_open(agent_link *l, const char *name, const names_address *addr, uint32_t index,
+              const rig_key *key, shim_device *devs, int room, rig_why *why);
+
+/* Sends a request (payload pieces) and waits for its answer. On success
+ * *result is the CUresult and *answer holds the outputs that follow it
+ * (the caller releases it); a protocol refusal or a failed job returns the
+ * job's error without an answer. */
+CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answer, const uint8_t **out,
+                      size_t *out_len);
+
+/* One record of stream-ordered work. */
+typedef struct handover {
+    uint32_t op;
+    proxy_obj *stream;          /* NULL: no place on a timeline */
+    uint64_t object;            /* without a stream: the object it names */
+    const void *body;           /* the op's fields */
+    size_t body_len;
+    const void *data;           /* program bytes carried after the body */
+    size_t data_len;
+    void *dst;                  /* program memory the agent's bytes go to */
+    size_t dst_len;
+    CUhostFn host_fn;           /* runs in the program when reached */
+    void *host_data;
+} handover;
+
+/* Hands over one record and returns its timeline value (0 without a
+ * stream). Blocks while too much work is unreported; first waits for
+ * earlier work on the stream that writes program memory when this record
+ * reads program memory (data_len > 0). */
+CUresult link_handover(agent_link *l, const handover *h, uint64_t *value);
+
+/* Sends a drop (no answer). */
+CUresult link_drop(agent_link *l, uint32_t op, uint64_t object);
+
+/* Waits until stream reaches value (the receiver ran its host functions
+ * and wrote its bytes); the job's error if it fails first. */
+CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value);
+
+/* True when the stream has reached value (no wait). */
+bool link_reached(proxy_obj *stream, uint64_t value);
+
+/* The job's error once failed, else CUDA_SUCCESS. */
+CUresult link_status(agent_link *l);
+
+/* Sends close and waits briefly for the agent's; at exit. */
+void link_close(agent_link *l);
+
+#endif

@@ -1,0 +1,127 @@
+/* Proxy devices: the agents of RIG_REMOTE_AGENTS, their devices, and the
+ * objects (contexts, streams, events, modules, functions) the program holds
+ * on them. Internal to the shim's core files. */
+#ifndef RIG_SHIM_PROXY_H
+#define RIG_SHIM_PROXY_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/conn.h"
+#include "proto/names.h"
+#include "shim/local_driver.h"
+
+#define SHIM_DEVICES_MAX 64
+#define SHIM_ATTRS_MAX 160
+
+typedef struct agent_link agent_link;
+typedef struct proxy_obj proxy_obj;
+
+/* One device the program sees. Local ones first, then proxies. */
+typedef struct shim_device {
+    bool proxy;
+    int local_ordinal;          /* the real driver's ordinal, local devices */
+    agent_link *link;           /* proxies: the agent and its device index */
+    int remote_ordinal;
+    char label[96];             /* "CUDA:0@h100-b" */
+    char name[256];
+    uint8_t uuid[16];
+    uint64_t total_mem;
+    int attrs[SHIM_ATTRS_MAX];  /* indexed by CUdevice_attribute */
+    int attr_count;
+    proxy_obj *primary;         /* the primary context object */
+    int primary_refs;
+    unsigned primary_flags;
+    proxy_obj *null_stream;     /* the legacy default stream */
+} shim_device;
+
+/* A stream's timeline: values handed over and values the agent reached. */
+typedef struct timeline {
+    uint64_t submitted;         /* under the link's send lock */
+    uint64_t bytes_submitted;   /* record bytes handed over, cumulative */
+    uint64_t bytes_reported;    /* ... and covered by words */
+    _Atomic uint64_t reached;   /* written by the receiver under the link lock */
+    uint64_t program_writes;    /* last value that writes program memory */
+} timeline;
+
+typedef enum proxy_type {
+    PROXY_FREE = 0,
+    PROXY_CONTEXT,
+    PROXY_STREAM,
+    PROXY_EVENT,
+    PROXY_MODULE,      /* also libraries: a library is a module here */
+    PROXY_FUNCTION,    /* also kernels */
+} proxy_type;
+
+/* A kernel parameter as the agent reported it. */
+typedef struct proxy_param {
+    uint32_t offset, size;
+} proxy_param;
+
+/* Every proxy handle points at one of these, inside the arena (arena.c), so
+ * telling a proxy handle from a real one is a range check. */
+struct proxy_obj {
+    uint32_t type;
+    int device;                 /* the program's ordinal */
+    uint64_t id;                /* wire id: the slot number */
+    agent_link *link;
+    union {
+        struct { bool primary; unsigned flags; } ctx;
+        struct { timeline tl; unsigned flags; int priority; bool per_thread; } stream;
+        struct { proxy_obj *stream; uint64_t value; unsigned flags; bool recorded; } event;
+        struct { int unused; } module;
+        struct {
+            proxy_obj *module;
+            uint32_t param_count;
+            uint32_t param_bytes;
+            proxy_param *params;   /* malloc'd */
+            char *name;            /* malloc'd */
+        } fn;
+    } u;
+};
+
+/* ---- arena.c ---- */
+/* A zeroed object of type on device (with its link), or NULL when full. */
+proxy_obj *arena_new(proxy_type type, int device);
+void arena_free(proxy_obj *o);
+/* The object h points at if it is a live proxy of that type (PROXY_FREE:
+ * any type), else NULL. Safe on any value. */
+proxy_obj *arena_get(const void *h, proxy_type type);
+bool arena_contains(const void *h);
+/* The live object with wire id `id`, or NULL. */
+proxy_obj *arena_from_id(uint64_t id);
+
+/* ---- core.c ---- */
+/* Devices, after cuInit; NULL outside 0..count-1. */
+shim_device *shim_device_at(int ordinal);
+/* The thread's current proxy context, or NULL when the current one is local
+ * (or none). */
+proxy_obj *shim_proxy_current(void);
+void shim_set_proxy_current(proxy_obj *ctx);
+/* True once cuInit succeeded. */
+bool shim_initialized(void);
+/* The device that owns device pointer p, or -1 when p is in no window. */
+int shim_device_of_pointer(uint64_t p);
+
+/* Number of local devices (they come first). */
+int shim_local_count(void);
+/* cuInit: loads the local driver and opens every agent, once. */
+CUresult shim_init(unsigned flags);
+/* The thread's context stack across local and proxy contexts. */
+bool shim_ctx_push(proxy_obj *proxy);
+bool shim_ctx_pop(proxy_obj **was);
+/* The program's allocations on proxies, for pointer queries. */
+void shim_alloc_add(uint64_t base, uint64_t size, int device);
+bool shim_alloc_remove(uint64_t base, uint64_t *size, int *device);
+bool shim_alloc_find(uint64_t p, uint64_t *base, uint64_t *size, int *device);
+
+/* Calls the local driver's symbol with the export's own arguments. */
+#define SHIM_LOCAL(sym)                                                         \
+    (shim_local_driver() && shim_local_driver()->fn_##sym                       \
+         ? shim_local_driver()->fn_##sym RIG_ARGS_##sym                         \
+         : CUDA_ERROR_NO_DEVICE)
+
+#endif
