@@ -1,0 +1,472 @@
+/* Instruction forms nvcc's output rarely reaches, one hand-written PTX
+ * body at a time: carry chains, every cvt rounding, bit fields, unordered
+ * compares, directed rounding, f16, atomics of every kind, lane registers.
+ * Each of 64 threads reads 64 bytes of input and writes 64 bytes of output;
+ * a C function gives the expected output per thread. */
+#include "tests/test_ptx_util.h"
+
+#include <fenv.h>
+#include <math.h>
+
+#define NT 64
+
+TestSuite(ptx_isa, .fini = tp_free_all);
+
+typedef union slot {
+    uint64_t u[8];
+    uint32_t w[16];
+    float f[16];
+    double d[8];
+} slot;
+
+static const char *prologue =
+    ".version 9.0\n.target sm_75\n.address_size 64\n"
+    ".shared .align 8 .b8 sh[512];\n"
+    ".visible .entry t(.param .u64 p_out, .param .u64 p_in)\n{\n"
+    ".reg .pred %p<8>;\n.reg .b16 %h<8>;\n.reg .b32 %r<32>;\n.reg .b64 %rd<32>;\n"
+    ".reg .f32 %f<16>;\n.reg .f64 %fd<16>;\n"
+    "ld.param.u64 %rd30, [p_out];\nld.param.u64 %rd31, [p_in];\n"
+    "mov.u32 %r31, %tid.x;\nmov.u32 %r30, %ctaid.x;\nmov.u32 %r29, %ntid.x;\n"
+    "mad.lo.s32 %r28, %r30, %r29, %r31;\nmul.wide.u32 %rd29, %r28, 64;\n"
+    "add.s64 %rd28, %rd31, %rd29;\nadd.s64 %rd27, %rd30, %rd29;\n"
+    "ld.global.u64 %rd1, [%rd28];\nld.global.u64 %rd2, [%rd28+8];\nld.global.u64 %rd3, [%rd28+16];\n"
+    "ld.global.u32 %r1, [%rd28];\nld.global.u32 %r2, [%rd28+8];\nld.global.u32 %r3, [%rd28+16];\n"
+    "ld.global.f32 %f1, [%rd28+24];\nld.global.f32 %f2, [%rd28+28];\n"
+    "ld.global.f64 %fd1, [%rd28+32];\nld.global.f64 %fd2, [%rd28+40];\n";
+
+/* Runs body on NT threads (one block unless blocks > 1). */
+static void run_body(const char *body, const slot *in, slot *out, unsigned blocks)
+{
+    size_t n = strlen(prologue) + strlen(body) + 32;
+    char *text = malloc(n);
+    cr_assert(text);
+    snprintf(text, n, "%s%s\nret;\n}\n", prologue, body);
+    soft_program *p = NULL;
+    char msg[256];
+    CUresult rc = soft_program_parse(text, strlen(text), &p, msg, sizeof msg);
+    free(text);
+    cr_assert_eq(rc, CUDA_SUCCESS, "parse: %s", msg);
+    slot *din = tp_alloc(sizeof(slot) * NT * blocks), *dout = tp_alloc(sizeof(slot) * NT * blocks);
+    memcpy(din, in, sizeof(slot) * NT * blocks);
+    memcpy(dout, out, sizeof(slot) * NT * blocks);
+    tp_args a = { 0 };
+    TP_ARG(&a, dout);
+    TP_ARG(&a, din);
+    soft_launch l = { .entry = 0, .grid = { blocks, 1, 1 }, .block = { NT, 1, 1 },
+                      .params = a.buf, .memory = &tp_memory, .threads = 1 };
+    rc = soft_program_launch(p, &l, msg, sizeof msg);
+    cr_assert_eq(rc, CUDA_SUCCESS, "launch: %s", msg);
+    memcpy(out, dout, sizeof(slot) * NT * blocks);
+    soft_program_free(p);
+}
+
+static void random_inputs(slot *in, unsigned n)
+{
+    tp_state = 12345;
+    for (unsigned i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++)
+            in[i].u[k] = tp_rand();
+}
+
+Test(ptx_isa, carry_chains)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    in[0].u[0] = in[0].u[1] = ~0ull;   /* carries all the way */
+    in[1].u[0] = 0;                    /* borrows all the way */
+    run_body(
+        "add.cc.u32 %r4, %r1, %r2;\naddc.cc.u32 %r5, %r1, %r3;\naddc.u32 %r6, 0, 0;\n"
+        "st.global.u32 [%rd27], %r4;\nst.global.u32 [%rd27+4], %r5;\nst.global.u32 [%rd27+8], %r6;\n"
+        "sub.cc.u32 %r7, %r1, %r2;\nsubc.cc.u32 %r8, %r2, %r3;\nsubc.u32 %r9, 0, 0;\n"
+        "st.global.u32 [%rd27+12], %r7;\nst.global.u32 [%rd27+16], %r8;\nst.global.u32 [%rd27+20], %r9;\n"
+        "add.cc.u64 %rd4, %rd1, %rd2;\naddc.u64 %rd5, %rd3, 0;\n"
+        "st.global.u64 [%rd27+24], %rd4;\nst.global.u64 [%rd27+32], %rd5;\n"
+        "sub.cc.u64 %rd6, %rd1, %rd2;\nsubc.u64 %rd7, %rd3, %rd3;\n"
+        "st.global.u64 [%rd27+40], %rd6;\nst.global.u64 [%rd27+48], %rd7;\n"
+        "mad.lo.cc.u32 %r10, %r1, %r2, %r3;\nmadc.hi.u32 %r11, %r1, %r2, 0;\n"
+        "st.global.u32 [%rd27+56], %r10;\nst.global.u32 [%rd27+60], %r11;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        uint32_t a = (uint32_t)in[t].u[0], b = (uint32_t)in[t].u[1], c = (uint32_t)in[t].u[2];
+        uint64_t s0 = (uint64_t)a + b, s1 = (uint64_t)a + c + (s0 >> 32);
+        cr_assert_eq(out[t].w[0], (uint32_t)s0);
+        cr_assert_eq(out[t].w[1], (uint32_t)s1);
+        cr_assert_eq(out[t].w[2], (uint32_t)(s1 >> 32), "thread %d carry", t);
+        uint32_t bw0 = a < b;
+        uint32_t d1 = b - c - bw0, bw1 = (uint64_t)b < (uint64_t)c + bw0;
+        cr_assert_eq(out[t].w[3], a - b);
+        cr_assert_eq(out[t].w[4], d1, "thread %d subc", t);
+        cr_assert_eq(out[t].w[5], 0u - bw1, "thread %d borrow", t);
+        unsigned __int128 x = in[t].u[0], y = in[t].u[1];
+        unsigned __int128 s = x + y;
+        cr_assert_eq(out[t].u[3], (uint64_t)s);
+        cr_assert_eq(out[t].u[4], in[t].u[2] + (uint64_t)(s >> 64));
+        cr_assert_eq(out[t].u[5], in[t].u[0] - in[t].u[1]);
+        cr_assert_eq(out[t].u[6], 0ull - (in[t].u[0] < in[t].u[1]));
+        uint64_t prod = (uint64_t)a * b;
+        uint64_t lo = (uint64_t)(uint32_t)prod + c;
+        cr_assert_eq(out[t].w[14], (uint32_t)lo);
+        cr_assert_eq(out[t].w[15], (uint32_t)((prod >> 32) + (lo >> 32)));
+    }
+}
+
+static int32_t f2i_sat(double x)
+{
+    if (isnan(x)) return 0;
+    if (x <= -2147483648.0) return INT32_MIN;
+    if (x >= 2147483647.0) return INT32_MAX;
+    return (int32_t)x;
+}
+
+Test(ptx_isa, cvt_rounding)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    for (int t = 0; t < NT; t++) {
+        static const float special[] = { 2.5f, -2.5f, 3.5f, -0.5f, 1e10f, -1e10f, NAN, 0.49999997f };
+        in[t].f[6] = t < 8 ? special[t] : tp_randf(-1000, 1000);
+        in[t].f[7] = tp_randf(-2, 2);
+        in[t].d[4] = (double)tp_randf(-1e6f, 1e6f) + (double)tp_randf(0, 1) * 1e-9;
+    }
+    run_body(
+        "cvt.rni.s32.f32 %r4, %f1;\ncvt.rzi.s32.f32 %r5, %f1;\ncvt.rmi.s32.f32 %r6, %f1;\n"
+        "cvt.rpi.s32.f32 %r7, %f1;\ncvt.rzi.u32.f32 %r8, %f1;\ncvt.sat.f32.f32 %f3, %f2;\n"
+        "cvt.rni.f32.f32 %f4, %f1;\ncvt.rn.f32.f64 %f5, %fd1;\ncvt.rz.f32.f64 %f6, %fd1;\n"
+        "cvt.rm.f32.f64 %f7, %fd1;\ncvt.rp.f32.f64 %f8, %fd1;\ncvt.rn.f32.u64 %f9, %rd1;\n"
+        "cvt.sat.s8.s32 %r9, %r1;\ncvt.s16.s32 %h1, %r1;\ncvt.s32.s16 %r10, %h1;\n"
+        "st.global.u32 [%rd27], %r4;\nst.global.u32 [%rd27+4], %r5;\nst.global.u32 [%rd27+8], %r6;\n"
+        "st.global.u32 [%rd27+12], %r7;\nst.global.u32 [%rd27+16], %r8;\nst.global.f32 [%rd27+20], %f3;\n"
+        "st.global.f32 [%rd27+24], %f4;\nst.global.f32 [%rd27+28], %f5;\nst.global.f32 [%rd27+32], %f6;\n"
+        "st.global.f32 [%rd27+36], %f7;\nst.global.f32 [%rd27+40], %f8;\nst.global.f32 [%rd27+44], %f9;\n"
+        "st.global.u32 [%rd27+48], %r9;\nst.global.u32 [%rd27+52], %r10;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        float x = in[t].f[6];
+        double d = in[t].d[4];
+        cr_assert_eq((int32_t)out[t].w[0], f2i_sat(nearbyint(x)), "rni %g", x);
+        cr_assert_eq((int32_t)out[t].w[1], f2i_sat(trunc(x)), "rzi %g", x);
+        cr_assert_eq((int32_t)out[t].w[2], f2i_sat(floor(x)), "rmi %g", x);
+        cr_assert_eq((int32_t)out[t].w[3], f2i_sat(ceil(x)), "rpi %g", x);
+        uint32_t u = isnan(x) || x <= 0 ? 0 : x >= 4294967295.0f ? UINT32_MAX : (uint32_t)x;
+        cr_assert_eq(out[t].w[4], u, "rzi.u32 %g", x);
+        float y = in[t].f[7];
+        cr_assert_eq(out[t].f[5], y < 0 ? 0.0f : y > 1 ? 1.0f : y, "sat %g", y);
+        if (!isnan(x))
+            cr_assert_eq(out[t].f[6], nearbyintf(x));
+        cr_assert_eq(out[t].f[7], (float)d);
+        int modes[3] = { FE_TOWARDZERO, FE_DOWNWARD, FE_UPWARD };
+        for (int k = 0; k < 3; k++) {
+            fesetround(modes[k]);
+            volatile double vd = d;
+            float want = (float)vd;
+            fesetround(FE_TONEAREST);
+            cr_assert_eq(out[t].f[8 + k], want, "directed %d of %.17g", k, d);
+        }
+        cr_assert_eq(out[t].f[11], (float)in[t].u[0]);
+        int32_t s = (int32_t)in[t].u[0];
+        cr_assert_eq(out[t].w[12], (uint32_t)(s < -128 ? -128 : s > 127 ? 127 : s), "sat.s8");
+        cr_assert_eq(out[t].w[13], (uint32_t)(int32_t)(int16_t)s, "s16 round trip");
+    }
+}
+
+Test(ptx_isa, bit_fields)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    in[0].u[0] = 0;
+    in[1].u[0] = ~0ull;
+    run_body(
+        "and.b32 %r20, %r2, 31;\nand.b32 %r21, %r3, 15;\n"
+        "bfe.u32 %r4, %r1, %r20, %r21;\nbfe.s32 %r5, %r1, %r20, %r21;\n"
+        "bfi.b32 %r6, %r2, %r1, %r20, %r21;\nprmt.b32 %r7, %r1, %r2, %r3;\n"
+        "lop3.b32 %r8, %r1, %r2, %r3, 0xe8;\nbfind.u32 %r9, %r1;\nbfind.s32 %r10, %r1;\n"
+        "bfind.shiftamt.u32 %r11, %r1;\nbrev.b64 %rd4, %rd1;\npopc.b64 %r12, %rd1;\n"
+        "clz.b64 %r13, %rd1;\nshr.s32 %r14, %r1, 40;\nshl.b32 %r15, %r1, 33;\n"
+        "shr.u64 %rd5, %rd1, %r20;\nnot.b32 %r16, %r1;\ncnot.b32 %r17, %r20;\n"
+        "st.global.u32 [%rd27], %r4;\nst.global.u32 [%rd27+4], %r5;\nst.global.u32 [%rd27+8], %r6;\n"
+        "st.global.u32 [%rd27+12], %r7;\nst.global.u32 [%rd27+16], %r8;\nst.global.u32 [%rd27+20], %r9;\n"
+        "st.global.u32 [%rd27+24], %r10;\nst.global.u32 [%rd27+28], %r11;\nst.global.u64 [%rd27+32], %rd4;\n"
+        "st.global.u32 [%rd27+40], %r12;\nst.global.u32 [%rd27+44], %r13;\nst.global.u32 [%rd27+48], %r14;\n"
+        "st.global.u32 [%rd27+52], %r15;\nst.global.u32 [%rd27+56], %r16;\nst.global.u32 [%rd27+60], %r17;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        uint32_t a = (uint32_t)in[t].u[0], b = (uint32_t)in[t].u[1], c = (uint32_t)in[t].u[2];
+        uint32_t pos = b & 31, len = c & 15;
+        uint32_t mask = len ? ((len == 32 ? ~0u : (1u << len) - 1)) : 0;
+        uint32_t ex = (a >> pos) & mask;
+        if (pos + len > 32)
+            ex = a >> pos;
+        cr_assert_eq(out[t].w[0], ex, "bfe.u32 thread %d", t);
+        int32_t sx;
+        if (len == 0) {
+            sx = 0;
+        } else {
+            unsigned top = pos + len - 1 < 31 ? pos + len - 1 : 31;
+            uint32_t sbit = (a >> top) & 1;
+            uint32_t v = 0;
+            for (unsigned i = 0; i < 32; i++)
+                v |= ((i < len && pos + i <= 31) ? (a >> (pos + i)) & 1 : sbit) << i;
+            sx = (int32_t)v;
+        }
+        cr_assert_eq((int32_t)out[t].w[1], sx, "bfe.s32 thread %d", t);
+        uint32_t ins = a;
+        for (unsigned i = 0; i < len && pos + i < 32; i++)
+            ins = (ins & ~(1u << (pos + i))) | (((b >> i) & 1) << (pos + i));
+        cr_assert_eq(out[t].w[2], ins, "bfi thread %d", t);
+        uint64_t bytes = (uint64_t)b << 32 | a;
+        uint32_t pr = 0;
+        for (int i = 0; i < 4; i++) {
+            unsigned sel = (c >> (4 * i)) & 15;
+            uint32_t by = (uint32_t)(bytes >> (8 * (sel & 7))) & 0xff;
+            if (sel & 8)
+                by = by & 0x80 ? 0xff : 0;
+            pr |= by << (8 * i);
+        }
+        cr_assert_eq(out[t].w[3], pr, "prmt");
+        cr_assert_eq(out[t].w[4], (a & b) | (a & c) | (b & c), "lop3 majority");
+        cr_assert_eq(out[t].w[5], a ? 31u - (uint32_t)__builtin_clz(a) : ~0u, "bfind.u32");
+        uint32_t na = (int32_t)a < 0 ? ~a : a;
+        cr_assert_eq(out[t].w[6], na ? 31u - (uint32_t)__builtin_clz(na) : ~0u, "bfind.s32");
+        cr_assert_eq(out[t].w[7], a ? (uint32_t)__builtin_clz(a) : ~0u, "bfind.shiftamt");
+        uint64_t x = in[t].u[0], r = 0;
+        for (int i = 0; i < 64; i++)
+            r |= ((x >> i) & 1) << (63 - i);
+        cr_assert_eq(out[t].u[4], r, "brev.b64");
+        cr_assert_eq(out[t].w[10], (uint32_t)__builtin_popcountll(x));
+        cr_assert_eq(out[t].w[11], x ? (uint32_t)__builtin_clzll(x) : 64u);
+        cr_assert_eq(out[t].w[12], (uint32_t)((int32_t)a >> 31), "shr.s32 by 40");
+        cr_assert_eq(out[t].w[13], 0u, "shl by 33");
+        cr_assert_eq(out[t].w[14], ~a);
+        cr_assert_eq(out[t].w[15], pos == 0 ? 1u : 0u, "cnot");
+    }
+}
+
+Test(ptx_isa, float_compare_and_select)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    for (int t = 0; t < NT; t++) {
+        in[t].f[6] = t % 5 == 0 ? NAN : tp_randf(-2, 2);
+        in[t].f[7] = t % 7 == 0 ? NAN : tp_randf(-2, 2);
+        in[t].d[4] = t % 3 == 0 ? -0.0 : tp_randf(-9, 9);
+        in[t].d[5] = tp_randf(-9, 9);
+    }
+    run_body(
+        "setp.lt.f32 %p1, %f1, %f2;\nsetp.ltu.f32 %p2, %f1, %f2;\nsetp.nan.f32 %p3, %f1, %f2;\n"
+        "setp.num.f32 %p4, %f1, %f2;\nsetp.ge.and.f32 %p5|%p6, %f1, %f2, %p4;\n"
+        "selp.u32 %r4, 1, 0, %p1;\nselp.u32 %r5, 2, 0, %p2;\nselp.u32 %r6, 4, 0, %p3;\n"
+        "selp.u32 %r7, 8, 0, %p4;\nselp.u32 %r8, 16, 0, %p5;\nselp.u32 %r9, 32, 0, %p6;\n"
+        "or.b32 %r4, %r4, %r5;\nor.b32 %r4, %r4, %r6;\nor.b32 %r4, %r4, %r7;\n"
+        "or.b32 %r4, %r4, %r8;\nor.b32 %r4, %r4, %r9;\n"
+        "set.gtu.u32.f32 %r10, %f1, %f2;\nmin.f32 %f3, %f1, %f2;\nmax.f32 %f4, %f1, %f2;\n"
+        "copysign.f64 %fd3, %fd1, %fd2;\nabs.f64 %fd4, %fd1;\nneg.f64 %fd5, %fd2;\n"
+        "testp.notanumber.f32 %p7, %f1;\nselp.b32 %r11, -1, 7, %p7;\n"
+        "div.rn.f32 %f5, %f1, %f2;\nfma.rm.f32 %f6, %f1, %f2, %f2;\nadd.rp.f64 %fd6, %fd1, %fd2;\n"
+        "st.global.u32 [%rd27], %r4;\nst.global.u32 [%rd27+4], %r10;\nst.global.f32 [%rd27+8], %f3;\n"
+        "st.global.f32 [%rd27+12], %f4;\nst.global.f64 [%rd27+16], %fd3;\nst.global.f64 [%rd27+24], %fd4;\n"
+        "st.global.f64 [%rd27+32], %fd5;\nst.global.u32 [%rd27+40], %r11;\nst.global.f32 [%rd27+44], %f5;\n"
+        "st.global.f32 [%rd27+48], %f6;\nst.global.f64 [%rd27+56], %fd6;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        float a = in[t].f[6], b = in[t].f[7];
+        bool un = isnan(a) || isnan(b);
+        bool ge = !un && a >= b;
+        uint32_t want = (uint32_t)(!un && a < b) | (uint32_t)(un || a < b) << 1 |
+                        (uint32_t)un << 2 | (uint32_t)!un << 3 | (uint32_t)(ge && !un) << 4 |
+                        (uint32_t)(!ge && !un) << 5;
+        cr_assert_eq(out[t].w[0], want, "setp thread %d (%g, %g): %x want %x", t, a, b, out[t].w[0], want);
+        cr_assert_eq(out[t].w[1], (un || a > b) ? ~0u : 0u, "set.gtu");
+        float mn = fminf(a, b), mx = fmaxf(a, b);
+        cr_assert(out[t].f[2] == mn || (isnan(mn) && isnan(out[t].f[2])), "min");
+        cr_assert(out[t].f[3] == mx || (isnan(mx) && isnan(out[t].f[3])), "max");
+        double x = in[t].d[4], y = in[t].d[5];
+        cr_assert_eq(out[t].d[2], copysign(y, x), "copysign takes the sign of a");
+        cr_assert_eq(out[t].d[3], fabs(x));
+        cr_assert_eq(out[t].d[4], -y);
+        cr_assert_eq(out[t].w[10], isnan(a) ? ~0u : 7u, "testp");
+        float q = a / b;
+        cr_assert(out[t].f[11] == q || (isnan(q) && isnan(out[t].f[11])), "div.rn");
+        fesetround(FE_DOWNWARD);
+        volatile float va = a, vb = b;
+        float fm = fmaf(va, vb, vb);
+        fesetround(FE_UPWARD);
+        volatile double vx = x, vy = y;
+        double sum = vx + vy;
+        fesetround(FE_TONEAREST);
+        cr_assert(out[t].f[12] == fm || (isnan(fm) && isnan(out[t].f[12])), "fma.rm");
+        cr_assert_eq(out[t].d[7], sum, "add.rp");
+    }
+}
+
+Test(ptx_isa, integer_mul_div)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    in[0].u[1] = 0;                                   /* divide by zero: no trap */
+    in[1].u[0] = 0x80000000u;
+    in[1].u[1] = 0xffffffffu;                         /* INT_MIN / -1 */
+    run_body(
+        "mul.hi.s32 %r4, %r1, %r2;\nmul.hi.u32 %r5, %r1, %r2;\nmul.hi.u64 %rd4, %rd1, %rd2;\n"
+        "mul.hi.s64 %rd5, %rd1, %rd2;\nmad.hi.u32 %r6, %r1, %r2, %r3;\nmul.wide.s32 %rd6, %r1, %r2;\n"
+        "div.s32 %r7, %r1, %r2;\nrem.u32 %r8, %r1, %r2;\nmin.s32 %r9, %r1, %r2;\nmax.u32 %r10, %r1, %r2;\n"
+        "abs.s32 %r11, %r1;\nneg.s64 %rd7, %rd1;\n"
+        "st.global.u32 [%rd27], %r4;\nst.global.u32 [%rd27+4], %r5;\nst.global.u64 [%rd27+8], %rd4;\n"
+        "st.global.u64 [%rd27+16], %rd5;\nst.global.u32 [%rd27+24], %r6;\nst.global.u64 [%rd27+32], %rd6;\n"
+        "st.global.u32 [%rd27+40], %r9;\nst.global.u32 [%rd27+44], %r10;\nst.global.u32 [%rd27+48], %r11;\n"
+        "setp.ne.s32 %p1, %r2, 0;\n@%p1 st.global.v2.u32 [%rd27+56], {%r7, %r8};\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        int32_t a = (int32_t)in[t].u[0], b = (int32_t)in[t].u[1];
+        uint32_t ua = (uint32_t)a, ub = (uint32_t)b, uc = (uint32_t)in[t].u[2];
+        cr_assert_eq(out[t].w[0], (uint32_t)(((int64_t)a * b) >> 32));
+        cr_assert_eq(out[t].w[1], (uint32_t)(((uint64_t)ua * ub) >> 32));
+        cr_assert_eq(out[t].u[1], (uint64_t)(((unsigned __int128)in[t].u[0] * in[t].u[1]) >> 64));
+        cr_assert_eq(out[t].u[2], (uint64_t)(((__int128)(int64_t)in[t].u[0] * (int64_t)in[t].u[1]) >> 64));
+        cr_assert_eq(out[t].w[6], (uint32_t)(((uint64_t)ua * ub) >> 32) + uc);
+        cr_assert_eq(out[t].u[4], (uint64_t)((int64_t)a * b));
+        if (b != 0) {
+            int32_t q = (a == INT32_MIN && b == -1) ? INT32_MIN : a / b;
+            cr_assert_eq((int32_t)out[t].w[14], q, "div.s32 %d / %d", a, b);
+            cr_assert_eq(out[t].w[15], ua % ub);
+        }
+        cr_assert_eq((int32_t)out[t].w[10], a < b ? a : b);
+        cr_assert_eq(out[t].w[11], ua > ub ? ua : ub);
+        cr_assert_eq(out[t].w[12], a < 0 ? 0u - ua : ua);
+    }
+}
+
+Test(ptx_isa, atomics_every_kind)
+{
+    slot in[NT * 4], out[NT * 4];
+    memset(out, 0, sizeof out);
+    random_inputs(in, NT * 4);
+    uint64_t *cells = tp_alloc(8 * 8);
+    cells[2] = UINT64_MAX;
+    cells[3] = 1000;
+    char body[4096];
+    snprintf(body, sizeof body,
+             "mov.u64 %%rd10, %llu;\n"
+             "atom.global.inc.u32 %%r4, [%%rd10], 100;\n"
+             "atom.global.dec.u32 %%r5, [%%rd10+4], 50;\n"
+             "atom.global.min.u64 %%rd4, [%%rd10+16], %%rd1;\n"
+             "atom.global.max.s64 %%rd5, [%%rd10+8], %%rd2;\n"
+             "atom.global.add.u64 %%rd6, [%%rd10+24], 1;\n"
+             "atom.global.xor.b32 %%r6, [%%rd10+32], %%r1;\n"
+             "atom.global.and.b64 %%rd7, [%%rd10+40], %%rd2;\n"
+             "red.global.add.u32 [%%rd10+48], 2;\n"
+             "atom.global.exch.b64 %%rd8, [%%rd10+56], %%rd3;\n"
+             "mov.u32 %%r20, sh;\n"
+             "setp.eq.u32 %%p1, %%r31, 0;\n@%%p1 st.shared.f32 [%%r20+8], 0f00000000;\nbar.sync 0;\n"
+             "atom.shared.cas.b32 %%r7, [%%r20], %%r31, 0;\n"
+             "atom.shared.add.f32 %%f3, [%%r20+8], 1.0;\n"
+             "bar.sync 0;\n"
+             "ld.shared.f32 %%f4, [%%r20+8];\n"
+             "st.global.f32 [%%rd27], %%f4;\n",
+             (unsigned long long)(uintptr_t)cells);
+    cells[5] = ~0ull;
+    run_body(body, in, out, 4);
+    unsigned n = NT * 4;
+    uint32_t inc = 0, dec = 0;
+    for (unsigned i = 0; i < n; i++) {
+        inc = inc >= 100 ? 0 : inc + 1;
+        dec = (dec == 0 || dec > 50) ? 50 : dec - 1;
+    }
+    cr_assert_eq((uint32_t)cells[0], inc, "inc %u want %u", (uint32_t)cells[0], inc);
+    cr_assert_eq((uint32_t)(cells[0] >> 32), dec, "dec");
+    uint64_t mn = UINT64_MAX, x = 0, a = ~0ull;
+    int64_t mx = 0;
+    for (unsigned i = 0; i < n; i++) {
+        mn = in[i].u[0] < mn ? in[i].u[0] : mn;
+        mx = (int64_t)in[i].u[1] > mx ? (int64_t)in[i].u[1] : mx;
+        x ^= (uint32_t)in[i].u[0];
+        a &= in[i].u[1];
+    }
+    cr_assert_eq(cells[2], mn, "min.u64");
+    cr_assert_eq((int64_t)cells[1], mx, "max.s64");
+    cr_assert_eq(cells[3], 1000 + n, "add.u64");
+    cr_assert_eq((uint32_t)cells[4], (uint32_t)x, "xor");
+    cr_assert_eq(cells[5], a, "and.b64");
+    cr_assert_eq((uint32_t)cells[6], 2 * n, "red");
+    bool seen = false;
+    for (unsigned i = 0; i < n; i++)
+        seen |= cells[7] == in[i].u[2];
+    cr_assert(seen, "exch.b64 left a value some thread wrote");
+    for (unsigned i = 0; i < n; i++)
+        cr_assert_eq(out[i].f[0], (float)NT, "shared add per block: %g", out[i].f[0]);
+}
+
+Test(ptx_isa, lanes_pack_and_half)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    for (int t = 0; t < NT; t++) {
+        in[t].f[6] = tp_randf(-100, 100);
+        in[t].f[7] = t == 0 ? 1e-6f : tp_randf(-100, 100);
+    }
+    run_body(
+        "mov.u32 %r4, %laneid;\nmov.u32 %r5, %lanemask_lt;\nmov.u32 %r6, %warpid;\n"
+        "mov.b64 {%r7, %r8}, %rd1;\nmov.b64 %rd4, {%r8, %r7};\n"
+        "cvt.rn.f16.f32 %h1, %f1;\ncvt.rn.f16.f32 %h2, %f2;\nmov.b32 %r9, {%h1, %h2};\n"
+        "add.f16x2 %r10, %r9, %r9;\nneg.f16 %h3, %h1;\ncvt.f32.f16 %f3, %h3;\n"
+        "cvt.rz.f16.f32 %h4, %f2;\ncvt.f32.f16 %f4, %h4;\n"
+        "vote.sync.uni.pred %p1, %p1, -1;\nactivemask.b32 %r11;\n"
+        "setp.lt.u32 %p2, %r4, 5;\n@%p2 bra $skip;\nvote.sync.ballot.b32 %r12, %p2, -1;\n"
+        "st.global.u32 [%rd27+44], %r12;\n$skip:\n"
+        "st.global.u32 [%rd27], %r4;\nst.global.u32 [%rd27+4], %r5;\nst.global.u32 [%rd27+8], %r6;\n"
+        "st.global.u64 [%rd27+16], %rd4;\nst.global.u32 [%rd27+24], %r9;\nst.global.u32 [%rd27+28], %r10;\n"
+        "st.global.f32 [%rd27+32], %f3;\nst.global.f32 [%rd27+36], %f4;\nst.global.u32 [%rd27+40], %r11;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        cr_assert_eq(out[t].w[0], (uint32_t)(t % 32));
+        cr_assert_eq(out[t].w[1], (1u << (t % 32)) - 1);
+        cr_assert_eq(out[t].w[2], (uint32_t)(t / 32));
+        uint64_t v = in[t].u[0];
+        cr_assert_eq(out[t].u[2], (v << 32) | (v >> 32), "pack/unpack");
+        _Float16 h1 = (_Float16)in[t].f[6], h2 = (_Float16)in[t].f[7];
+        uint16_t b1, b2;
+        memcpy(&b1, &h1, 2);
+        memcpy(&b2, &h2, 2);
+        cr_assert_eq(out[t].w[6], (uint32_t)b2 << 16 | b1, "f16 pack thread %d", t);
+        _Float16 s1 = (_Float16)((float)h1 + (float)h1), s2 = (_Float16)((float)h2 + (float)h2);
+        uint16_t c1, c2;
+        memcpy(&c1, &s1, 2);
+        memcpy(&c2, &s2, 2);
+        cr_assert_eq(out[t].w[7], (uint32_t)c2 << 16 | c1, "add.f16x2");
+        cr_assert_eq(out[t].f[8], -(float)h1);
+        float f = in[t].f[7];
+        float hz = (float)h2;
+        if (fabsf(hz) > fabsf(f)) {   /* rz: step toward zero */
+            uint16_t bz = (uint16_t)(b2 - 1);
+            _Float16 z;
+            memcpy(&z, &bz, 2);
+            hz = (float)z;
+        }
+        cr_assert_eq(out[t].f[9], hz, "cvt.rz.f16 of %g: %g want %g", f, out[t].f[9], hz);
+        cr_assert_eq(out[t].w[10], 0xffffffffu, "activemask");
+        if (t % 32 >= 5)
+            cr_assert_eq(out[t].w[11], 0u, "ballot of false in the diverged lanes");
+    }
+}
+
+Test(ptx_isa, divergence_and_barrier)
+{
+    /* Lanes take different trip counts through a loop, meet at bar.sync,
+     * then read what other warps wrote before the barrier. */
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    run_body(
+        "and.b32 %r4, %r1, 15;\nmov.u32 %r5, 0;\nmov.u32 %r6, 0;\n"
+        "$loop:\nsetp.ge.u32 %p1, %r6, %r4;\n@%p1 bra $done;\n"
+        "add.s32 %r5, %r5, %r6;\nadd.s32 %r6, %r6, 1;\nbra.uni $loop;\n$done:\n"
+        "mov.u32 %r20, sh;\nshl.b32 %r21, %r31, 2;\nadd.s32 %r22, %r20, %r21;\n"
+        "st.shared.u32 [%r22], %r5;\nbar.sync 0;\n"
+        "xor.b32 %r23, %r31, 63;\nshl.b32 %r24, %r23, 2;\nadd.s32 %r25, %r20, %r24;\n"
+        "ld.shared.u32 %r26, [%r25];\nst.global.u32 [%rd27], %r5;\nst.global.u32 [%rd27+4], %r26;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        uint32_t k = (uint32_t)in[t].u[0] & 15, s = k * (k - 1) / 2;
+        uint32_t k2 = (uint32_t)in[t ^ 63].u[0] & 15, s2 = k2 * (k2 - 1) / 2;
+        cr_assert_eq(out[t].w[0], s);
+        cr_assert_eq(out[t].w[1], s2, "value from thread %d after the barrier", t ^ 63);
+    }
+}
