@@ -1,0 +1,120 @@
+/* The generic face of every exported driver symbol: a weak definition per
+ * entry of proto/cuda_ops.def that sends a call touching a proxy to a clear
+ * refusal and everything else to the local driver, unchanged. The core
+ * replaces a symbol by defining it with SHIM_EXPORT (a strong definition
+ * wins the link). */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "proto/cuda_ops.h"
+#include "shim/core.h"
+#include "shim/local_driver.h"
+#include "shim/log.h"
+
+/* Argument counting and mapping over RIG_ARGS_<sym> (at most 20 parameters;
+ * the table's widest has 16). Empty lists count 0 (GNU ## before
+ * __VA_ARGS__). */
+#define EXP_NARGS(...) EXP_NARGS_(_, ##__VA_ARGS__, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, \
+                                  9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define EXP_NARGS_(_, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, \
+                   a17, a18, a19, a20, n, ...)                                                  \
+    n
+#define EXP_CAT(a, b) EXP_CAT_(a, b)
+#define EXP_CAT_(a, b) a##b
+#define EXP_APPLY(m, args) m args
+
+/* EXP_ADDRS(a, b, c) -> , &a, &b, &c */
+#define EXP_ADDRS(...) EXP_CAT(EXP_A, EXP_NARGS(__VA_ARGS__))(__VA_ARGS__)
+#define EXP_A0()
+#define EXP_A1(x) , (const void *)&x
+#define EXP_A2(x, ...) EXP_A1(x) EXP_A1(__VA_ARGS__)
+#define EXP_A3(x, ...) EXP_A1(x) EXP_A2(__VA_ARGS__)
+#define EXP_A4(x, ...) EXP_A1(x) EXP_A3(__VA_ARGS__)
+#define EXP_A5(x, ...) EXP_A1(x) EXP_A4(__VA_ARGS__)
+#define EXP_A6(x, ...) EXP_A1(x) EXP_A5(__VA_ARGS__)
+#define EXP_A7(x, ...) EXP_A1(x) EXP_A6(__VA_ARGS__)
+#define EXP_A8(x, ...) EXP_A1(x) EXP_A7(__VA_ARGS__)
+#define EXP_A9(x, ...) EXP_A1(x) EXP_A8(__VA_ARGS__)
+#define EXP_A10(x, ...) EXP_A1(x) EXP_A9(__VA_ARGS__)
+#define EXP_A11(x, ...) EXP_A1(x) EXP_A10(__VA_ARGS__)
+#define EXP_A12(x, ...) EXP_A1(x) EXP_A11(__VA_ARGS__)
+#define EXP_A13(x, ...) EXP_A1(x) EXP_A12(__VA_ARGS__)
+#define EXP_A14(x, ...) EXP_A1(x) EXP_A13(__VA_ARGS__)
+#define EXP_A15(x, ...) EXP_A1(x) EXP_A14(__VA_ARGS__)
+#define EXP_A16(x, ...) EXP_A1(x) EXP_A15(__VA_ARGS__)
+#define EXP_A17(x, ...) EXP_A1(x) EXP_A16(__VA_ARGS__)
+#define EXP_A18(x, ...) EXP_A1(x) EXP_A17(__VA_ARGS__)
+#define EXP_A19(x, ...) EXP_A1(x) EXP_A18(__VA_ARGS__)
+#define EXP_A20(x, ...) EXP_A1(x) EXP_A19(__VA_ARGS__)
+
+/* True for the kinds that are handles of driver objects (proto/cuda_ops.h). */
+static bool is_handle_kind(char k)
+{
+    switch (k) {
+    case 'C': case 'M': case 'F': case 'S': case 'E': case 'L': case 'K':
+    case 'G': case 'N': case 'X': case 'A': case 'P': case 'R':
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* True when the call belongs to a proxy: one of its handle arguments is a
+ * proxy's, or none names an object (all NULL or the stream pseudo-handles
+ * CU_STREAM_LEGACY / CU_STREAM_PER_THREAD) and the current context is a
+ * proxy's. args[i] points at parameter i; kinds has one character each. */
+static bool goes_to_proxy(const char *kinds, const void *const *args)
+{
+    bool named = false;
+    for (size_t i = 0; kinds[i]; i++) {
+        if (!is_handle_kind(kinds[i]))
+            continue;
+        const void *h = *(const void *const *)args[i];
+        if ((uintptr_t)h <= 2)   /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
+            continue;
+        if (shim_is_proxy_handle(h))
+            return true;
+        named = true;
+    }
+    return !named && shim_current_is_proxy();
+}
+
+/* Where the generic path refuses: logs once and gives the error to return. */
+static CUresult refuse_proxy(const char *sym)
+{
+    shim_log_unsupported_once(sym, shim_current_device_label());
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult refuse_local(const char *sym, const shim_driver *d)
+{
+    if (!d)
+        return CUDA_ERROR_NO_DEVICE;
+    shim_log_unsupported_once(sym, "the local driver");
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+/* The generic export. exp_args_[0] is a placeholder so that a parameterless
+ * symbol still has an array; parameter i is exp_args_[i + 1] (names that no
+ * generated parameter uses). The static
+ * assertion keeps the kinds string and the parameter list in step. */
+#define RIG_CUDA_OP(op, sym, base, ver, variant, kinds, served)                         \
+    __attribute__((weak, visibility("default"))) CUresult shim_export_##sym             \
+        RIG_SIG_##sym __asm__(#sym);                                                    \
+    CUresult shim_export_##sym RIG_SIG_##sym                                            \
+    {                                                                                   \
+        _Static_assert(sizeof(kinds) - 1 == EXP_APPLY(EXP_NARGS, RIG_ARGS_##sym),       \
+                       #sym ": kinds and parameters differ");                           \
+        const void *const exp_args_[] = { NULL EXP_APPLY(EXP_ADDRS, RIG_ARGS_##sym) };  \
+        if (goes_to_proxy(kinds, exp_args_ + 1))                                        \
+            return refuse_proxy(#sym);                                                  \
+        const shim_driver *exp_d_ = shim_local_driver();                                \
+        if (!exp_d_ || !exp_d_->fn_##sym)                                               \
+            return refuse_local(#sym, exp_d_);                                          \
+        CUresult exp_rc_ = exp_d_->fn_##sym RIG_ARGS_##sym;                             \
+        if (exp_rc_ != CUDA_SUCCESS && shim_log_enabled(SHIM_LOG_DEBUG))                 \
+            shim_log(SHIM_LOG_DEBUG, "%s: local driver says %d", #sym, (int)exp_rc_);   \
+        return exp_rc_;                                                                 \
+    }
+#include "proto/cuda_ops.def"
+#undef RIG_CUDA_OP

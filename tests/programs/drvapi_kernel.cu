@@ -1,0 +1,8 @@
+// The kernel the driver-API program loads as PTX text (compiled with
+// nvcc -ptx at build time and embedded by bin2c).
+extern "C" __global__ void saxpy(float a, const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i] + y[i];
+}

@@ -1,0 +1,488 @@
+/* The shim's face as a program sees it: build/librigshim.so loaded with
+ * dlopen (exports, SONAME, cuGetProcAddress, export tables, error names), and
+ * unmodified nvcc-built programs from tests/programs run with the shim
+ * preloaded over softgpu, or over no driver at all. Nothing of the shim is
+ * linked in; proto's operation table says what to expect. */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "proto/cuda_ops.h"
+#include "tests/support.h"
+
+#define SHIM_PATH RIG_BUILD_DIR "/librigshim.so"
+#define SOFTGPU_PATH RIG_BUILD_DIR "/libcudasoft.so"
+#define PROGRAMS RIG_BUILD_DIR "/programs/"
+
+/* The shim, loaded privately with the local driver chosen by `driver`
+ * (a path or "none"). Each Criterion test runs in its own process, so the
+ * environment seen at the shim's first call is this one. */
+static void *load_shim(const char *driver)
+{
+    setenv("RIG_LOCAL_DRIVER", driver, 1);
+    void *h = dlopen(SHIM_PATH, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(h, "dlopen %s: %s", SHIM_PATH, dlerror());
+    return h;
+}
+
+static void *sym(void *h, const char *name)
+{
+    void *p = dlsym(h, name);
+    cr_assert_not_null(p, "%s is not exported: %s", name, dlerror());
+    return p;
+}
+
+/* ---- (a) exports ---- */
+
+Test(shim_face, exports_every_stub_symbol)
+{
+    void *h = load_shim("none");
+    FILE *p = popen("nm -D --defined-only " CUDA_STUB " | awk '$2 == \"T\" {print $3}'", "r");
+    cr_assert_not_null(p);
+    char name[256];
+    int count = 0;
+    while (fscanf(p, "%255s", name) == 1) {
+        void *f = sym(h, name);
+        Dl_info info;
+        cr_assert(dladdr(f, &info) && info.dli_fname, "%s: dladdr", name);
+        cr_assert(strstr(info.dli_fname, "librigshim.so"), "%s resolves into %s", name, info.dli_fname);
+        count++;
+    }
+    pclose(p);
+    cr_assert_eq(count, 637, "the stub exports %d functions", count);
+}
+
+Test(shim_face, soname_is_libcuda_so_1)
+{
+    FILE *p = popen("readelf -d " SHIM_PATH, "r");
+    cr_assert_not_null(p);
+    char line[512];
+    int found = 0;
+    while (fgets(line, sizeof line, p))
+        if (strstr(line, "(SONAME)"))
+            found = strstr(line, "[libcuda.so.1]") != NULL ? 1 : -1;
+    pclose(p);
+    cr_assert_eq(found, 1, "the shim's SONAME is not libcuda.so.1");
+}
+
+/* ---- (b) cuGetProcAddress ---- */
+
+typedef CUresult (*proc_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*proc_v1_fn)(const char *, void **, int, cuuint64_t);
+
+static void *shim;
+static proc_v2_fn proc_v2;
+
+static void proc_setup(void)
+{
+    shim = load_shim("none");
+    proc_v2 = (proc_v2_fn)sym(shim, "cuGetProcAddress_v2");
+}
+
+/* Asks for (name, version, flags) and checks the answer is symbol `want`. */
+static void expect(const char *name, int version, cuuint64_t flags, const char *want)
+{
+    void *fn = (void *)1;
+    CUdriverProcAddressQueryResult q = (CUdriverProcAddressQueryResult)-1;
+    CUresult rc = proc_v2(name, &fn, version, flags, &q);
+    cr_assert_eq(rc, CUDA_SUCCESS, "%s@%d/%llu: %d", name, version, (unsigned long long)flags, rc);
+    cr_assert_eq(q, CU_GET_PROC_ADDRESS_SUCCESS);
+    cr_assert_eq(fn, sym(shim, want), "%s@%d/%llu is not %s", name, version,
+                 (unsigned long long)flags, want);
+}
+
+static void expect_missing(const char *name, int version, cuuint64_t flags,
+                           CUdriverProcAddressQueryResult why)
+{
+    void *fn = (void *)1;
+    CUdriverProcAddressQueryResult q = (CUdriverProcAddressQueryResult)-1;
+    cr_assert_eq(proc_v2(name, &fn, version, flags, &q), CUDA_ERROR_NOT_FOUND, "%s@%d", name, version);
+    cr_assert_eq(q, why, "%s@%d: status %d", name, version, q);
+    cr_assert_null(fn);
+}
+
+#define PT CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+#define LEGACY CU_GET_PROC_ADDRESS_LEGACY_STREAM
+
+Test(proc_address, versions_pick_the_matching_abi, .init = proc_setup)
+{
+    expect("cuCtxSynchronize", 2000, 0, "cuCtxSynchronize");
+    expect("cuCtxSynchronize", 12090, 0, "cuCtxSynchronize");
+    expect("cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2");
+    expect("cuCtxSynchronize", 13020, PT, "cuCtxSynchronize_v2");
+    expect("cuCtxGetDevice", 2000, 0, "cuCtxGetDevice");
+    expect("cuCtxGetDevice", 13000, 0, "cuCtxGetDevice_v2");
+    expect("cuMemAlloc", 2000, 0, "cuMemAlloc");
+    expect("cuMemAlloc", 3010, 0, "cuMemAlloc");
+    expect("cuMemAlloc", 3020, 0, "cuMemAlloc_v2");
+    expect("cuMemAlloc", 13000, PT, "cuMemAlloc_v2");
+    expect("cuStreamGetCaptureInfo", 10010, 0, "cuStreamGetCaptureInfo");
+    expect("cuStreamGetCaptureInfo", 11030, 0, "cuStreamGetCaptureInfo_v2");
+    expect("cuStreamGetCaptureInfo", 12030, 0, "cuStreamGetCaptureInfo_v3");
+    expect("cuStreamGetCaptureInfo", 13000, 0, "cuStreamGetCaptureInfo_v3");
+    expect("cuStreamGetCaptureInfo", 10010, PT, "cuStreamGetCaptureInfo_ptsz");
+    expect("cuStreamGetCaptureInfo", 11030, PT, "cuStreamGetCaptureInfo_v2_ptsz");
+    expect("cuStreamGetCaptureInfo", 12030, PT, "cuStreamGetCaptureInfo_v3_ptsz");
+    expect("cuMemcpyBatchAsync", 12080, 0, "cuMemcpyBatchAsync");
+    expect("cuMemcpyBatchAsync", 12090, 0, "cuMemcpyBatchAsync");
+    expect("cuMemcpyBatchAsync", 13000, 0, "cuMemcpyBatchAsync_v2");
+    expect("cuMemcpyBatchAsync", 12080, PT, "cuMemcpyBatchAsync_ptsz");
+    expect("cuMemcpyBatchAsync", 13000, PT, "cuMemcpyBatchAsync_v2_ptsz");
+    expect("cuEventElapsedTime", 2000, 0, "cuEventElapsedTime");
+    expect("cuEventElapsedTime", 12080, 0, "cuEventElapsedTime_v2");
+    expect("cuGraphInstantiate", 10000, 0, "cuGraphInstantiate");
+    expect("cuGraphInstantiate", 11000, 0, "cuGraphInstantiate_v2");
+    expect("cuIpcOpenMemHandle", 4010, 0, "cuIpcOpenMemHandle");
+    expect("cuIpcOpenMemHandle", 11000, 0, "cuIpcOpenMemHandle_v2");
+    expect("cuMemPrefetchAsync", 8000, 0, "cuMemPrefetchAsync");
+    expect("cuMemPrefetchAsync", 12020, 0, "cuMemPrefetchAsync_v2");
+    expect("cuMemPrefetchAsync", 12020, PT, "cuMemPrefetchAsync_v2_ptsz");
+}
+
+Test(proc_address, per_thread_and_legacy_streams, .init = proc_setup)
+{
+    expect("cuMemcpyHtoD", 3020, PT, "cuMemcpyHtoD_v2_ptds");
+    expect("cuMemcpyHtoD", 13000, PT, "cuMemcpyHtoD_v2_ptds");
+    expect("cuMemcpyHtoD", 13000, LEGACY, "cuMemcpyHtoD_v2");
+    expect("cuMemcpyHtoD", 13000, 0, "cuMemcpyHtoD_v2");
+    expect("cuMemcpyHtoD", 2000, PT, "cuMemcpyHtoD");
+    expect("cuMemsetD32", 3020, PT, "cuMemsetD32_v2_ptds");
+    expect("cuLaunchKernel", 4000, PT, "cuLaunchKernel_ptsz");
+    expect("cuLaunchKernel", 4000, LEGACY, "cuLaunchKernel");
+    expect("cuStreamSynchronize", 13000, PT, "cuStreamSynchronize_ptsz");
+    expect("cuMemcpyAsync", 4000, PT, "cuMemcpyAsync_ptsz");
+    /* Names without a per-thread variant answer the plain one. */
+    expect("cuInit", 2000, PT, "cuInit");
+    expect("cuDeviceGetAttribute", 13000, PT, "cuDeviceGetAttribute");
+}
+
+Test(proc_address, refusals, .init = proc_setup)
+{
+    expect_missing("", 0, 0, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    expect_missing("", 13000, PT, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    expect_missing("cuNoSuchThing", 13000, 0, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    expect_missing("cuMemAlloc_v2", 13000, 0, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    expect_missing("cuGLGetDevices", 13000, 0, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    expect_missing("cuMemcpyBatchAsync", 12070, 0, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    expect_missing("cuMemcpyBatchAsync", 12070, PT, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    expect_missing("cuStreamGetCaptureInfo", 10000, 0, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    expect_missing("cuMemAlloc", 1000, 0, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    expect_missing("cuInit", 0, 0, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+
+    void *fn = (void *)1;
+    cr_assert_eq(proc_v2(NULL, &fn, 13000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(proc_v2("cuInit", NULL, 13000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(proc_v2("cuInit", &fn, 13000, 4, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* The status is optional. */
+    cr_assert_eq(proc_v2("cuInit", &fn, 13000, 0, NULL), CUDA_SUCCESS);
+    cr_assert_eq(fn, sym(shim, "cuInit"));
+}
+
+Test(proc_address, cuda_h_only_names_match_any_version, .init = proc_setup)
+{
+    expect("cuCtxRecordEvent", 2000, 0, "cuCtxRecordEvent");
+    expect("cuCtxRecordEvent", 13000, PT, "cuCtxRecordEvent");
+    expect("cuGreenCtxCreate", 0, 0, "cuGreenCtxCreate");
+}
+
+Test(proc_address, itself_and_the_v1_entry, .init = proc_setup)
+{
+    expect("cuGetProcAddress", 11030, 0, "cuGetProcAddress");
+    expect("cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2");
+    expect("cuGetExportTable", 3000, 0, "cuGetExportTable");
+    proc_v1_fn v1 = (proc_v1_fn)sym(shim, "cuGetProcAddress");
+    void *fn = NULL;
+    cr_assert_eq(v1("cuCtxSynchronize", &fn, 13000, 0), CUDA_SUCCESS);
+    cr_assert_eq(fn, sym(shim, "cuCtxSynchronize_v2"));
+    cr_assert_eq(v1("cuNoSuchThing", &fn, 13000, 0), CUDA_ERROR_NOT_FOUND);
+    cr_assert_null(fn);
+}
+
+/* Every entry of the table, asked at its own version with its own variant,
+ * answers exactly that symbol. */
+Test(proc_address, every_table_entry_at_its_version, .init = proc_setup)
+{
+    for (size_t i = 0; i < cuda_ops_count; i++) {
+        const cuda_op_info *e = &cuda_ops[i];
+        int version = e->version ? (int)e->version : 13000;
+        expect(e->base, version, e->variant == CUDA_PLAIN ? LEGACY : PT, e->symbol);
+    }
+}
+
+/* ---- Error names, version, generic exports with no driver ---- */
+
+Test(shim_face, error_names_without_a_driver)
+{
+    void *h = load_shim("none");
+    CUresult (*name)(CUresult, const char **) = (CUresult(*)(CUresult, const char **))sym(h, "cuGetErrorName");
+    CUresult (*text)(CUresult, const char **) = (CUresult(*)(CUresult, const char **))sym(h, "cuGetErrorString");
+    const char *s = NULL;
+    cr_assert_eq(name(CUDA_ERROR_NO_DEVICE, &s), CUDA_SUCCESS);
+    cr_assert_str_eq(s, "CUDA_ERROR_NO_DEVICE");
+    cr_assert_eq(name(CUDA_SUCCESS, &s), CUDA_SUCCESS);
+    cr_assert_str_eq(s, "CUDA_SUCCESS");
+    cr_assert_eq(name(CUDA_ERROR_UNKNOWN, &s), CUDA_SUCCESS);
+    cr_assert_str_eq(s, "CUDA_ERROR_UNKNOWN");
+    cr_assert_eq(text(CUDA_ERROR_INVALID_VALUE, &s), CUDA_SUCCESS);
+    cr_assert_str_eq(s, "invalid argument");
+    cr_assert_eq(text(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+    cr_assert_str_eq(s, "out of memory");
+    cr_assert_eq(name((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_null(s);
+    cr_assert_eq(text((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(name(CUDA_SUCCESS, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+Test(shim_face, no_driver_refuses_cleanly)
+{
+    void *h = load_shim("none");
+    int v = 0;
+    cr_assert_eq(((CUresult(*)(int *))sym(h, "cuDriverGetVersion"))(&v), CUDA_SUCCESS);
+    cr_assert_geq(v, 13000);
+    cr_assert_eq(((CUresult(*)(unsigned))sym(h, "cuInit"))(0), CUDA_ERROR_NO_DEVICE);
+    CUdeviceptr p = 0;
+    cr_assert_eq(((CUresult(*)(CUdeviceptr *, size_t))sym(h, "cuMemAlloc_v2"))(&p, 64), CUDA_ERROR_NO_DEVICE);
+    cr_assert_eq(((CUresult(*)(void))sym(h, "cuCtxSynchronize"))(), CUDA_ERROR_NO_DEVICE);
+    cr_assert_eq(((CUresult(*)(CUstream))sym(h, "cuStreamSynchronize_ptsz"))(NULL), CUDA_ERROR_NO_DEVICE);
+}
+
+Test(shim_face, generic_exports_reach_the_local_driver)
+{
+    void *h = load_shim(SOFTGPU_PATH);
+    cr_assert_eq(((CUresult(*)(unsigned))sym(h, "cuInit"))(0), CUDA_SUCCESS);
+    int n = 0;
+    cr_assert_eq(((CUresult(*)(int *))sym(h, "cuDeviceGetCount"))(&n), CUDA_SUCCESS);
+    cr_assert_geq(n, 1);
+    CUcontext ctx = NULL;
+    cr_assert_eq(((CUresult(*)(CUcontext *, CUdevice))sym(h, "cuDevicePrimaryCtxRetain"))(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_eq(((CUresult(*)(CUcontext))sym(h, "cuCtxSetCurrent"))(ctx), CUDA_SUCCESS);
+    CUdeviceptr p = 0;
+    cr_assert_eq(((CUresult(*)(CUdeviceptr *, size_t))sym(h, "cuMemAlloc_v2"))(&p, 4096), CUDA_SUCCESS);
+    cr_assert_neq(p, 0);
+    cr_assert_eq(((CUresult(*)(CUdeviceptr, unsigned, size_t, CUstream))sym(h, "cuMemsetD32Async_ptsz"))(p, 7, 1024, NULL),
+                 CUDA_SUCCESS);
+    cr_assert_eq(((CUresult(*)(CUcontext))sym(h, "cuCtxSynchronize_v2"))(ctx), CUDA_SUCCESS);
+    unsigned got[1024];
+    cr_assert_eq(((CUresult(*)(void *, CUdeviceptr, size_t))sym(h, "cuMemcpyDtoH_v2_ptds"))(got, p, sizeof got),
+                 CUDA_SUCCESS);
+    for (int i = 0; i < 1024; i++)
+        cr_assert_eq(got[i], 7u);
+    cr_assert_eq(((CUresult(*)(CUdeviceptr))sym(h, "cuMemFree_v2"))(p), CUDA_SUCCESS);
+}
+
+/* ---- Export tables ---- */
+
+typedef CUresult (*export_table_fn)(const void **, const CUuuid *);
+
+static const void *const *table(void *h, const char *hex, CUresult *rc)
+{
+    CUuuid id;
+    for (int i = 0; i < 16; i++) {
+        unsigned b;
+        sscanf(hex + 2 * i, "%2x", &b);
+        id.bytes[i] = (char)b;
+    }
+    const void *t = (const void *)1;
+    *rc = ((export_table_fn)sym(h, "cuGetExportTable"))(&t, &id);
+    return (const void *const *)t;
+}
+
+#define T_RUNTIME "6bd5fb6c5bf4e74a8987d93912fd9df9"
+#define T_HOOKS "a094798c2e742e7493f20800200c0a66"
+#define T_TLS "42d85a8123f6cb478298f6e78a3aecdc"
+#define T_STORAGE "c693336e1121df11a8c368f355d89593"
+#define T_SIX "263e88607cd2614392f6bbd5006dfa7e"
+#define T_INTEGRITY "d4082055bde6704b8d34ba123c66e1f2"
+#define T_CUBLAS "21318c60971432488ca641ff7324c8f2"
+
+Test(export_tables, known_tables_and_their_sizes)
+{
+    void *h = load_shim("none");
+    CUresult rc;
+    const void *const *t = table(h, "f8cff95121468b4eb9e2fb469e7c0dd9", &rc);
+    cr_assert_eq(rc, CUDA_ERROR_NOT_FOUND);
+    cr_assert_null(t);
+    t = table(h, "00112233445566778899aabbccddeeff", &rc);
+    cr_assert_eq(rc, CUDA_ERROR_INVALID_VALUE);
+    cr_assert_null(t);
+    static const struct {
+        const char *id;
+        size_t size;   /* 0: no size word */
+    } known[] = { { T_RUNTIME, 80 }, { T_HOOKS, 56 }, { T_TLS, 32 }, { T_STORAGE, 0 },
+                  { T_SIX, 32 },     { T_INTEGRITY, 24 }, { T_CUBLAS, 0 } };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        t = table(h, known[i].id, &rc);
+        cr_assert_eq(rc, CUDA_SUCCESS, "%s", known[i].id);
+        cr_assert_not_null(t);
+        if (known[i].size)
+            cr_assert_eq((size_t)(uintptr_t)t[0], known[i].size, "%s", known[i].id);
+    }
+    cr_assert_eq(((export_table_fn)sym(h, "cuGetExportTable"))(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+Test(export_tables, tool_hooks_hand_out_zeroed_buffers)
+{
+    void *h = load_shim("none");
+    CUresult rc;
+    const void *const *t = table(h, T_HOOKS, &rc);
+    for (int slot = 2; slot <= 6; slot += 4) {
+        void *buf = NULL;
+        size_t size = 0;
+        ((void (*)(void **, size_t *))t[slot])(&buf, &size);
+        cr_assert_not_null(buf);
+        cr_assert_geq(size, 523);
+        for (size_t i = 0; i < size; i++)
+            cr_assert_eq(((unsigned char *)buf)[i], 0);
+    }
+    cr_assert_eq(((CUresult(*)(void))t[1])(), CUDA_SUCCESS);
+    cr_assert_eq(((CUresult(*)(void))t[4])(), CUDA_SUCCESS);
+    t = table(h, T_SIX, &rc);
+    uint32_t word = 99;
+    void *other = NULL;
+    cr_assert_eq(((CUresult(*)(CUcontext, uint32_t *, void **))t[2])(NULL, &word, &other), CUDA_SUCCESS);
+    cr_assert_eq(word, 0);
+    cr_assert_eq(((CUresult(*)(void))t[3])(), CUDA_SUCCESS);
+}
+
+typedef CUresult (*put_fn)(CUcontext, void *, void *, void (*)(CUcontext, void *, void *));
+typedef CUresult (*del_fn)(CUcontext, void *);
+typedef CUresult (*get_fn)(void **, CUcontext, void *);
+
+Test(export_tables, context_storage_by_context_and_key)
+{
+    void *h = load_shim("none");
+    CUresult rc;
+    const void *const *t = table(h, T_STORAGE, &rc);
+    put_fn put = (put_fn)t[0];
+    del_fn del = (del_fn)t[1];
+    get_fn get = (get_fn)t[2];
+    CUcontext a = (CUcontext)0x1000, b = (CUcontext)0x2000;
+    int k1, k2;
+    void *v = NULL;
+    cr_assert_eq(get(&v, a, &k1), CUDA_ERROR_NOT_FOUND);
+    cr_assert_eq(put(a, &k1, (void *)11, NULL), CUDA_SUCCESS);
+    cr_assert_eq(put(a, &k2, (void *)12, NULL), CUDA_SUCCESS);
+    cr_assert_eq(put(b, &k1, (void *)21, NULL), CUDA_SUCCESS);
+    cr_assert_eq(get(&v, a, &k1), CUDA_SUCCESS);
+    cr_assert_eq(v, (void *)11);
+    cr_assert_eq(get(&v, a, &k2), CUDA_SUCCESS);
+    cr_assert_eq(v, (void *)12);
+    cr_assert_eq(get(&v, b, &k1), CUDA_SUCCESS);
+    cr_assert_eq(v, (void *)21);
+    cr_assert_eq(get(&v, b, &k2), CUDA_ERROR_NOT_FOUND);
+    cr_assert_eq(put(a, &k1, (void *)13, NULL), CUDA_SUCCESS);
+    cr_assert_eq(get(&v, a, &k1), CUDA_SUCCESS);
+    cr_assert_eq(v, (void *)13);
+    cr_assert_eq(del(a, &k1), CUDA_SUCCESS);
+    cr_assert_eq(get(&v, a, &k1), CUDA_ERROR_NOT_FOUND);
+    cr_assert_eq(get(&v, b, &k1), CUDA_SUCCESS);
+    for (intptr_t i = 1; i <= 200; i++)
+        cr_assert_eq(put((CUcontext)(0x10000 + i * 16), &k2, (void *)i, NULL), CUDA_SUCCESS);
+    for (intptr_t i = 1; i <= 200; i++) {
+        cr_assert_eq(get(&v, (CUcontext)(0x10000 + i * 16), &k2), CUDA_SUCCESS);
+        cr_assert_eq(v, (void *)i);
+    }
+    /* With no driver there is no current context: NULL misses. */
+    cr_assert_eq(get(&v, NULL, &k1), CUDA_ERROR_NOT_FOUND);
+}
+
+Test(export_tables, integrity_fixed_answers)
+{
+    void *h = load_shim("none");
+    CUresult rc;
+    const void *const *t = table(h, T_INTEGRITY, &rc);
+    CUresult (*check)(uint32_t, uint64_t, uint64_t *) = (CUresult(*)(uint32_t, uint64_t, uint64_t *))t[1];
+    uint64_t out[2] = { 0, 0 };
+    cr_assert_eq(check(13000, 1700000000, out), CUDA_SUCCESS);
+    cr_assert_eq(out[0], 0x3341181C03CB675Cull);
+    cr_assert_eq(out[1], 0x8ED383AA1F4CD1E8ull);
+    cr_assert_eq(check(13001, 1700000000, out), CUDA_SUCCESS);
+    cr_assert_eq(out[0], 0x1841181C03CB675Cull);
+    cr_assert_eq(out[1], 0x8ED383AA1F4CD1E8ull);
+    /* The verified one depends on the time: two times, two answers. */
+    uint64_t again[2];
+    cr_assert_eq(check(13002, 1700000000, out), CUDA_SUCCESS);
+    cr_assert_eq(check(13002, 1700000001, again), CUDA_SUCCESS);
+    cr_assert(out[0] != again[0] || out[1] != again[1]);
+}
+
+/* ---- (c) and (d): programs through the preloaded shim ---- */
+
+/* Runs program with the shim preloaded and RIG_LOCAL_DRIVER=driver; returns
+ * its exit status (-1 when killed at the deadline), output in *out. */
+static int run_program(const char *program, const char *driver, int timeout_ms, char **out)
+{
+    char path[512], logpath[] = "/tmp/rig-face-XXXXXX";
+    snprintf(path, sizeof path, PROGRAMS "%s", program);
+    cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
+    int fd = mkstemp(logpath);
+    cr_assert_geq(fd, 0);
+    char preload[1024];
+    snprintf(preload, sizeof preload, "%s%s" SHIM_PATH, SHIM_SAN_PRELOAD,
+             SHIM_SAN_PRELOAD[0] ? " " : "");
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        setenv("LD_PRELOAD", preload, 1);
+        setenv("RIG_LOCAL_DRIVER", driver, 1);
+        /* Sanitized runs: cudart keeps allocations to the end on purpose. */
+        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+        execl(path, path, (char *)NULL);
+        _exit(127);
+    }
+    close(fd);
+    int status = support_wait(pid, timeout_ms);
+    size_t len = 0;
+    *out = support_read_file(logpath, &len);
+    unlink(logpath);
+    cr_assert_not_null(*out);
+    return status;
+}
+
+static void expect_run(const char *program, const char *driver, int want_status, const char *want_text)
+{
+    char *out = NULL;
+    int st = run_program(program, driver, 120 * 1000, &out);
+    cr_assert_eq(st, want_status, "%s (driver %s) exited %d, expected %d; its output:\n%s", program,
+                 driver, st, want_status, out);
+    cr_assert(strstr(out, want_text), "%s printed no \"%s\"; its output:\n%s", program, want_text, out);
+    free(out);
+}
+
+#define ON_SOFTGPU(prog, build, text)                                                      \
+    Test(programs_on_softgpu, prog##_##build, .timeout = 180)                              \
+    {                                                                                      \
+        expect_run(#prog "." #build, SOFTGPU_PATH, 0, text);                               \
+    }
+ON_SOFTGPU(devicequery, static, "devicequery: ok")
+ON_SOFTGPU(devicequery, shared, "devicequery: ok")
+ON_SOFTGPU(devicequery, ptds, "devicequery: ok")
+ON_SOFTGPU(vecadd, static, "vecadd: ok 10007")
+ON_SOFTGPU(vecadd, shared, "vecadd: ok 10007")
+ON_SOFTGPU(vecadd, ptds, "vecadd: ok 10007")
+ON_SOFTGPU(drvapi, static, "drvapi: ok 5000")
+ON_SOFTGPU(drvapi, shared, "drvapi: ok 5000")
+ON_SOFTGPU(drvapi, ptds, "drvapi: ok 5000")
+
+/* With no local driver (and no proxies) a runtime program sees no device. */
+#define NO_DRIVER(prog, build, status, text)                                               \
+    Test(programs_without_driver, prog##_##build, .timeout = 60)                           \
+    {                                                                                      \
+        expect_run(#prog "." #build, "none", status, text);                                \
+    }
+NO_DRIVER(devicequery, static, 3, "cudaErrorNoDevice")
+NO_DRIVER(devicequery, shared, 3, "cudaErrorNoDevice")
+NO_DRIVER(devicequery, ptds, 3, "cudaErrorNoDevice")
+NO_DRIVER(vecadd, static, 1, "cudaErrorNoDevice")
+NO_DRIVER(drvapi, static, 1, "CUDA_ERROR_NO_DEVICE")
