@@ -532,3 +532,71 @@ Test(launch, stream_is_busy_while_a_kernel_runs)
     OK(cuStreamDestroy(s));
     OK(cuModuleUnload(mod));
 }
+
+Test(launch, concurrent_streams_and_event_ordering)
+{
+    CUmodule mod = load("vecadd", "default");
+    CUfunction f = fn(mod, "vecadd");
+    enum { S = 4, ROUNDS = 10 };
+    int n = 20000;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *out = malloc(n * 4);
+    for (int i = 0; i < n; i++) {
+        a[i] = frand();
+        b[i] = frand();
+    }
+    CUdeviceptr da = upload(a, n * 4), db = upload(b, n * 4);
+    CUstream s[S];
+    CUdeviceptr c[S], d[S];
+    CUevent e[S];
+    for (int k = 0; k < S; k++) {
+        OK(cuStreamCreate(&s[k], CU_STREAM_NON_BLOCKING));
+        OK(cuEventCreate(&e[k], CU_EVENT_DISABLE_TIMING));
+        c[k] = upload(NULL, n * 4);
+        d[k] = upload(NULL, n * 4);
+    }
+    /* Stream k computes c = a + b; stream k+1 waits for it and computes
+     * d = c + b. All streams run at once. */
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < S; k++) {
+            void *args[] = { &da, &db, &c[k], &n };
+            OK(cuLaunchKernel(f, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s[k], args, NULL));
+            OK(cuEventRecord(e[k], s[k]));
+        }
+        for (int k = 0; k < S; k++) {
+            int src = (k + S - 1) % S;
+            OK(cuStreamWaitEvent(s[k], e[src], 0));
+            void *args[] = { &c[src], &db, &d[k], &n };
+            OK(cuLaunchKernel(f, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s[k], args, NULL));
+        }
+    }
+    OK(cuCtxSynchronize());
+    for (int k = 0; k < S; k++) {
+        OK(cuMemcpyDtoH(out, d[k], n * 4));
+        for (int i = 0; i < n; i++)
+            cr_assert_eq(out[i], (a[i] + b[i]) + b[i], "stream %d [%d]", k, i);
+        OK(cuStreamDestroy(s[k]));
+        OK(cuEventDestroy(e[k]));
+    }
+    OK(cuModuleUnload(mod));
+    free(a); free(b); free(out);
+}
+
+Test(launch, unload_waits_for_queued_launches)
+{
+    CUmodule mod = load("matmul", "debug");
+    int M = 128, N = 128, K = 128;
+    CUdeviceptr dA = upload(NULL, M * K * 4), dB = upload(NULL, K * N * 4), dC = upload(NULL, M * N * 4);
+    OK(cuMemsetD32(dA, 0x40000000, M * K));   /* 2.0f */
+    OK(cuMemsetD32(dB, 0x3f800000, K * N));   /* 1.0f */
+    CUstream s;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    void *args[] = { &dA, &dB, &dC, &M, &N, &K };
+    for (int i = 0; i < 3; i++)
+        OK(cuLaunchKernel(fn(mod, "matmul"), N / 16, M / 16, 1, 16, 16, 1, 0, s, args, NULL));
+    OK(cuModuleUnload(mod));   /* returns once the queued launches ran */
+    OK(cuStreamSynchronize(s));
+    float c;
+    OK(cuMemcpyDtoH(&c, dC + 4 * 777, 4));
+    cr_expect_eq(c, 2.0f * K);
+    OK(cuStreamDestroy(s));
+}
