@@ -47,6 +47,11 @@ shim_device *shim_device_at(int ordinal)
     return &devices[ordinal];
 }
 
+bool shim_has_proxies(void)
+{
+    return shim_initialized() && device_count > local_count;
+}
+
 int shim_local_count(void)
 {
     return local_count;
@@ -379,5 +384,11 @@ int shim_device_of_pointer(uint64_t p)
                 return device;
             return links[i].first_device;
         }
+    /* Module globals live where the agent's driver put them, outside the
+     * windows; the allocation table knows them. */
+    uint64_t base, size;
+    int device;
+    if (__atomic_load_n(&alloc_count, __ATOMIC_RELAXED) && shim_alloc_find(p, &base, &size, &device))
+        return device;
     return -1;
 }

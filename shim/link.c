@@ -34,6 +34,7 @@ struct pending_copy {
     uint64_t stream, value;
     void *dst;
     size_t len;
+    size_t pitch, width;        /* rows of width bytes every pitch; 0: flat */
 };
 
 struct pending_host {
@@ -151,7 +152,12 @@ static void apply_bytes(agent_link *l, const frame *f)
         free(c);
         return;
     }
-    memcpy(c->dst, f->payload + 16, n);
+    if (c->width) {
+        for (size_t off = 0, row = 0; off < n; off += c->width, row++)
+            memcpy((uint8_t *)c->dst + row * c->pitch, f->payload + 16 + off, c->width);
+    } else {
+        memcpy(c->dst, f->payload + 16, n);
+    }
     free(c);
 }
 
@@ -363,7 +369,7 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
     }
     if (h->dst) {
         pending_copy *c = malloc(sizeof *c);
-        *c = (pending_copy){ l->copies, s->id, v, h->dst, h->dst_len };
+        *c = (pending_copy){ l->copies, s->id, v, h->dst, h->dst_len, h->dst_pitch, h->dst_width };
         l->copies = c;
     }
     if (h->host_fn) {

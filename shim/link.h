@@ -69,6 +69,7 @@ typedef struct handover {
     size_t data_len;
     void *dst;                  /* program memory the agent's bytes go to */
     size_t dst_len;
+    size_t dst_pitch, dst_width;  /* rows: width bytes every pitch; 0: flat */
     CUhostFn host_fn;           /* runs in the program when reached */
     void *host_data;
 } handover;

@@ -72,13 +72,23 @@ struct proxy_obj {
         struct { bool primary; unsigned flags; } ctx;
         struct { timeline tl; unsigned flags; int priority; bool per_thread; } stream;
         struct { proxy_obj *stream; uint64_t value; unsigned flags; bool recorded; } event;
-        struct { int unused; } module;
+        struct {
+            bool library;          /* context-free: loaded on each agent when first used */
+            uint64_t loaded;       /* bit i: loaded on agent i + 1 */
+            uint8_t *image;        /* libraries: a copy, for agents that load it later */
+            size_t image_len;
+            CUlibrary local;       /* libraries: the local driver's, when there is one */
+        } module;
         struct {
             proxy_obj *module;
+            uint64_t resolved;     /* bit i: known to agent i + 1 */
             uint32_t param_count;
             uint32_t param_bytes;
-            proxy_param *params;   /* malloc'd */
+            proxy_param *params;   /* malloc'd, from the first agent that resolved it */
+            int *attrs;            /* CUfunction_attribute values, malloc'd */
+            uint32_t attr_count;
             char *name;            /* malloc'd */
+            CUkernel local;        /* kernels of libraries also loaded locally */
         } fn;
     } u;
 };
@@ -106,6 +116,8 @@ bool shim_initialized(void);
 /* The device that owns device pointer p, or -1 when p is in no window. */
 int shim_device_of_pointer(uint64_t p);
 
+/* True when the program has at least one proxy device. */
+bool shim_has_proxies(void);
 /* Number of local devices (they come first). */
 int shim_local_count(void);
 /* cuInit: loads the local driver and opens every agent, once. */

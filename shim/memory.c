@@ -1,0 +1,659 @@
+/* Memory on proxies: allocations are requests (the agent maps them inside
+ * this job's pointer window, so the pointer is the same on both ends);
+ * copies and memsets are handovers; pointer queries are answered from the
+ * shim's own table. Host memory "pinned" on a proxy context is plain memory
+ * of this process: the wire is what moves it. */
+#include <string.h>
+#include <sys/mman.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "proto/cuda_ops.h"
+#include "proto/job.h"
+#include "proto/wire.h"
+#include "shim/core.h"
+#include "shim/link.h"
+#include "shim/proxy.h"
+#include "shim/streams.h"
+
+/* ---- allocation ---- */
+
+static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_device *d = shim_device_at(ctx->device);
+    uint8_t body[16];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuMemAlloc_v2);
+    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
+    wire_put_u64(&w, size);
+    struct iovec iov = { body, w.off };
+    frame f;
+    const uint8_t *o;
+    size_t n;
+    CUresult rc = link_request(d->link, &iov, 1, &f, &o, &n);
+    if (rc == CUDA_SUCCESS) {
+        uint64_t p = n == 8 ? wire_load_u64(o) : 0;
+        if (n != 8 || p < d->link->window_base || p - d->link->window_base >= d->link->window_size)
+            rc = CUDA_ERROR_UNKNOWN;
+        else {
+            *out = p;
+            shim_alloc_add(p, size, ctx->device);
+        }
+    }
+    frame_release(&f);
+    return rc;
+}
+
+SHIM_EXPORT(cuMemAlloc_v2)
+{
+    proxy_obj *ctx = shim_proxy_current();
+    return ctx ? proxy_alloc(ctx, bytesize, dptr) : SHIM_LOCAL(cuMemAlloc_v2);
+}
+
+SHIM_EXPORT(cuMemAllocPitch_v2)
+{
+    proxy_obj *ctx = shim_proxy_current();
+    if (!ctx)
+        return SHIM_LOCAL(cuMemAllocPitch_v2);
+    if (!pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t pitch = (WidthInBytes + 511) & ~(size_t)511;
+    CUresult rc = proxy_alloc(ctx, pitch * Height, dptr);
+    if (rc == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return rc;
+}
+
+static CUresult proxy_free(CUdeviceptr p)
+{
+    uint64_t size;
+    int device;
+    if (!shim_alloc_remove(p, &size, &device))
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_device *d = shim_device_at(device);
+    return link_drop(d->link, CUDA_OP_cuMemFree_v2, p);
+}
+
+SHIM_EXPORT(cuMemFree_v2)
+{
+    if (dptr == 0)
+        return shim_proxy_current() ? CUDA_SUCCESS : SHIM_LOCAL(cuMemFree_v2);
+    return shim_device_of_pointer(dptr) >= 0 ? proxy_free(dptr) : SHIM_LOCAL(cuMemFree_v2);
+}
+
+SHIM_EXPORT(cuMemGetInfo_v2)
+{
+    proxy_obj *ctx = shim_proxy_current();
+    if (!ctx)
+        return SHIM_LOCAL(cuMemGetInfo_v2);
+    shim_device *d = shim_device_at(ctx->device);
+    uint8_t body[8];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuMemGetInfo_v2);
+    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
+    struct iovec iov = { body, w.off };
+    frame f;
+    const uint8_t *o;
+    size_t n;
+    CUresult rc = link_request(d->link, &iov, 1, &f, &o, &n);
+    if (rc == CUDA_SUCCESS && n == 16) {
+        if (free)
+            *free = wire_load_u64(o);
+        if (total)
+            *total = wire_load_u64(o + 8);
+    } else if (rc == CUDA_SUCCESS) {
+        rc = CUDA_ERROR_UNKNOWN;
+    }
+    frame_release(&f);
+    return rc;
+}
+
+SHIM_EXPORT(cuMemGetAddressRange_v2)
+{
+    if (shim_device_of_pointer(dptr) < 0)
+        return SHIM_LOCAL(cuMemGetAddressRange_v2);
+    uint64_t base, size;
+    int device;
+    if (!shim_alloc_find(dptr, &base, &size, &device))
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = base;
+    if (psize)
+        *psize = size;
+    return CUDA_SUCCESS;
+}
+
+/* ---- host memory on proxy contexts ---- */
+
+typedef struct host_block {
+    struct host_block *next;
+    void *p;
+    size_t size;
+    unsigned flags;
+} host_block;
+
+static host_block *host_blocks;
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult host_alloc(void **pp, size_t size, unsigned flags)
+{
+    if (!pp)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    host_block *b = malloc(sizeof *b);
+    if (p == MAP_FAILED || !b) {
+        if (p != MAP_FAILED)
+            munmap(p, size ? size : 1);
+        free(b);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *b = (host_block){ NULL, p, size ? size : 1, flags };
+    pthread_mutex_lock(&host_lock);
+    b->next = host_blocks;
+    host_blocks = b;
+    pthread_mutex_unlock(&host_lock);
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+/* The block holding p (removed from the list when take), or NULL. */
+static host_block *host_find(const void *p, bool take)
+{
+    pthread_mutex_lock(&host_lock);
+    host_block **pp = &host_blocks, *b = NULL;
+    for (; *pp; pp = &(*pp)->next)
+        if ((const uint8_t *)p >= (uint8_t *)(*pp)->p && (const uint8_t *)p < (uint8_t *)(*pp)->p + (*pp)->size) {
+            b = *pp;
+            if (take)
+                *pp = b->next;
+            break;
+        }
+    pthread_mutex_unlock(&host_lock);
+    return b;
+}
+
+SHIM_EXPORT(cuMemAllocHost_v2)
+{
+    return shim_proxy_current() ? host_alloc(pp, bytesize, 0) : SHIM_LOCAL(cuMemAllocHost_v2);
+}
+
+SHIM_EXPORT(cuMemHostAlloc)
+{
+    return shim_proxy_current() ? host_alloc(pp, bytesize, Flags) : SHIM_LOCAL(cuMemHostAlloc);
+}
+
+SHIM_EXPORT(cuMemFreeHost)
+{
+    host_block *b = host_find(p, true);
+    if (!b)
+        return SHIM_LOCAL(cuMemFreeHost);
+    munmap(b->p, b->size);
+    free(b);
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT(cuMemHostGetFlags)
+{
+    host_block *b = host_find(p, false);
+    if (!b)
+        return SHIM_LOCAL(cuMemHostGetFlags);
+    if (!pFlags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pFlags = b->flags;
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT(cuMemHostRegister_v2)
+{
+    /* Registering only pins; for a proxy the wire reads it either way. */
+    return shim_proxy_current() ? CUDA_SUCCESS : SHIM_LOCAL(cuMemHostRegister_v2);
+}
+
+SHIM_EXPORT(cuMemHostUnregister)
+{
+    return shim_proxy_current() ? CUDA_SUCCESS : SHIM_LOCAL(cuMemHostUnregister);
+}
+
+/* ---- copies ---- */
+
+/* Copies program memory to a proxy in chunks; returns the last value. */
+static CUresult copy_htod(proxy_obj *s, CUdeviceptr dst, const void *src, size_t n, uint64_t *last)
+{
+    CUresult rc = CUDA_SUCCESS;
+    *last = 0;
+    for (size_t off = 0; off < n && rc == CUDA_SUCCESS; off += JOB_COPY_CHUNK) {
+        size_t len = n - off < JOB_COPY_CHUNK ? n - off : JOB_COPY_CHUNK;
+        uint8_t body[8];
+        wire_store_u64(body, dst + off);
+        handover h = { .op = CUDA_OP_cuMemcpyHtoDAsync_v2, .stream = s, .body = body, .body_len = 8,
+                       .data = (const uint8_t *)src + off, .data_len = len };
+        rc = link_handover(s->link, &h, last);
+    }
+    return rc;
+}
+
+static CUresult copy_dtoh(proxy_obj *s, void *dst, CUdeviceptr src, size_t n, uint64_t *last)
+{
+    CUresult rc = CUDA_SUCCESS;
+    *last = 0;
+    for (size_t off = 0; off < n && rc == CUDA_SUCCESS; off += JOB_COPY_CHUNK) {
+        size_t len = n - off < JOB_COPY_CHUNK ? n - off : JOB_COPY_CHUNK;
+        uint8_t body[16];
+        wire_store_u64(body, src + off);
+        wire_store_u64(body + 8, len);
+        handover h = { .op = CUDA_OP_cuMemcpyDtoHAsync_v2, .stream = s, .body = body, .body_len = 16,
+                       .dst = (uint8_t *)dst + off, .dst_len = len };
+        rc = link_handover(s->link, &h, last);
+    }
+    return rc;
+}
+
+static CUresult copy_dtod(proxy_obj *s, CUdeviceptr dst, CUdeviceptr src, size_t n, uint64_t *last)
+{
+    uint8_t body[24];
+    wire_store_u64(body, dst);
+    wire_store_u64(body + 8, src);
+    wire_store_u64(body + 16, n);
+    handover h = { .op = CUDA_OP_cuMemcpyDtoDAsync_v2, .stream = s, .body = body, .body_len = 24 };
+    return link_handover(s->link, &h, last);
+}
+
+/* What a pointer is, for copies whose direction the call does not say. */
+typedef enum place { PLACE_HOST, PLACE_PROXY, PLACE_LOCAL } place;
+
+static place where(CUdeviceptr p)
+{
+    if (shim_device_of_pointer(p) >= 0)
+        return PLACE_PROXY;
+    const shim_driver *drv = shim_local_driver();
+    unsigned type = 0;
+    if (drv && drv->fn_cuPointerGetAttribute &&
+        drv->fn_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) == CUDA_SUCCESS &&
+        type == CU_MEMORYTYPE_DEVICE)
+        return PLACE_LOCAL;
+    return PLACE_HOST;
+}
+
+/* The stream a copy between proxy memory and anything else goes on: the
+ * given one, or the default stream of the proxy device that p is on. */
+static proxy_obj *stream_for(CUstream h, bool per_thread, CUdeviceptr p, CUresult *rc)
+{
+    proxy_obj *s = NULL;
+    int k = shim_stream(h, per_thread, &s, rc);
+    if (k < 0)
+        return NULL;
+    if (k > 0 && s->device == shim_device_of_pointer(p))
+        return s;
+    if (k > 0 && s->link == shim_device_at(shim_device_of_pointer(p))->link)
+        return s;
+    /* A local stream, or one on another agent: order through the proxy's
+     * own default stream, waiting, as a staged copy must. */
+    int dev = shim_device_of_pointer(p);
+    if (per_thread)
+        return shim_per_thread_stream(dev, rc);
+    return shim_device_at(dev)->null_stream;
+}
+
+/* Copies between two places of which at least one is a proxy; wait=true
+ * for synchronous semantics. Staging through host memory covers proxy to
+ * local and proxy to another agent. */
+static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, bool per_thread, bool wait)
+{
+    if (n == 0)
+        return CUDA_SUCCESS;
+    place pd = where(dst), ps = where(src);
+    CUresult rc = CUDA_SUCCESS;
+    uint64_t v = 0;
+    proxy_obj *s;
+    if (pd == PLACE_PROXY && ps == PLACE_HOST) {
+        if (!(s = stream_for(h, per_thread, dst, &rc)))
+            return rc;
+        rc = copy_htod(s, dst, (const void *)(uintptr_t)src, n, &v);
+    } else if (pd == PLACE_HOST && ps == PLACE_PROXY) {
+        if (!(s = stream_for(h, per_thread, src, &rc)))
+            return rc;
+        rc = copy_dtoh(s, (void *)(uintptr_t)dst, src, n, &v);
+    } else if (pd == PLACE_PROXY && ps == PLACE_PROXY &&
+               shim_device_at(shim_device_of_pointer(dst))->link == shim_device_at(shim_device_of_pointer(src))->link) {
+        if (!(s = stream_for(h, per_thread, dst, &rc)))
+            return rc;
+        rc = copy_dtod(s, dst, src, n, &v);
+    } else {
+        /* Staged: whole, synchronous, through this process. */
+        void *tmp = malloc(n);
+        if (!tmp)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        rc = copy_any((CUdeviceptr)(uintptr_t)tmp, src, n, h, per_thread, true);
+        if (rc == CUDA_SUCCESS) {
+            if (pd == PLACE_LOCAL) {
+                const shim_driver *drv = shim_local_driver();
+                rc = drv->fn_cuMemcpyHtoD_v2(dst, tmp, n);
+            } else {
+                rc = copy_any(dst, (CUdeviceptr)(uintptr_t)tmp, n, h, per_thread, true);
+            }
+        }
+        free(tmp);
+        return rc;
+    }
+    if (rc == CUDA_SUCCESS && wait)
+        rc = link_wait(s->link, s, v);
+    return rc;
+}
+
+/* A staged copy from local device memory to a proxy reads it out first. */
+static CUresult copy_from_local(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, bool per_thread)
+{
+    void *tmp = malloc(n ? n : 1);
+    if (!tmp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    const shim_driver *drv = shim_local_driver();
+    CUresult rc = drv->fn_cuMemcpyDtoH_v2(tmp, src, n);
+    if (rc == CUDA_SUCCESS)
+        rc = copy_any(dst, (CUdeviceptr)(uintptr_t)tmp, n, h, per_thread, true);
+    free(tmp);
+    return rc;
+}
+
+static bool involves_proxy(CUdeviceptr a, CUdeviceptr b)
+{
+    return shim_device_of_pointer(a) >= 0 || shim_device_of_pointer(b) >= 0;
+}
+
+static CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, bool per_thread, bool wait)
+{
+    if (where(src) == PLACE_LOCAL)
+        return copy_from_local(dst, src, n, h, per_thread);
+    return copy_any(dst, src, n, h, per_thread, wait);
+}
+
+#define COPY_EXPORT(sym, dstp, srcp, stream, per_thread, wait)                  \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        if (!involves_proxy((CUdeviceptr)(uintptr_t)(dstp), (CUdeviceptr)(uintptr_t)(srcp))) \
+            return SHIM_LOCAL(sym);                                             \
+        return copy_unified((CUdeviceptr)(uintptr_t)(dstp), (CUdeviceptr)(uintptr_t)(srcp), ByteCount, \
+                            stream, per_thread, wait);                          \
+    }
+
+COPY_EXPORT(cuMemcpy, dst, src, NULL, false, true)
+COPY_EXPORT(cuMemcpy_ptds, dst, src, NULL, true, true)
+COPY_EXPORT(cuMemcpyAsync, dst, src, hStream, false, false)
+COPY_EXPORT(cuMemcpyAsync_ptsz, dst, src, hStream, true, false)
+COPY_EXPORT(cuMemcpyHtoD_v2, dstDevice, srcHost, NULL, false, true)
+COPY_EXPORT(cuMemcpyHtoD_v2_ptds, dstDevice, srcHost, NULL, true, true)
+COPY_EXPORT(cuMemcpyDtoH_v2, dstHost, srcDevice, NULL, false, true)
+COPY_EXPORT(cuMemcpyDtoH_v2_ptds, dstHost, srcDevice, NULL, true, true)
+COPY_EXPORT(cuMemcpyDtoD_v2, dstDevice, srcDevice, NULL, false, false)
+COPY_EXPORT(cuMemcpyDtoD_v2_ptds, dstDevice, srcDevice, NULL, true, false)
+COPY_EXPORT(cuMemcpyHtoDAsync_v2, dstDevice, srcHost, hStream, false, false)
+COPY_EXPORT(cuMemcpyHtoDAsync_v2_ptsz, dstDevice, srcHost, hStream, true, false)
+COPY_EXPORT(cuMemcpyDtoHAsync_v2, dstHost, srcDevice, hStream, false, false)
+COPY_EXPORT(cuMemcpyDtoHAsync_v2_ptsz, dstHost, srcDevice, hStream, true, false)
+COPY_EXPORT(cuMemcpyDtoDAsync_v2, dstDevice, srcDevice, hStream, false, false)
+COPY_EXPORT(cuMemcpyDtoDAsync_v2_ptsz, dstDevice, srcDevice, hStream, true, false)
+
+static CUresult copy_peer(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, bool per_thread, bool wait)
+{
+    return copy_unified(dst, src, n, h, per_thread, wait);
+}
+
+SHIM_EXPORT(cuMemcpyPeer)
+{
+    (void)dstContext;
+    (void)srcContext;
+    if (!involves_proxy(dstDevice, srcDevice))
+        return SHIM_LOCAL(cuMemcpyPeer);
+    return copy_peer(dstDevice, srcDevice, ByteCount, NULL, false, true);
+}
+
+SHIM_EXPORT(cuMemcpyPeer_ptds)
+{
+    (void)dstContext;
+    (void)srcContext;
+    if (!involves_proxy(dstDevice, srcDevice))
+        return SHIM_LOCAL(cuMemcpyPeer_ptds);
+    return copy_peer(dstDevice, srcDevice, ByteCount, NULL, true, true);
+}
+
+SHIM_EXPORT(cuMemcpyPeerAsync)
+{
+    (void)dstContext;
+    (void)srcContext;
+    if (!involves_proxy(dstDevice, srcDevice))
+        return SHIM_LOCAL(cuMemcpyPeerAsync);
+    return copy_peer(dstDevice, srcDevice, ByteCount, hStream, false, false);
+}
+
+SHIM_EXPORT(cuMemcpyPeerAsync_ptsz)
+{
+    (void)dstContext;
+    (void)srcContext;
+    if (!involves_proxy(dstDevice, srcDevice))
+        return SHIM_LOCAL(cuMemcpyPeerAsync_ptsz);
+    return copy_peer(dstDevice, srcDevice, ByteCount, hStream, true, false);
+}
+
+/* ---- 2D copies ---- */
+
+static uint64_t side_pointer(CUmemorytype type, const void *host, CUdeviceptr dev)
+{
+    return type == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)host : dev;
+}
+
+static bool copy2d_involves_proxy(const CUDA_MEMCPY2D *c)
+{
+    return c && (shim_device_of_pointer(side_pointer(c->srcMemoryType, c->srcHost, c->srcDevice)) >= 0 ||
+                 shim_device_of_pointer(side_pointer(c->dstMemoryType, c->dstHost, c->dstDevice)) >= 0);
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool wait)
+{
+    if (c->srcXInBytes || c->srcY || c->dstXInBytes || c->dstY) {
+        /* Offsets fold into the pointers. */
+        CUDA_MEMCPY2D k = *c;
+        uint64_t so = c->srcY * c->srcPitch + c->srcXInBytes, dof = c->dstY * c->dstPitch + c->dstXInBytes;
+        k.srcHost = c->srcHost ? (const uint8_t *)c->srcHost + so : NULL;
+        k.srcDevice = c->srcDevice ? c->srcDevice + so : 0;
+        k.dstHost = c->dstHost ? (uint8_t *)c->dstHost + dof : NULL;
+        k.dstDevice = c->dstDevice ? c->dstDevice + dof : 0;
+        k.srcXInBytes = k.srcY = k.dstXInBytes = k.dstY = 0;
+        return copy2d(&k, h, per_thread, wait);
+    }
+    uint64_t src = side_pointer(c->srcMemoryType, c->srcHost, c->srcDevice);
+    uint64_t dst = side_pointer(c->dstMemoryType, c->dstHost, c->dstDevice);
+    size_t w = c->WidthInBytes, rows = c->Height;
+    if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (w == 0 || rows == 0)
+        return CUDA_SUCCESS;
+    if ((c->srcPitch && c->srcPitch < w) || (c->dstPitch && c->dstPitch < w))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t spitch = c->srcPitch ? c->srcPitch : w, dpitch = c->dstPitch ? c->dstPitch : w;
+    place pd = where(dst), ps = where(src);
+    CUresult rc = CUDA_SUCCESS;
+    proxy_obj *s;
+    uint8_t body[49];
+    wire_writer bw = wire_writer_init(body, sizeof body);
+    uint64_t v = 0;
+    if (pd == PLACE_PROXY && ps == PLACE_HOST) {
+        if (!(s = stream_for(h, per_thread, dst, &rc)))
+            return rc;
+        /* Rows are packed here so the wire carries no gaps. */
+        uint8_t *packed = malloc(w * rows);
+        if (!packed)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t r = 0; r < rows; r++)
+            memcpy(packed + r * w, (const uint8_t *)(uintptr_t)src + r * spitch, w);
+        wire_put_u8(&bw, 0);
+        wire_put_u64(&bw, dst);
+        wire_put_u64(&bw, dpitch);
+        wire_put_u64(&bw, 0);
+        wire_put_u64(&bw, w);
+        wire_put_u64(&bw, w);
+        wire_put_u64(&bw, rows);
+        handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off,
+                        .data = packed, .data_len = w * rows };
+        rc = link_handover(s->link, &ho, &v);
+        free(packed);
+    } else if (pd == PLACE_HOST && ps == PLACE_PROXY) {
+        if (!(s = stream_for(h, per_thread, src, &rc)))
+            return rc;
+        wire_put_u8(&bw, 1);
+        wire_put_u64(&bw, 0);
+        wire_put_u64(&bw, w);
+        wire_put_u64(&bw, src);
+        wire_put_u64(&bw, spitch);
+        wire_put_u64(&bw, w);
+        wire_put_u64(&bw, rows);
+        handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off,
+                        .dst = (void *)(uintptr_t)dst, .dst_len = w * rows, .dst_pitch = dpitch, .dst_width = w };
+        rc = link_handover(s->link, &ho, &v);
+    } else if (pd == PLACE_PROXY && ps == PLACE_PROXY) {
+        if (!(s = stream_for(h, per_thread, dst, &rc)))
+            return rc;
+        wire_put_u8(&bw, 2);
+        wire_put_u64(&bw, dst);
+        wire_put_u64(&bw, dpitch);
+        wire_put_u64(&bw, src);
+        wire_put_u64(&bw, spitch);
+        wire_put_u64(&bw, w);
+        wire_put_u64(&bw, rows);
+        handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off };
+        rc = link_handover(s->link, &ho, &v);
+    } else {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (rc == CUDA_SUCCESS && wait)
+        rc = link_wait(s->link, s, v);
+    return rc;
+}
+
+#define COPY2D_EXPORT(sym, stream, per_thread, wait)                            \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        if (!copy2d_involves_proxy(pCopy))                                      \
+            return SHIM_LOCAL(sym);                                             \
+        return copy2d(pCopy, stream, per_thread, wait);                         \
+    }
+
+COPY2D_EXPORT(cuMemcpy2D_v2, NULL, false, true)
+COPY2D_EXPORT(cuMemcpy2D_v2_ptds, NULL, true, true)
+COPY2D_EXPORT(cuMemcpy2DUnaligned_v2, NULL, false, true)
+COPY2D_EXPORT(cuMemcpy2DUnaligned_v2_ptds, NULL, true, true)
+COPY2D_EXPORT(cuMemcpy2DAsync_v2, hStream, false, false)
+COPY2D_EXPORT(cuMemcpy2DAsync_v2_ptsz, hStream, true, false)
+
+/* ---- memsets ---- */
+
+static CUresult memset_proxy(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width,
+                             size_t height, CUstream h, bool per_thread)
+{
+    CUresult rc;
+    proxy_obj *s = stream_for(h, per_thread, dst, &rc);
+    if (!s)
+        return rc;
+    if (width == 0 || height == 0)
+        return CUDA_SUCCESS;
+    uint8_t body[40];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u64(&w, dst);
+    wire_put_u64(&w, pitch ? pitch : width * elem);
+    wire_put_u32(&w, value);
+    wire_put_u32(&w, elem);
+    wire_put_u64(&w, width);
+    wire_put_u64(&w, height);
+    handover ho = { .op = CUDA_OP_cuMemsetD2D32Async, .stream = s, .body = body, .body_len = w.off };
+    return link_handover(s->link, &ho, NULL);
+}
+
+#define MEMSET_EXPORT(sym, value, elem, pitch, width, height, stream, per_thread) \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        if (shim_device_of_pointer(dstDevice) < 0)                              \
+            return SHIM_LOCAL(sym);                                             \
+        return memset_proxy(dstDevice, pitch, value, elem, width, height, stream, per_thread); \
+    }
+
+MEMSET_EXPORT(cuMemsetD8_v2, uc, 1, 0, N, 1, NULL, false)
+MEMSET_EXPORT(cuMemsetD8_v2_ptds, uc, 1, 0, N, 1, NULL, true)
+MEMSET_EXPORT(cuMemsetD16_v2, us, 2, 0, N, 1, NULL, false)
+MEMSET_EXPORT(cuMemsetD16_v2_ptds, us, 2, 0, N, 1, NULL, true)
+MEMSET_EXPORT(cuMemsetD32_v2, ui, 4, 0, N, 1, NULL, false)
+MEMSET_EXPORT(cuMemsetD32_v2_ptds, ui, 4, 0, N, 1, NULL, true)
+MEMSET_EXPORT(cuMemsetD8Async, uc, 1, 0, N, 1, hStream, false)
+MEMSET_EXPORT(cuMemsetD8Async_ptsz, uc, 1, 0, N, 1, hStream, true)
+MEMSET_EXPORT(cuMemsetD16Async, us, 2, 0, N, 1, hStream, false)
+MEMSET_EXPORT(cuMemsetD16Async_ptsz, us, 2, 0, N, 1, hStream, true)
+MEMSET_EXPORT(cuMemsetD32Async, ui, 4, 0, N, 1, hStream, false)
+MEMSET_EXPORT(cuMemsetD32Async_ptsz, ui, 4, 0, N, 1, hStream, true)
+MEMSET_EXPORT(cuMemsetD2D8_v2, uc, 1, dstPitch, Width, Height, NULL, false)
+MEMSET_EXPORT(cuMemsetD2D8_v2_ptds, uc, 1, dstPitch, Width, Height, NULL, true)
+MEMSET_EXPORT(cuMemsetD2D16_v2, us, 2, dstPitch, Width, Height, NULL, false)
+MEMSET_EXPORT(cuMemsetD2D16_v2_ptds, us, 2, dstPitch, Width, Height, NULL, true)
+MEMSET_EXPORT(cuMemsetD2D32_v2, ui, 4, dstPitch, Width, Height, NULL, false)
+MEMSET_EXPORT(cuMemsetD2D32_v2_ptds, ui, 4, dstPitch, Width, Height, NULL, true)
+MEMSET_EXPORT(cuMemsetD2D8Async, uc, 1, dstPitch, Width, Height, hStream, false)
+MEMSET_EXPORT(cuMemsetD2D8Async_ptsz, uc, 1, dstPitch, Width, Height, hStream, true)
+MEMSET_EXPORT(cuMemsetD2D16Async, us, 2, dstPitch, Width, Height, hStream, false)
+MEMSET_EXPORT(cuMemsetD2D16Async_ptsz, us, 2, dstPitch, Width, Height, hStream, true)
+MEMSET_EXPORT(cuMemsetD2D32Async, ui, 4, dstPitch, Width, Height, hStream, false)
+MEMSET_EXPORT(cuMemsetD2D32Async_ptsz, ui, 4, dstPitch, Width, Height, hStream, true)
+
+/* ---- pointer attributes ---- */
+
+static CUresult proxy_attribute(void *data, CUpointer_attribute a, CUdeviceptr p)
+{
+    uint64_t base, size;
+    int device;
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!shim_alloc_find(p, &base, &size, &device))
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_device *d = shim_device_at(device);
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = (CUcontext)d->primary; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_DEVICE; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = p; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(int *)data = 1; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = base; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = device; break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *(int *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = base; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = size; break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *(int *)data = 1; break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: *(int *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: *(unsigned *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE; break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(CUmemoryPool *)data = NULL; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT(cuPointerGetAttribute)
+{
+    if (shim_device_of_pointer(ptr) < 0)
+        return SHIM_LOCAL(cuPointerGetAttribute);
+    return proxy_attribute(data, attribute, ptr);
+}
+
+SHIM_EXPORT(cuPointerGetAttributes)
+{
+    if (shim_device_of_pointer(ptr) < 0)
+        return SHIM_LOCAL(cuPointerGetAttributes);
+    if (!attributes || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < numAttributes; i++) {
+        /* An attribute that cannot be given is left as the caller set it. */
+        if (data[i])
+            (void)proxy_attribute(data[i], attributes[i], ptr);
+    }
+    return CUDA_SUCCESS;
+}
