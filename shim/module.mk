@@ -13,20 +13,26 @@ ALL_TARGETS += $(SHIM_LIB)
 
 # The shim's face: CUDA programs run through the preloaded shim on softgpu,
 # MD2's unit test, and the face test, which loads the built library the way a
-# program does (it links nothing of the shim). Under SAN=1 the children run
-# with the sanitizer runtimes preloaded before the sanitized shim.
+# program does (it links nothing of the shim). The programs (nvcc, never
+# sanitized) always run with the plain build's shim and softgpu: under ASan a
+# process cannot dlopen the local driver with RTLD_DEEPBIND, so with SAN=1 the
+# sanitized shim is exercised in-process (dlopen, no local driver) and a
+# sub-make provides the plain libraries for the children.
 include tests/programs/module.mk
 
 $(B)/tests/test_md2: $(B)/tests/test_md2.o $(B)/shim/md2.o
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lcriterion
 
-SHIM_SAN_PRELOAD := $(if $(filter 1,$(SAN)),$(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so))
 $(B)/tests/test_shim_face.o: CFLAGS += -DCUDA_STUB='"$(CUDA_HOME)/lib64/stubs/libcuda.so"' \
-  -DSHIM_SAN_PRELOAD='"$(strip $(SHIM_SAN_PRELOAD))"'
+  -DRIG_PLAIN_BUILD_DIR='"$(abspath build)"'
 $(B)/tests/test_shim_face: $(B)/tests/test_shim_face.o $(B)/tests/support.o $(PROTO_LIB) \
-  | $(SHIM_LIB) $(B)/libcudasoft.so $(PROGRAMS)
+  | $(SHIM_LIB) $(PROGRAMS) $(if $(filter 1,$(SAN)),shim-face-plain,$(B)/libcudasoft.so)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion -ldl $(PROTO_LDLIBS)
+
+.PHONY: shim-face-plain
+shim-face-plain:
+	$(Q)$(MAKE) --no-print-directory SAN= build/librigshim.so build/libcudasoft.so
 
 CHECK_TESTS += $(B)/tests/test_md2 $(B)/tests/test_shim_face

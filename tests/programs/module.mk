@@ -1,5 +1,6 @@
 # tests/programs: unmodified CUDA programs that check their own results
-# against the CPU, each built three ways into $(B)/programs/<name>.<build>:
+# against the CPU, each built three ways into build/programs/<name>.<build>
+# (never sanitized, so SAN=1 shares them with the plain build):
 #   static  --cudart=static        shared  --cudart=shared
 #   ptds    --cudart=static --default-stream per-thread
 # with PTX embedded (softgpu runs PTX). They are never linked with the shim:
@@ -8,34 +9,35 @@
 PROGRAM_SRC    := $(wildcard tests/programs/*.cu)
 PROGRAM_NAMES  := $(filter-out %_kernel,$(patsubst tests/programs/%.cu,%,$(PROGRAM_SRC)))
 PROGRAM_BUILDS := static shared ptds
-PROGRAMS       := $(foreach p,$(PROGRAM_NAMES),$(foreach m,$(PROGRAM_BUILDS),$(B)/programs/$(p).$(m)))
+PROGRAM_DIR    := build/programs
+PROGRAMS       := $(foreach p,$(PROGRAM_NAMES),$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m)))
 
 PROGRAM_ARCH     := -gencode arch=compute_75,code=[sm_75,compute_75]
-PROGRAM_NVFLAGS  := $(PROGRAM_ARCH) -O2 -I$(B)/programs -Wno-deprecated-gpu-targets
+PROGRAM_NVFLAGS  := $(PROGRAM_ARCH) -O2 -I$(PROGRAM_DIR) -Wno-deprecated-gpu-targets
 PROGRAM_LIBS     := -L$(CUDA_HOME)/lib64/stubs -lcuda
 PFLAGS_static    := --cudart=static
 PFLAGS_shared    := --cudart=shared -Xlinker -rpath=$(CUDA_HOME)/lib64
 PFLAGS_ptds      := --cudart=static --default-stream per-thread
 
 # The driver-API program's PTX, compiled here and embedded as a C array.
-$(B)/programs/drvapi_kernel.ptx: tests/programs/drvapi_kernel.cu tests/programs/module.mk
+$(PROGRAM_DIR)/drvapi_kernel.ptx: tests/programs/drvapi_kernel.cu tests/programs/module.mk
 	$(call say,NVCC,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(NVCC) -arch=compute_75 -ptx -o $@ $<
 
-$(B)/programs/drvapi_kernel.ptx.h: $(B)/programs/drvapi_kernel.ptx
+$(PROGRAM_DIR)/drvapi_kernel.ptx.h: $(PROGRAM_DIR)/drvapi_kernel.ptx
 	$(call say,BIN2C,$@)
 	$(Q)$(CUDA_HOME)/bin/bin2c --name drvapi_ptx --padd 0 --static --const $< >$@
 
 define program_build_rules
-$(B)/programs/%.$(1): tests/programs/%.cu tests/programs/module.mk
+$(PROGRAM_DIR)/%.$(1): tests/programs/%.cu tests/programs/module.mk
 	$$(call say,NVCC,$$@)
 	$$(Q)mkdir -p $$(dir $$@)
 	$$(Q)$$(NVCC) $$(PROGRAM_NVFLAGS) $$(PFLAGS_$(1)) -o $$@ $$< $$(PROGRAM_LIBS)
 endef
 $(foreach m,$(PROGRAM_BUILDS),$(eval $(call program_build_rules,$(m))))
 
-$(foreach m,$(PROGRAM_BUILDS),$(B)/programs/drvapi.$(m)): $(B)/programs/drvapi_kernel.ptx.h
+$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/drvapi.$(m)): $(PROGRAM_DIR)/drvapi_kernel.ptx.h
 
 .PHONY: programs
 programs: $(PROGRAMS)
