@@ -153,8 +153,46 @@ void *soft_pages_alloc(uint64_t size)
     return p == MAP_FAILED ? NULL : p;
 }
 
+static pthread_rwlock_t life;
+static pthread_once_t life_once = PTHREAD_ONCE_INIT;
+
+static void life_init(void)
+{
+    /* Writers first: a free must not wait behind an endless run of launches. */
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&life, &a);
+    pthread_rwlockattr_destroy(&a);
+}
+
+void soft_mem_use_begin(void)
+{
+    pthread_once(&life_once, life_init);
+    pthread_rwlock_rdlock(&life);
+}
+
+void soft_mem_use_end(void)
+{
+    pthread_rwlock_unlock(&life);
+}
+
+void soft_mem_retire_begin(void)
+{
+    pthread_once(&life_once, life_init);
+    pthread_rwlock_wrlock(&life);
+}
+
+void soft_mem_retire_end(void)
+{
+    pthread_rwlock_unlock(&life);
+}
+
 void soft_pages_free(void *p, uint64_t size)
 {
-    if (p)
-        munmap(p, page_round(size));
+    if (!p)
+        return;
+    soft_mem_retire_begin();
+    munmap(p, page_round(size));
+    soft_mem_retire_end();
 }

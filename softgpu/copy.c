@@ -8,10 +8,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* False, with the context poisoned, when a device side was freed since the
+ * copy was queued: a GPU would fault on it. */
+static bool still_there(struct CUctx_st *ctx, bool dst_dev, uint64_t dst, bool src_dev, uint64_t src, uint64_t n)
+{
+    if (n == 0)
+        return true;
+    uint64_t bad = dst_dev && !soft_range_covers(dst, n) ? dst : src_dev && !soft_range_covers(src, n) ? src : 0;
+    if (!bad)
+        return true;
+    soft_ctx_poison(ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
+    soft_log("CUDA_ERROR_ILLEGAL_ADDRESS: copy of %llu bytes: 0x%llx was freed before the copy ran",
+             (unsigned long long)n, (unsigned long long)bad);
+    return false;
+}
+
 static void run_copy(soft_op *op, struct CUctx_st *ctx)
 {
-    (void)ctx;
-    memmove(op->u.copy.dst, op->u.copy.staging ? op->u.copy.staging : op->u.copy.src, op->u.copy.n);
+    soft_mem_use_begin();
+    if (still_there(ctx, op->u.copy.dst_dev, (uintptr_t)op->u.copy.dst, op->u.copy.src_dev,
+                    (uintptr_t)op->u.copy.src, op->u.copy.n))
+        memmove(op->u.copy.dst, op->u.copy.staging ? op->u.copy.staging : op->u.copy.src, op->u.copy.n);
+    soft_mem_use_end();
 }
 
 static void drop_copy(soft_op *op)
@@ -32,16 +50,11 @@ static bool pinned(const void *p, size_t n)
  * memory the program may reuse once the call returns). wait: return once
  * done, with the context's error. */
 static CUresult submit_copy(struct CUstream_st *s, void *dst, const void *src, size_t n,
-                            bool stage, bool wait)
+                            bool dst_dev, bool src_dev, bool stage, bool wait)
 {
     SOFT_TRY(soft_ctx_status(s->ctx));
     if (n == 0)
         return CUDA_SUCCESS;
-    if (wait && soft_stream_idle(s)) {
-        /* Nothing to order after: copy here, without a trip to the worker. */
-        memmove(dst, src, n);
-        return soft_ctx_status(s->ctx);
-    }
     soft_op *op = soft_op_new(run_copy);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -49,6 +62,14 @@ static CUresult submit_copy(struct CUstream_st *s, void *dst, const void *src, s
     op->u.copy.dst = dst;
     op->u.copy.src = src;
     op->u.copy.n = n;
+    op->u.copy.dst_dev = dst_dev;
+    op->u.copy.src_dev = src_dev;
+    if (wait && soft_stream_idle(s)) {
+        /* Nothing to order after: copy here, without a trip to the worker. */
+        run_copy(op, s->ctx);
+        free(op);
+        return soft_ctx_status(s->ctx);
+    }
     if (stage && !wait) {
         op->u.copy.staging = malloc(n);
         if (!op->u.copy.staging) {
@@ -86,16 +107,18 @@ static CUresult copy(enum dir d, CUdeviceptr dst, CUdeviceptr src, size_t n, CUs
         SOFT_TRY(device_ok(src, n));
     void *dp = (void *)(uintptr_t)dst;
     const void *sp = (const void *)(uintptr_t)src;
+    bool dst_dev = d == HTOD || d == DTOD || (d == ANY && soft_range_covers(dst, n));
+    bool src_dev = d == DTOH || d == DTOD || (d == ANY && soft_range_covers(src, n));
     bool stage = false, wait = !async;
     if (async) {
         /* Pageable host memory: read it now, or write it before returning,
          * as the driver does. */
-        if ((d == HTOD || d == ANY) && !soft_range_covers(src, n))
+        if ((d == HTOD || d == ANY) && !src_dev)
             stage = true;
-        if ((d == DTOH || d == ANY) && !soft_range_covers(dst, n) && !pinned(dp, n))
+        if ((d == DTOH || d == ANY) && !dst_dev && !pinned(dp, n))
             wait = true;
     }
-    return submit_copy(s, dp, sp, n, stage, wait);
+    return submit_copy(s, dp, sp, n, dst_dev, src_dev, stage, wait);
 }
 
 #define H(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -160,11 +183,14 @@ SOFT_API CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontex
 
 static void run_copy2d(soft_op *op, struct CUctx_st *ctx)
 {
-    (void)ctx;
     const CUDA_MEMCPY2D *p = &op->u.copy2d.p;
-    for (size_t y = 0; y < p->Height; y++)
-        memmove((char *)(uintptr_t)p->dstDevice + y * p->dstPitch,
-                (const char *)(uintptr_t)p->srcDevice + y * p->srcPitch, p->WidthInBytes);
+    soft_mem_use_begin();
+    if (still_there(ctx, op->u.copy2d.dst_dev, p->dstDevice, false, 0, op->u.copy2d.dst_span) &&
+        still_there(ctx, op->u.copy2d.src_dev, p->srcDevice, false, 0, op->u.copy2d.src_span))
+        for (size_t y = 0; y < p->Height; y++)
+            memmove((char *)(uintptr_t)p->dstDevice + y * p->dstPitch,
+                    (const char *)(uintptr_t)p->srcDevice + y * p->srcPitch, p->WidthInBytes);
+    soft_mem_use_end();
 }
 
 /* Resolves one side of a 2D copy to its first byte; checks device ranges. */
@@ -220,6 +246,12 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool async, bool ptds
         q.dstPitch = q.dstPitch ? q.dstPitch : q.WidthInBytes;
     }
     op->u.copy2d.p = q;
+    op->u.copy2d.dst_dev = !dst_host;
+    op->u.copy2d.src_dev = !src_host;
+    if (q.Height) {
+        op->u.copy2d.dst_span = (uint64_t)(q.Height - 1) * q.dstPitch + q.WidthInBytes;
+        op->u.copy2d.src_span = (uint64_t)(q.Height - 1) * q.srcPitch + q.WidthInBytes;
+    }
     /* Host memory on either side: done before returning (pageable memory
      * the program may reuse). */
     bool wait = !async || src_host || dst_host;

@@ -122,7 +122,18 @@ extern const soft_memory soft_memory_table;
 
 /* Page-aligned zeroed host memory for a device range; NULL on failure. */
 void *soft_pages_alloc(uint64_t size);
+/* Unmaps pages already out of the table, once no work still touches them. */
 void soft_pages_free(void *p, uint64_t size);
+
+/* Work that touches device memory (a launch, a queued copy or fill) runs
+ * between soft_mem_use_begin/end; taking memory away (unmap, access
+ * reduced) runs between soft_mem_retire_begin/end, after its range left the
+ * table. So nothing in flight ever touches unmapped pages: it finishes
+ * first, and what starts later no longer finds the range. */
+void soft_mem_use_begin(void);
+void soft_mem_use_end(void);
+void soft_mem_retire_begin(void);
+void soft_mem_retire_end(void);
 
 /* ---- streams (stream.c) ---- */
 typedef struct soft_op soft_op;
@@ -142,8 +153,10 @@ struct soft_op {
     size_t ndeps;
     soft_dep *deps;
     union {
-        struct { void *dst; const void *src; size_t n; void *staging; } copy;
-        struct { CUDA_MEMCPY2D p; void *staging; } copy2d;
+        /* *_dev: that side is device memory, checked again when the copy
+         * runs (it may have been freed meanwhile). */
+        struct { void *dst; const void *src; size_t n; void *staging; bool dst_dev, src_dev; } copy;
+        struct { CUDA_MEMCPY2D p; uint64_t dst_span, src_span; bool dst_dev, src_dev; } copy2d;
         struct { uint64_t dst; size_t pitch, width, height; unsigned value, elem; } fill;
         struct { CUhostFn fn; void *data; } host;
         struct { CUstreamCallback fn; void *data; struct CUstream_st *stream; } callback;

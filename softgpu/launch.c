@@ -37,7 +37,9 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
     memcpy(l.grid, op->u.launch.grid, sizeof l.grid);
     memcpy(l.block, op->u.launch.block, sizeof l.block);
     char msg[512] = "";
+    soft_mem_use_begin();
     CUresult r = soft_program_launch(f->mod->prog, &l, msg, sizeof msg);
+    soft_mem_use_end();
     if (r == CUDA_SUCCESS)
         return;
     soft_ctx_poison(ctx, r);

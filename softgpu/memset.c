@@ -5,7 +5,16 @@
 
 static void run_fill(soft_op *op, struct CUctx_st *ctx)
 {
-    (void)ctx;
+    soft_mem_use_begin();
+    uint64_t span = (uint64_t)(op->u.fill.height - 1) * op->u.fill.pitch + op->u.fill.width * op->u.fill.elem;
+    if (!soft_range_covers(op->u.fill.dst, span)) {
+        /* Freed since it was queued: a GPU would fault. */
+        soft_ctx_poison(ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
+        soft_log("CUDA_ERROR_ILLEGAL_ADDRESS: memset of 0x%llx was freed before it ran",
+                 (unsigned long long)op->u.fill.dst);
+        soft_mem_use_end();
+        return;
+    }
     unsigned v = op->u.fill.value;
     for (size_t y = 0; y < op->u.fill.height; y++) {
         char *row = (char *)(uintptr_t)op->u.fill.dst + y * op->u.fill.pitch;
@@ -24,6 +33,7 @@ static void run_fill(soft_op *op, struct CUctx_st *ctx)
             break;
         }
     }
+    soft_mem_use_end();
 }
 
 /* width in elements; pitch in bytes (height 1: ignored). */

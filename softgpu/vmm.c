@@ -147,8 +147,10 @@ static void unmap_at(size_t i)
     span m = mapped[i];
     if (m.prot != CU_MEM_ACCESS_FLAGS_PROT_NONE)
         soft_range_remove(m.base, NULL);
+    soft_mem_retire_begin();
     mmap((void *)(uintptr_t)m.base, m.size, PROT_NONE,
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    soft_mem_retire_end();
     erase(mapped, &nmapped, i);
     handle_unref(m.h);
 }
@@ -165,7 +167,9 @@ SOFT_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
         for (size_t j = nmapped; j-- > 0;)
             if (mapped[j].base >= ptr && mapped[j].base - ptr < size)
                 unmap_at(j);
+        soft_mem_retire_begin();
         munmap((void *)(uintptr_t)ptr, size);
+        soft_mem_retire_end();
         erase(reserved, &nreserved, i);
         r = CUDA_SUCCESS;
         break;
@@ -303,7 +307,9 @@ out:
 static int prot_of(CUmemAccess_flags f)
 {
     switch (f) {
-    case CU_MEM_ACCESS_FLAGS_PROT_READ: return PROT_READ;
+    /* Read-only device access is not enforced: a write would be a fault
+     * that kills the whole process, where a GPU reports an error. */
+    case CU_MEM_ACCESS_FLAGS_PROT_READ: return PROT_READ | PROT_WRITE;
     case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: return PROT_READ | PROT_WRITE;
     default: return PROT_NONE;
     }
@@ -349,14 +355,19 @@ SOFT_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUm
         span *m = &mapped[i];
         if (!(m->base >= ptr && m->base - ptr < size))
             continue;
-        if (mprotect((void *)(uintptr_t)m->base, m->size, prot_of(flags)) != 0) {
-            r = CUDA_ERROR_INVALID_VALUE;
-            goto out;
-        }
         bool was = m->prot != CU_MEM_ACCESS_FLAGS_PROT_NONE;
         bool now = flags != CU_MEM_ACCESS_FLAGS_PROT_NONE;
         if (was && !now)
             soft_range_remove(m->base, NULL);
+        if (was && !now)
+            soft_mem_retire_begin();
+        int rc = mprotect((void *)(uintptr_t)m->base, m->size, prot_of(flags));
+        if (was && !now)
+            soft_mem_retire_end();
+        if (rc != 0) {
+            r = CUDA_ERROR_INVALID_VALUE;
+            goto out;
+        }
         if (!was && now) {
             soft_range rg = { .base = m->base, .size = m->size, .kind = SOFT_MEM_VMM,
                               .device = dev };

@@ -205,3 +205,44 @@ Test(vmm, many_allocations_in_one_window)
     OK(cuMemUnmap(w, N * gran));
     OK(cuMemAddressFree(w, 1ull << 30));
 }
+
+#include <pthread.h>
+
+static pthread_mutex_t gm = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gc = PTHREAD_COND_INITIALIZER;
+static bool gate_open;
+
+static void CUDA_CB wait_gate(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&gm);
+    while (!gate_open)
+        pthread_cond_wait(&gc, &gm);
+    pthread_mutex_unlock(&gm);
+}
+
+Test(vmm, unmapped_under_queued_work_is_an_error_not_a_crash)
+{
+    CUmemAllocationProp pr = prop();
+    CUdeviceptr w;
+    CUmemGenericAllocationHandle h;
+    OK(cuMemAddressReserve(&w, 16 << 20, 0, WINDOW, 0));
+    OK(cuMemCreate(&h, 2 << 20, &pr, 0));
+    OK(cuMemMap(w, 2 << 20, 0, h, 0));
+    grant(w, 2 << 20, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    CUstream s;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(cuLaunchHostFunc(s, wait_gate, NULL));
+    OK(cuMemsetD32Async(w, 1, 1024, s));
+    OK(cuMemcpyDtoDAsync(w + 4096, w, 4096, s));
+    /* The program unmaps while that work still waits: its mistake. */
+    OK(cuMemUnmap(w, 2 << 20));
+    pthread_mutex_lock(&gm);
+    gate_open = true;
+    pthread_cond_broadcast(&gc);
+    pthread_mutex_unlock(&gm);
+    cr_expect_eq(cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+    cr_expect_eq(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);   /* sticky */
+    OK(cuMemRelease(h));
+    OK(cuMemAddressFree(w, 16 << 20));
+}
