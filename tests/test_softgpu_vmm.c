@@ -11,7 +11,7 @@
 
 #define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
 #define WINDOW 0x7e0000000000ull
-#define WSIZE (1ull << 32)
+#define WSIZE (256ull << 30)   /* a whole agent window */
 
 static CUcontext ctx;
 
