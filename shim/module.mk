@@ -27,7 +27,7 @@ $(B)/tests/test_md2: $(B)/tests/test_md2.o $(B)/shim/md2.o
 $(B)/tests/test_shim_face.o: CFLAGS += -DCUDA_STUB='"$(CUDA_HOME)/lib64/stubs/libcuda.so"' \
   -DRIG_PLAIN_BUILD_DIR='"$(abspath build)"'
 $(B)/tests/test_shim_face: $(B)/tests/test_shim_face.o $(B)/tests/support.o $(PROTO_LIB) \
-  | $(SHIM_LIB) $(PROGRAMS) $(if $(filter 1,$(SAN)),shim-face-plain,$(B)/libcudasoft.so)
+  | $(SHIM_LIB) $(PROGRAMS) $(if $(filter 1,$(SAN)),shim-face-plain,$(B)/libcudasoft.so $(B)/kernels/vecadd.default.fatbin)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion -ldl $(PROTO_LDLIBS)
 

@@ -285,6 +285,46 @@ Test(shim_face, generic_exports_reach_the_local_driver)
         cr_assert_eq(got[i], 7u);
     cr_assert_eq(((CUresult(*)(CUdeviceptr))sym(h, "cuMemFree_v2"))(p), CUDA_SUCCESS);
 }
+
+static const void *const *table(void *h, const char *hex, CUresult *rc);
+
+/* Export table 2: the primary context (slot 2) and modules from a fatbin
+ * wrapper (slots 1 and 6) or the container itself (slot 8). */
+Test(export_tables, runtime_table_contexts_and_modules)
+{
+    void *h = load_shim(SOFTGPU_PATH);
+    cr_assert_eq(((CUresult(*)(unsigned))sym(h, "cuInit"))(0), CUDA_SUCCESS);
+    CUresult rc;
+    const void *const *t = table(h, "6bd5fb6c5bf4e74a8987d93912fd9df9", &rc);
+    cr_assert_eq(rc, CUDA_SUCCESS);
+    CUcontext ctx = NULL, again = NULL;
+    cr_assert_eq(((CUresult(*)(CUcontext *, CUdevice))t[2])(&ctx, 0), CUDA_SUCCESS);
+    cr_assert_not_null(ctx);
+    cr_assert_eq(((CUresult(*)(CUcontext *, CUdevice))t[2])(&again, 0), CUDA_SUCCESS);
+    cr_assert_eq(ctx, again);
+    cr_assert_neq(((CUresult(*)(CUcontext *, CUdevice))t[2])(&again, 99), CUDA_SUCCESS);
+    cr_assert_eq(((CUresult(*)(CUcontext))sym(h, "cuCtxSetCurrent"))(ctx), CUDA_SUCCESS);
+
+    size_t len = 0;
+    char *fatbin = support_read_file(RIG_BUILD_DIR "/kernels/vecadd.default.fatbin", &len);
+    cr_assert_not_null(fatbin);
+    struct { uint32_t magic, version; const void *data, *unused; } wrapper = { 0x466243B1, 1, fatbin, NULL };
+    typedef CUresult (*getfn)(CUfunction *, CUmodule, const char *);
+    getfn get = (getfn)sym(h, "cuModuleGetFunction");
+    CUmodule m1 = NULL, m6 = NULL, m8 = NULL;
+    CUfunction f = NULL;
+    cr_assert_eq(((CUresult(*)(CUmodule *, const void *))t[1])(&m1, &wrapper), CUDA_SUCCESS);
+    cr_assert_eq(get(&f, m1, "vecadd"), CUDA_SUCCESS);
+    cr_assert_eq(((CUresult(*)(CUmodule *, const void *, void *, void *, uint32_t))t[6])(&m6, &wrapper, NULL, NULL, 0),
+                 CUDA_SUCCESS);
+    cr_assert_eq(get(&f, m6, "vecadd_i32"), CUDA_SUCCESS);
+    cr_assert_eq(((CUresult(*)(const void *, CUmodule *, void *, void *, uint32_t))t[8])(fatbin, &m8, NULL, NULL, 0),
+                 CUDA_SUCCESS);
+    cr_assert_eq(get(&f, m8, "vecadd"), CUDA_SUCCESS);
+    wrapper.magic = 0x12345678;
+    cr_assert_eq(((CUresult(*)(CUmodule *, const void *))t[1])(&m1, &wrapper), CUDA_ERROR_INVALID_VALUE);
+    free(fatbin);
+}
 #endif
 
 /* ---- Export tables ---- */
@@ -425,9 +465,11 @@ Test(export_tables, integrity_fixed_answers)
 
 /* ---- (c) and (d): programs through the preloaded shim ---- */
 
-/* Runs program with the shim preloaded and RIG_LOCAL_DRIVER=driver; returns
- * its exit status (-1 when killed at the deadline), output in *out. */
-static int run_program(const char *program, const char *driver, int timeout_ms, char **out)
+/* Runs program with the shim preloaded, RIG_LOCAL_DRIVER=driver and
+ * SOFTGPU_DEVICES=devices (unset when NULL); returns its exit status (-1
+ * when killed at the deadline), its output in *out. */
+static int run_program(const char *program, const char *driver, const char *devices, int timeout_ms,
+                       char **out)
 {
     char path[512], logpath[] = "/tmp/rig-face-XXXXXX";
     snprintf(path, sizeof path, PROGRAMS "%s", program);
@@ -442,6 +484,10 @@ static int run_program(const char *program, const char *driver, int timeout_ms, 
         dup2(fd, 2);
         setenv("LD_PRELOAD", PLAIN_SHIM_PATH, 1);
         setenv("RIG_LOCAL_DRIVER", driver, 1);
+        if (devices)
+            setenv("SOFTGPU_DEVICES", devices, 1);
+        else
+            unsetenv("SOFTGPU_DEVICES");
         execl(path, path, (char *)NULL);
         _exit(127);
     }
@@ -454,14 +500,20 @@ static int run_program(const char *program, const char *driver, int timeout_ms, 
     return status;
 }
 
-static void expect_run(const char *program, const char *driver, int want_status, const char *want_text)
+static void expect_run_on(const char *program, const char *driver, const char *devices, int want_status,
+                          const char *want_text)
 {
     char *out = NULL;
-    int st = run_program(program, driver, 120 * 1000, &out);
-    cr_assert_eq(st, want_status, "%s (driver %s) exited %d, expected %d; its output:\n%s", program,
-                 driver, st, want_status, out);
+    int st = run_program(program, driver, devices, 120 * 1000, &out);
+    cr_assert_eq(st, want_status, "%s (driver %s, SOFTGPU_DEVICES=%s) exited %d, expected %d; its output:\n%s",
+                 program, driver, devices ? devices : "", st, want_status, out);
     cr_assert(strstr(out, want_text), "%s printed no \"%s\"; its output:\n%s", program, want_text, out);
     free(out);
+}
+
+static void expect_run(const char *program, const char *driver, int want_status, const char *want_text)
+{
+    expect_run_on(program, driver, NULL, want_status, want_text);
 }
 
 #define ON_SOFTGPU(prog, build, text)                                                      \
@@ -478,6 +530,22 @@ ON_SOFTGPU(vecadd, ptds, "vecadd: ok 10007")
 ON_SOFTGPU(drvapi, static, "drvapi: ok 5000")
 ON_SOFTGPU(drvapi, shared, "drvapi: ok 5000")
 ON_SOFTGPU(drvapi, ptds, "drvapi: ok 5000")
+ON_SOFTGPU(symbols, static, "symbols: ok 4096")
+ON_SOFTGPU(symbols, shared, "symbols: ok 4096")
+ON_SOFTGPU(symbols, ptds, "symbols: ok 4096")
+ON_SOFTGPU(multidev, static, "multidev: ok 1 devices")
+
+/* Three softgpu devices: the integrity check hashes one record per device,
+ * each device has its own primary context and runtime state. */
+#define ON_THREE(prog, build, text)                                                        \
+    Test(programs_on_three_devices, prog##_##build, .timeout = 180)                        \
+    {                                                                                      \
+        expect_run_on(#prog "." #build, SOFTGPU_PATH, "3", 0, text);                       \
+    }
+ON_THREE(devicequery, static, "devicequery: 3 device(s)")
+ON_THREE(multidev, static, "multidev: ok 3 devices")
+ON_THREE(multidev, shared, "multidev: ok 3 devices")
+ON_THREE(multidev, ptds, "multidev: ok 3 devices")
 
 /* With no local driver (and no proxies) a runtime program sees no device. */
 #define NO_DRIVER(prog, build, status, text)                                               \
@@ -490,3 +558,9 @@ NO_DRIVER(devicequery, shared, 3, "cudaErrorNoDevice")
 NO_DRIVER(devicequery, ptds, 3, "cudaErrorNoDevice")
 NO_DRIVER(vecadd, static, 1, "cudaErrorNoDevice")
 NO_DRIVER(drvapi, static, 1, "CUDA_ERROR_NO_DEVICE")
+
+/* A driver with no devices reads the same to the program. */
+Test(programs_without_driver, softgpu_with_no_devices, .timeout = 60)
+{
+    expect_run_on("devicequery.shared", SOFTGPU_PATH, "0", 3, "cudaErrorNoDevice");
+}
