@@ -1,17 +1,16 @@
 # softgpu driver layer: $(B)/libcudasoft.so (SONAME libcudasoft.so), the CUDA
 # driver API on the CPU: devices, contexts, memory, VMM, streams, events,
-# fatbins, modules and launches. Links the engine ($(SOFT_ENGINE_LIB)) whole,
-# so its definitions replace noengine.c's weak stand-ins.
+# fatbins, modules and launches, with the PTX engine ($(SOFT_ENGINE_LIB),
+# softgpu/engine.mk) linked in; --no-undefined makes a missing engine entry
+# point a link error rather than a failure at load time.
 SOFT_DRIVER_SRC := $(filter-out softgpu/ptx_% softgpu/engine_%,$(wildcard softgpu/*.c))
 SOFT_DRIVER_OBJ := $(SOFT_DRIVER_SRC:%.c=$(B)/%.o)
 SOFT_LIB        := $(B)/libcudasoft.so
 SOFT_LDLIBS     := -lzstd -llz4 -lpthread -lm -ldl
-soft_comma      := ,
-SOFT_ENGINE_LINK := $(if $(SOFT_ENGINE_LIB),-Wl$(soft_comma)--whole-archive $(SOFT_ENGINE_LIB) -Wl$(soft_comma)--no-whole-archive)
 
 $(SOFT_LIB): $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) softgpu/driver.mk
 	$(call say,LD,$@)
-	$(Q)$(CC) -shared -Wl,-soname,libcudasoft.so $(LDFLAGS) -o $@ $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LINK) $(SOFT_LDLIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libcudasoft.so -Wl,--no-undefined $(LDFLAGS) -o $@ $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) $(SOFT_LDLIBS)
 
 ALL_TARGETS += $(SOFT_LIB)
 
