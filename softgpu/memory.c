@@ -66,6 +66,9 @@ static CUresult free_kind(uint64_t base, soft_mem_kind kind)
 
 SOFT_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
+    /* cudaFree(0), the runtime's way to make a context, ends here. */
+    if (!dptr)
+        return soft_check_init();
     return free_kind(dptr, SOFT_MEM_DEVICE);
 }
 
@@ -126,7 +129,7 @@ SOFT_API CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
 SOFT_API CUresult CUDAAPI cuMemFreeHost(void *p)
 {
     if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+        return soft_check_init();
     return free_kind((uintptr_t)p, SOFT_MEM_HOST);
 }
 
