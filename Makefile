@@ -46,6 +46,7 @@ all: build-all
 include proto/module.mk
 -include softgpu/module.mk
 include shim/module.mk
+include agent/module.mk
 include tests/module.mk
 
 build-all: $(ALL_TARGETS)

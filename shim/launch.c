@@ -74,9 +74,6 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
     wire_put_u32(&w, dims->shared);
     handover h = { .op = CUDA_OP_cuLaunchKernel, .stream = s, .body = body, .body_len = w.off,
                    .data = params, .data_len = (size_t)n };
-    /* Kernel parameters are not program memory the GPU writes: no need to
-     * wait for earlier copies into the program before sending them. */
-    h.data_len = (size_t)n;
     return link_handover(s->link, &h, NULL);
 }
 

@@ -337,7 +337,7 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
     proxy_obj *s = h->stream;
     /* The bytes read now must be the ones CUDA would read: earlier work on
      * this stream that writes program memory goes first. */
-    if (s && h->data_len) {
+    if (s && h->reads_program) {
         uint64_t pw = __atomic_load_n(&s->u.stream.tl.program_writes, __ATOMIC_ACQUIRE);
         if (pw && !link_reached(s, pw)) {
             CUresult rc = link_wait(l, s, pw);

@@ -65,8 +65,9 @@ typedef struct handover {
     uint64_t object;            /* without a stream: the object it names */
     const void *body;           /* the op's fields */
     size_t body_len;
-    const void *data;           /* program bytes carried after the body */
+    const void *data;           /* bytes carried after the body */
     size_t data_len;
+    bool reads_program;         /* data is program memory the GPU may be writing */
     void *dst;                  /* program memory the agent's bytes go to */
     size_t dst_len;
     size_t dst_pitch, dst_width;  /* rows: width bytes every pitch; 0: flat */
@@ -77,7 +78,7 @@ typedef struct handover {
 /* Hands over one record and returns its timeline value (0 without a
  * stream). Blocks while too much work is unreported; first waits for
  * earlier work on the stream that writes program memory when this record
- * reads program memory (data_len > 0). */
+ * reads program memory. */
 CUresult link_handover(agent_link *l, const handover *h, uint64_t *value);
 
 /* Sends a drop (no answer). */

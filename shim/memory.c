@@ -231,7 +231,7 @@ static CUresult copy_htod(proxy_obj *s, CUdeviceptr dst, const void *src, size_t
         uint8_t body[8];
         wire_store_u64(body, dst + off);
         handover h = { .op = CUDA_OP_cuMemcpyHtoDAsync_v2, .stream = s, .body = body, .body_len = 8,
-                       .data = (const uint8_t *)src + off, .data_len = len };
+                       .data = (const uint8_t *)src + off, .data_len = len, .reads_program = true };
         rc = link_handover(s->link, &h, last);
     }
     return rc;
@@ -497,7 +497,7 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool
         wire_put_u64(&bw, w);
         wire_put_u64(&bw, rows);
         handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off,
-                        .data = packed, .data_len = w * rows };
+                        .data = packed, .data_len = w * rows, .reads_program = true };
         rc = link_handover(s->link, &ho, &v);
         free(packed);
     } else if (pd == PLACE_HOST && ps == PLACE_PROXY) {

@@ -1,0 +1,94 @@
+/* rig-agent's internals: the driver it replays on, the objects of the job
+ * it serves, and the replay of each message. */
+#ifndef RIG_AGENT_AGENT_H
+#define RIG_AGENT_AGENT_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/conn.h"
+#include "proto/cuda_driver.h"
+#include "proto/frame.h"
+
+#define AGENT_DEVICES_MAX 16
+
+/* ---- backend.c: the driver ---- */
+typedef struct backend {
+    cuda_driver drv;
+    char kind[32];            /* "softgpu", "system", "--driver" */
+    int device_count;
+    CUcontext primary[AGENT_DEVICES_MAX];
+    size_t granularity;       /* the largest minimum VMM granularity of the devices */
+} backend;
+
+/* Loads the driver (path from --driver, else the system's libcuda when it
+ * has a device, else softgpu next to this program) and opens its devices. */
+int backend_open(backend *b, const char *path, char *why, size_t whylen);
+
+/* ---- objects.c: the job's objects by wire id ---- */
+typedef enum agent_obj_type {
+    AOBJ_STREAM = 1,
+    AOBJ_EVENT,
+    AOBJ_MODULE,
+    AOBJ_LIBRARY,
+    AOBJ_FUNCTION,
+} agent_obj_type;
+
+typedef struct agent_obj {
+    agent_obj_type type;
+    int device;
+    union {
+        struct { CUstream real; bool null; uint64_t bytes; } stream;
+        struct { CUevent real; } event;
+        struct { CUmodule real; } module;
+        struct { CUlibrary real; } library;
+        struct {
+            uint64_t module;          /* id of its module or library */
+            char *name;
+            CUfunction per_device[AGENT_DEVICES_MAX];
+            CUkernel kernel;          /* library kernels */
+        } fn;
+    } u;
+} agent_obj;
+
+typedef struct object_table {
+    agent_obj **v;
+    uint64_t cap;
+} object_table;
+
+/* The object with id (of type, 0 = any), or NULL. */
+agent_obj *objects_get(object_table *t, uint64_t id, agent_obj_type type);
+/* A new zeroed object at id; NULL when the id is taken, 0 or too large. */
+agent_obj *objects_put(object_table *t, uint64_t id, agent_obj_type type, int device);
+void objects_remove(object_table *t, uint64_t id);
+
+/* ---- window.c: device pointers inside the job's window ---- */
+typedef struct window_block window_block;
+typedef struct window {
+    CUdeviceptr base;
+    uint64_t size;
+    bool reserved;
+    window_block *blocks;     /* mapped allocations, by address */
+    window_block *holes;      /* free ranges, by address */
+} window;
+
+/* Reserves exactly [base, base + size) through the driver; false when the
+ * driver put it elsewhere (then nothing is held). */
+bool window_reserve(window *w, backend *b, uint64_t base, uint64_t size);
+/* Maps size bytes for device; CUDA_ERROR_OUT_OF_MEMORY when full. */
+CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdeviceptr *out);
+/* Unmaps an allocation made by window_alloc; INVALID_VALUE for another pointer. */
+CUresult window_free(window *w, backend *b, CUdeviceptr p);
+/* Unmaps everything and gives the range back. */
+void window_release(window *w, backend *b);
+
+/* ---- job.c ---- */
+typedef struct job job;
+
+/* Serves one job on a proven connection until it ends; returns the line to
+ * log about how it ended. */
+void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen);
+
+#endif

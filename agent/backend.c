@@ -1,0 +1,76 @@
+/* The driver the agent replays on. */
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+
+static const char *const system_paths[] = {
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib/libcuda.so.1",
+};
+
+static int try_open(backend *b, const char *path, const char *kind, char *why, size_t whylen)
+{
+    rig_why w = { "" };
+    if (cuda_driver_open(&b->drv, path, "rig_shim_marker", &w) != 0) {
+        snprintf(why, whylen, "%s", w.text);
+        return -1;
+    }
+    CUresult rc = b->drv.fn_cuInit(0);
+    int n = 0;
+    if (rc == CUDA_SUCCESS)
+        rc = b->drv.fn_cuDeviceGetCount(&n);
+    if (rc != CUDA_SUCCESS || n <= 0) {
+        snprintf(why, whylen, "%s: no device (cuInit/cuDeviceGetCount gave %d)", path, rc);
+        cuda_driver_close(&b->drv);
+        return -1;
+    }
+    snprintf(b->kind, sizeof b->kind, "%s", kind);
+    b->device_count = n < AGENT_DEVICES_MAX ? n : AGENT_DEVICES_MAX;
+    return 0;
+}
+
+int backend_open(backend *b, const char *path, char *why, size_t whylen)
+{
+    memset(b, 0, sizeof *b);
+    int rc = -1;
+    if (path) {
+        rc = try_open(b, path, "driver", why, whylen);
+    } else {
+        for (size_t i = 0; i < sizeof system_paths / sizeof system_paths[0] && rc < 0; i++)
+            if (access(system_paths[i], R_OK) == 0)
+                rc = try_open(b, system_paths[i], "GPU driver", why, whylen);
+        if (rc < 0) {
+            char exe[4096];
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            if (n > 0) {
+                exe[n] = '\0';
+                char soft[4200];
+                snprintf(soft, sizeof soft, "%s/libcudasoft.so", dirname(exe));
+                rc = try_open(b, soft, "softgpu", why, whylen);
+            }
+        }
+    }
+    if (rc < 0)
+        return rc;
+    for (int d = 0; d < b->device_count; d++) {
+        CUresult r = b->drv.fn_cuDevicePrimaryCtxRetain(&b->primary[d], d);
+        if (r != CUDA_SUCCESS) {
+            snprintf(why, whylen, "%s: cannot retain the primary context of device %d (%d)", b->drv.path, d, r);
+            return -1;
+        }
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d } };
+        size_t g = 0;
+        if (b->drv.fn_cuMemGetAllocationGranularity &&
+            b->drv.fn_cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS &&
+            g > b->granularity)
+            b->granularity = g;
+    }
+    if (!b->granularity)
+        b->granularity = 2 << 20;
+    return 0;
+}
