@@ -512,3 +512,8 @@ SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int 
     pthread_mutex_unlock(&primary_lock);
     return CUDA_SUCCESS;
 }
+
+/* The first ABI of these took the same arguments. */
+SOFT_API CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
+SOFT_API CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx); }
+SOFT_API CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx) { return cuCtxPopCurrent_v2(pctx); }

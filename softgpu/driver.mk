@@ -2,7 +2,8 @@
 # driver API on the CPU: devices, contexts, memory, VMM, streams, events,
 # fatbins, modules and launches, with the PTX engine ($(SOFT_ENGINE_LIB),
 # softgpu/engine.mk) linked in; --no-undefined makes a missing engine entry
-# point a link error rather than a failure at load time.
+# point a link error rather than a failure at load time; nodelete keeps
+# dlclose from unmapping code that stream workers still run.
 SOFT_DRIVER_SRC := $(filter-out softgpu/ptx_% softgpu/engine_%,$(wildcard softgpu/*.c))
 SOFT_DRIVER_OBJ := $(SOFT_DRIVER_SRC:%.c=$(B)/%.o)
 SOFT_LIB        := $(B)/libcudasoft.so
@@ -10,7 +11,7 @@ SOFT_LDLIBS     := -lzstd -llz4 -lpthread -lm -ldl
 
 $(SOFT_LIB): $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) softgpu/driver.mk
 	$(call say,LD,$@)
-	$(Q)$(CC) -shared -Wl,-soname,libcudasoft.so -Wl,--no-undefined $(LDFLAGS) -o $@ $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) $(SOFT_LDLIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libcudasoft.so -Wl,--no-undefined -Wl,-z,nodelete $(LDFLAGS) -o $@ $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) $(SOFT_LDLIBS)
 
 ALL_TARGETS += $(SOFT_LIB)
 

@@ -80,6 +80,11 @@ Test(device, count_and_memory_from_environment)
         snprintf(want, sizeof want, "00000000:%02X:00.0", b);
         cr_expect_str_eq(bus, want);
     }
+    int v, can;
+    OK(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 2));
+    OK(cuDeviceCanAccessPeer(&can, 0, 2));
+    cr_expect(v == 1 && can == 1);
+    cr_expect_eq(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 1), CUDA_ERROR_INVALID_DEVICE);
     CUdevice d;
     cr_expect_eq(cuDeviceGetByPCIBusId(&d, "0000:99:00.0"), CUDA_ERROR_INVALID_DEVICE);
     cr_expect_eq(cuDeviceGetByPCIBusId(&d, "nonsense"), CUDA_ERROR_INVALID_VALUE);
