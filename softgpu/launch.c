@@ -36,6 +36,9 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
     };
     memcpy(l.grid, op->u.launch.grid, sizeof l.grid);
     memcpy(l.block, op->u.launch.block, sizeof l.block);
+    /* One block has nothing to share out: run it here, not on the pool. */
+    if ((uint64_t)l.grid[0] * l.grid[1] * l.grid[2] == 1)
+        l.threads = 1;
     char msg[512] = "";
     soft_mem_use_begin();
     CUresult r = soft_program_launch(f->mod->prog, &l, msg, sizeof msg);
