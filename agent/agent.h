@@ -87,6 +87,10 @@ void window_release(window *w, backend *b);
 /* ---- job.c ---- */
 typedef struct job job;
 
+/* The read end of the pipe on this process's fd 1, where the driver writes
+ * device printf output; -1 when output is not captured. */
+extern int agent_stdout_pipe;
+
 /* Serves one job on a proven connection until it ends; returns the line to
  * log about how it ended. */
 void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen);

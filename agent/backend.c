@@ -15,7 +15,9 @@ static const char *const system_paths[] = {
 static int try_open(backend *b, const char *path, const char *kind, char *why, size_t whylen)
 {
     rig_why w = { "" };
-    if (cuda_driver_open(&b->drv, path, "rig_shim_marker", &w) != 0) {
+    /* No RTLD_DEEPBIND: nothing here exports driver names, and sanitizers
+     * refuse it. */
+    if (cuda_driver_open(&b->drv, path, false, "rig_shim_marker", &w) != 0) {
         snprintf(why, whylen, "%s", w.text);
         return -1;
     }

@@ -107,6 +107,36 @@ static note *note_new(job *j)
     return n;
 }
 
+int agent_stdout_pipe = -1;
+
+/* Sends what kernels printed so far, as bytes for stream 0. Called before
+ * words, so output printed before a value reaches the program before the
+ * value does. */
+static void forward_output(job *j)
+{
+    if (agent_stdout_pipe < 0)
+        return;
+    uint8_t buf[16 + 65536];
+    for (;;) {
+        ssize_t n = read(agent_stdout_pipe, buf + 16, sizeof buf - 16);
+        if (n <= 0)
+            return;
+        wire_store_u64(buf, 0);
+        wire_store_u64(buf + 8, 0);
+        struct iovec iov = { buf, 16 + (size_t)n };
+        if (!job_failed(j))
+            send_locked(j, FRAME_BYTES, &iov, 1);
+    }
+}
+
+/* Output left in the pipe by an earlier job is not this job's. */
+static void discard_output(void)
+{
+    uint8_t buf[4096];
+    while (agent_stdout_pipe >= 0 && read(agent_stdout_pipe, buf, sizeof buf) > 0)
+        ;
+}
+
 static void *sender_main(void *arg)
 {
     job *j = arg;
@@ -119,6 +149,7 @@ static void *sender_main(void *arg)
             int rc = pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
             if (rc == ETIMEDOUT && !j->failed) {
                 pthread_mutex_unlock(&j->q_lock);
+                forward_output(j);
                 pthread_mutex_lock(&j->send_lock);
                 bool idle = deadline_now_ms() - j->c.last_send_ms >= BEAT_AFTER_MS;
                 pthread_mutex_unlock(&j->send_lock);
@@ -134,6 +165,7 @@ static void *sender_main(void *arg)
         if (stop)
             return NULL;
 
+        forward_output(j);
         size_t count = 0;
         for (note *n = batch; n; n = n->next)
             count++;
@@ -900,6 +932,7 @@ void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen)
     pthread_mutex_init(&j->send_lock, NULL);
     pthread_mutex_init(&j->q_lock, NULL);
     pthread_cond_init(&j->q_cond, NULL);
+    discard_output();
     pthread_create(&j->sender, NULL, sender_main, j);
 
     bool closed = false;

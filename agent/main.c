@@ -1,6 +1,7 @@
 /* rig-agent: listens, proves the job key, and serves one job at a time by
  * replaying it on this machine's driver (its GPUs, or softgpu). */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -187,6 +188,15 @@ int main(int argc, char **argv)
            s->b.device_count == 1 ? "" : "s");
     printf(addr.ipv6 ? "listening on [%s]:%u\n" : "listening on %s:%u\n", addr.host, port);
     fflush(stdout);
+    /* From here fd 1 is where the driver writes device printf output: a pipe
+     * whose bytes go to the job's program. The agent logs on stderr. */
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) == 0 && dup2(out[1], 1) == 1) {
+        close(out[1]);
+        fcntl(out[0], F_SETFL, O_NONBLOCK);
+        fcntl(out[0], F_SETPIPE_SZ, 1 << 20);
+        agent_stdout_pipe = out[0];
+    }
 
     for (;;) {
         int fd;

@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-int cuda_driver_open(cuda_driver *d, const char *path, const char *refuse_marker, rig_why *why)
+int cuda_driver_open(cuda_driver *d, const char *path, bool deep, const char *refuse_marker, rig_why *why)
 {
     memset(d, 0, sizeof *d);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | (deep ? RTLD_DEEPBIND : 0));
     if (!h)
         return why_set(why, RIG_E_INVALID, "cannot load the driver %s: %s", path, dlerror());
     if (refuse_marker && dlsym(h, refuse_marker)) {

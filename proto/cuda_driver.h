@@ -6,6 +6,7 @@
 #define RIG_PROTO_CUDA_DRIVER_H
 
 #include <cuda.h>
+#include <stdbool.h>
 
 #include "proto/cuda_sigs.h"
 #include "proto/error.h"
@@ -18,10 +19,11 @@ typedef struct cuda_driver {
 #undef RIG_CUDA_OP
 } cuda_driver;
 
-/* dlopens path with RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND (its symbols never
- * bind to ours) and resolves every symbol. RIG_E_INVALID when it cannot be
- * loaded, lacks cuInit, or exports `refuse_marker` (a way to skip ourselves). */
-int cuda_driver_open(cuda_driver *d, const char *path, const char *refuse_marker, rig_why *why);
+/* dlopens path with RTLD_NOW | RTLD_LOCAL, plus RTLD_DEEPBIND when deep (so
+ * its symbols never bind to a preloaded library exporting the same names),
+ * and resolves every symbol. RIG_E_INVALID when it cannot be loaded, lacks
+ * cuInit, or exports `refuse_marker` (a way to skip ourselves). */
+int cuda_driver_open(cuda_driver *d, const char *path, bool deep, const char *refuse_marker, rig_why *why);
 
 /* dlcloses; NULL is fine. */
 void cuda_driver_close(cuda_driver *d);

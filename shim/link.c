@@ -137,6 +137,16 @@ static void apply_bytes(agent_link *l, const frame *f)
         return;
     }
     size_t n = wire_remaining(&r);
+    if (id == 0 && value == 0) {
+        /* Device printf output, for this program's stdout. */
+        for (size_t off = 0; off < n;) {
+            ssize_t w = write(1, f->payload + 16 + off, n - off);
+            if (w <= 0)
+                break;
+            off += (size_t)w;
+        }
+        return;
+    }
     pthread_mutex_lock(&l->lock);
     pending_copy **pp = &l->copies, *c = NULL;
     for (; *pp; pp = &(*pp)->next)

@@ -27,14 +27,14 @@ static void load(void)
     if (chosen && *chosen) {
         if (strcmp(chosen, "none") == 0)
             return;
-        if (cuda_driver_open(&driver, chosen, "rig_shim_marker", &why) != 0) {
+        if (cuda_driver_open(&driver, chosen, true, "rig_shim_marker", &why) != 0) {
             shim_log(SHIM_LOG_ERROR, "RIG_LOCAL_DRIVER: %s", why.text);
             return;
         }
     } else {
         size_t i = 0;
         for (; i < sizeof system_paths / sizeof system_paths[0]; i++)
-            if (cuda_driver_open(&driver, system_paths[i], "rig_shim_marker", &why) == 0)
+            if (cuda_driver_open(&driver, system_paths[i], true, "rig_shim_marker", &why) == 0)
                 break;
         if (i == sizeof system_paths / sizeof system_paths[0])
             return;

@@ -29,3 +29,17 @@ CHECK_STEPS += check-vectors
 check-cuda-table:
 	$(Q)$(PYTHON) scripts/gen-cuda-table --check $(CUDA_HOME)
 CHECK_STEPS += check-cuda-table
+
+# End to end: programs through the shim and a real agent on loopback. The
+# programs are never sanitized, so they always use the plain build's shim,
+# agent and softgpu (a sub-make provides them under SAN=1).
+$(B)/tests/test_remote: $(B)/tests/test_remote.o $(B)/tests/harness.o $(B)/tests/support.o \
+  | e2e-plain
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
+
+.PHONY: e2e-plain
+e2e-plain:
+	$(Q)$(MAKE) --no-print-directory SAN= build/librigshim.so build/libcudasoft.so build/rig-agent programs
+
+CHECK_TESTS += $(B)/tests/test_remote

@@ -1,0 +1,168 @@
+/* The end-to-end harness; see harness.h. */
+#include "tests/harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_args)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->dir, sizeof a->dir, "/tmp/rig-e2e-XXXXXX");
+    cr_assert_not_null(mkdtemp(a->dir));
+    snprintf(a->key_file, sizeof a->key_file, "%s/key", a->dir);
+    snprintf(a->log, sizeof a->log, "%s/agent.log", a->dir);
+    uint8_t key[32];
+    int rnd = open(same_key ? same_key->key_file : "/dev/urandom", O_RDONLY);
+    cr_assert_eq(read(rnd, key, sizeof key), (ssize_t)sizeof key);
+    close(rnd);
+    int kf = open(a->key_file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(kf, 0);
+    cr_assert_eq(write(kf, key, sizeof key), (ssize_t)sizeof key);
+    close(kf);
+    for (int i = 0; i < 32; i++)
+        snprintf(a->key_hex + 2 * i, 3, "%02x", key[i]);
+
+    int out[2];
+    cr_assert_eq(pipe(out), 0);
+    fflush(NULL);
+    a->pid = fork();
+    cr_assert_geq(a->pid, 0);
+    if (a->pid == 0) {
+        dup2(out[1], 1);
+        int log = open(a->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(log, 2);
+        close(out[0]);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "exec %s/rig-agent --listen 127.0.0.1:0 --key-file %s %s", PLAIN_BUILD,
+                 a->key_file, extra_args ? extra_args : "");
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    /* Two lines: the driver, then "listening on 127.0.0.1:PORT". */
+    char buf[512] = "";
+    size_t have = 0;
+    double until = now_s() + 20;
+    while (!strstr(buf, "listening on") || !strchr(strstr(buf, "listening on"), '\n')) {
+        struct pollfd p = { out[0], POLLIN, 0 };
+        int left = (int)((until - now_s()) * 1000);
+        cr_assert_gt(left, 0, "rig-agent did not say where it listens (log %s)", a->log);
+        if (poll(&p, 1, left) <= 0)
+            continue;
+        ssize_t n = read(out[0], buf + have, sizeof buf - 1 - have);
+        cr_assert_gt(n, 0, "rig-agent exited before listening: see %s", a->log);
+        have += (size_t)n;
+        buf[have] = '\0';
+    }
+    close(out[0]);
+    unsigned port = 0;
+    cr_assert_eq(sscanf(strstr(buf, "listening on"), "listening on 127.0.0.1:%u", &port), 1, "%s", buf);
+    a->port = (uint16_t)port;
+}
+
+void agent_stop(agent_proc *a)
+{
+    if (a->pid > 0) {
+        kill(a->pid, SIGTERM);
+        for (int i = 0; i < 200; i++) {
+            if (waitpid(a->pid, NULL, WNOHANG) == a->pid) {
+                a->pid = 0;
+                break;
+            }
+            usleep(10000);
+        }
+        if (a->pid > 0) {
+            kill(a->pid, SIGKILL);
+            waitpid(a->pid, NULL, 0);
+        }
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", a->dir);
+    if (a->dir[0] && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", a->dir);
+}
+
+void agents_env(const agent_proc *agents, int n, char *out, size_t cap)
+{
+    size_t off = (size_t)snprintf(out, cap, "RIG_REMOTE_AGENTS=");
+    for (int i = 0; i < n && off < cap; i++)
+        off += (size_t)snprintf(out + off, cap - off, "%s%c=127.0.0.1:%u", i ? "," : "", 'b' + i,
+                                (unsigned)agents[i].port);
+}
+
+program_result program_run(char *const argv[], char *const env_add[], int timeout_s)
+{
+    program_result r = { .status = -1 };
+    int out[2];
+    cr_assert_eq(pipe(out), 0);
+    fflush(NULL);
+    double start = now_s();
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        dup2(out[1], 2);
+        close(out[0]);
+        for (size_t i = 0; env_add && env_add[i]; i++)
+            putenv(env_add[i]);
+        execv(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(out[1]);
+    size_t cap = 1 << 16, have = 0;
+    r.output = malloc(cap);
+    bool timed_out = false;
+    for (;;) {
+        int left = (int)((start + timeout_s - now_s()) * 1000);
+        if (left <= 0) {
+            timed_out = true;
+            kill(pid, SIGKILL);
+            break;
+        }
+        struct pollfd p = { out[0], POLLIN, 0 };
+        if (poll(&p, 1, left) <= 0)
+            continue;
+        if (have + 4096 > cap)
+            r.output = realloc(r.output, cap *= 2);
+        ssize_t n = read(out[0], r.output + have, cap - have - 1);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+    }
+    r.output[have] = '\0';
+    close(out[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    r.seconds = now_s() - start;
+    if (timed_out)
+        r.status = -1;
+    else
+        r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return r;
+}
+
+void program_result_free(program_result *r)
+{
+    free(r->output);
+    r->output = NULL;
+}

@@ -1,0 +1,44 @@
+/* End-to-end harness: a real rig-agent process on loopback with a fresh
+ * key, and unmodified CUDA programs run through the preloaded shim. */
+#ifndef RIG_TESTS_HARNESS_H
+#define RIG_TESTS_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct agent_proc {
+    pid_t pid;
+    uint16_t port;
+    char key_hex[65];
+    char key_file[128];
+    char dir[64];
+    char log[192];         /* the agent's stderr */
+} agent_proc;
+
+/* Starts build/rig-agent (the plain build: programs are never sanitized)
+ * on 127.0.0.1:0 with a new key, or the key of same_key (another agent of
+ * the same job), and waits for its port. extra_args may be NULL. Aborts
+ * the test on failure. */
+void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_args);
+/* SIGTERM, then SIGKILL, and reap. */
+void agent_stop(agent_proc *a);
+
+typedef struct program_result {
+    int status;            /* exit code, 128 + signal, or -1 on timeout */
+    char *output;          /* stdout and stderr together, malloc'd */
+    double seconds;
+} program_result;
+
+/* Runs argv with env_add (NULL-terminated "NAME=VALUE" list) added to the
+ * environment, capturing its output, killed after timeout_s. */
+program_result program_run(char *const argv[], char *const env_add[], int timeout_s);
+void program_result_free(program_result *r);
+
+/* "b=127.0.0.1:PORT,..." for the given agents, named b, c, d, ... */
+void agents_env(const agent_proc *agents, int n, char *out, size_t cap);
+
+/* The plain build's directory (programs, shim, softgpu, agent). */
+#define PLAIN_BUILD RIG_SOURCE_DIR "/build"
+
+#endif

@@ -1,0 +1,128 @@
+/* Unmodified nvcc-built programs run through the preloaded shim against a
+ * real rig-agent process on loopback, backed by softgpu: every program in
+ * every build, several agents at once, local and proxy devices together. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+
+typedef struct case_t {
+    char program[32];
+    char build[8];
+} case_t;
+
+#define BUILDS(p) { p, "static" }, { p, "shared" }, { p, "ptds" }
+
+ParameterizedTestParameters(remote, program_runs_through_one_agent)
+{
+    static case_t cases[] = {
+        BUILDS("devicequery"), BUILDS("vecadd"), BUILDS("drvapi"), BUILDS("symbols"), BUILDS("multidev"),
+    };
+    return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
+}
+
+static program_result run_through(const agent_proc *agents, int n, const char *program, const char *build,
+                                  const char *local_driver)
+{
+    char path[256], agents_var[256], key[96], local[300], preload[300];
+    snprintf(path, sizeof path, PLAIN_BUILD "/programs/%s.%s", program, build);
+    cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
+    agents_env(agents, n, agents_var, sizeof agents_var);
+    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", agents[0].key_hex);
+    snprintf(local, sizeof local, "RIG_LOCAL_DRIVER=%s", local_driver ? local_driver : "none");
+    snprintf(preload, sizeof preload, "LD_PRELOAD=" PLAIN_BUILD "/librigshim.so");
+    char *argv[] = { path, NULL };
+    char *env[] = { preload, agents_var, key, local, NULL };
+    return program_run(argv, env, 60);
+}
+
+ParameterizedTest(case_t *c, remote, program_runs_through_one_agent, .timeout = 90)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    program_result r = run_through(&a, 1, c->program, c->build, NULL);
+    char ok[64];
+    snprintf(ok, sizeof ok, "%s: ok", c->program);
+    cr_expect_eq(r.status, 0, "%s.%s exited %d:\n%s", c->program, c->build, r.status, r.output);
+    cr_expect(strstr(r.output, ok), "%s.%s did not say ok:\n%s", c->program, c->build, r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+Test(remote, device_properties_come_from_the_agent, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    program_result r = run_through(&a, 1, "devicequery", "static", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    cr_assert(strstr(r.output, "1 device(s)"), "%s", r.output);
+    cr_assert(strstr(r.output, "device 0: softgpu"), "%s", r.output);
+    cr_assert(strstr(r.output, "compute capability 7.5"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+Test(remote, one_agent_serves_jobs_one_after_another, .timeout = 90)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    for (int i = 0; i < 3; i++) {
+        program_result r = run_through(&a, 1, "vecadd", "static", NULL);
+        cr_assert_eq(r.status, 0, "job %d:\n%s", i, r.output);
+        program_result_free(&r);
+    }
+    agent_stop(&a);
+}
+
+Test(remote, two_agents_give_two_devices, .timeout = 90)
+{
+    agent_proc a[2];
+    agent_start(&a[0], NULL, NULL);
+    agent_start(&a[1], &a[0], NULL);
+    program_result r = run_through(a, 2, "multidev", "static", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    cr_assert(strstr(r.output, "multidev: ok 2 devices"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a[0]);
+    agent_stop(&a[1]);
+}
+
+Test(remote, local_and_proxy_devices_together, .timeout = 90)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    program_result r = run_through(&a, 1, "multidev", "static", PLAIN_BUILD "/libcudasoft.so");
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    cr_assert(strstr(r.output, "multidev: ok 2 devices"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+Test(remote, no_agent_listening_is_a_clear_error, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    agent_proc gone = a;
+    agent_stop(&a);
+    program_result r = run_through(&gone, 1, "vecadd", "static", NULL);
+    cr_assert_neq(r.status, 0, "%s", r.output);
+    cr_assert(strstr(r.output, "rig: agent b: cannot connect to 127.0.0.1:"), "%s", r.output);
+    cr_assert_lt(r.seconds, 20);
+    program_result_free(&r);
+}
+
+Test(remote, wrong_key_is_a_clear_error, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    agent_proc wrong = a;
+    memset(wrong.key_hex, 'a', 64);
+    program_result r = run_through(&wrong, 1, "vecadd", "static", NULL);
+    cr_assert_neq(r.status, 0, "%s", r.output);
+    cr_assert(strstr(r.output, "rig: agent b: refused: wrong key"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
