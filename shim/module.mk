@@ -33,6 +33,6 @@ $(B)/tests/test_shim_face: $(B)/tests/test_shim_face.o $(B)/tests/support.o $(PR
 
 .PHONY: shim-face-plain
 shim-face-plain:
-	$(Q)$(MAKE) --no-print-directory SAN= build/librigshim.so build/libcudasoft.so
+	$(Q)$(MAKE) -s --no-print-directory SAN= build/librigshim.so build/libcudasoft.so
 
 CHECK_TESTS += $(B)/tests/test_md2 $(B)/tests/test_shim_face
