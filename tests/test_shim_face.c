@@ -544,6 +544,9 @@ ON_SOFTGPU(symbols, static, "symbols: ok 4096")
 ON_SOFTGPU(symbols, shared, "symbols: ok 4096")
 ON_SOFTGPU(symbols, ptds, "symbols: ok 4096")
 ON_SOFTGPU(multidev, static, "multidev: ok 1 devices")
+ON_SOFTGPU(entrypoint, static, "entrypoint: ok")
+ON_SOFTGPU(entrypoint, shared, "entrypoint: ok")
+ON_SOFTGPU(entrypoint, ptds, "entrypoint: ok")
 
 /* Three softgpu devices: the integrity check hashes one record per device,
  * each device has its own primary context and runtime state. */
