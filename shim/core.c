@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proto/job.h"
 #include "proto/key.h"
@@ -258,8 +259,36 @@ static CUresult init_remote(rig_why *why)
     return rc;
 }
 
+/* RIG_STATS=1: one line per proxy device at exit. Figures are per agent
+ * (one connection serves all of an agent's devices). */
+static void print_stats(void)
+{
+    const char *v = getenv("RIG_STATS");
+    if (!v || strcmp(v, "1") != 0)
+        return;
+    char line[256];
+    int n = snprintf(line, sizeof line, "rig: %-20s %10s %11s %14s %14s %10s\n", "device", "calls", "round trips",
+                     "bytes out", "bytes in", "wait ms");
+    if (write(2, line, (size_t)n) < 0)
+        return;
+    for (int d = 0; d < device_count; d++) {
+        if (!devices[d].proxy)
+            continue;
+        agent_link *l = devices[d].link;
+        pthread_mutex_lock(&l->lock);
+        n = snprintf(line, sizeof line, "rig: %-20s %10llu %11llu %14llu %14llu %10.1f\n", devices[d].label,
+                     (unsigned long long)l->calls, (unsigned long long)l->round_trips,
+                     (unsigned long long)l->c.bytes_sent, (unsigned long long)l->c.bytes_received,
+                     (double)l->wait_ns / 1e6);
+        pthread_mutex_unlock(&l->lock);
+        if (write(2, line, (size_t)n) < 0)
+            return;
+    }
+}
+
 static void close_links(void)
 {
+    print_stats();
     for (size_t i = 0; i < link_count; i++)
         link_close(&links[i]);
 }

@@ -16,11 +16,26 @@
  *     SHIM_EXPORT(cuMemAlloc_v2) { ... dptr ... bytesize ... }
  * The asm label gives the symbol its exact name even where cuda.h defines
  * `sym` as a macro (cuMemAlloc -> cuMemAlloc_v2). Generic weak versions of
- * every symbol live in exports.c; a SHIM_EXPORT elsewhere replaces one. */
+ * every symbol live in exports.c; a SHIM_EXPORT elsewhere replaces one.
+ * The body is a static function the export calls, so every export is
+ * traced in one place. */
 #define SHIM_EXPORT(sym)                                                        \
+    static CUresult shim_impl_##sym RIG_SIG_##sym;                              \
     __attribute__((visibility("default"))) CUresult shim_export_##sym           \
         RIG_SIG_##sym __asm__(#sym);                                            \
-    CUresult shim_export_##sym RIG_SIG_##sym
+    CUresult shim_export_##sym RIG_SIG_##sym                                    \
+    {                                                                           \
+        CUresult rc_ = shim_impl_##sym RIG_ARGS_##sym;                          \
+        if (__builtin_expect(shim_tracing, 0))                                  \
+            shim_trace(#sym, rc_);                                              \
+        return rc_;                                                             \
+    }                                                                           \
+    static CUresult shim_impl_##sym RIG_SIG_##sym
+
+/* RIG_LOG=debug: every call served by a SHIM_EXPORT is logged with its
+ * result and the device of the calling thread. */
+extern int shim_tracing;
+void shim_trace(const char *symbol, CUresult rc);
 
 /* The driver version rig reports (cuDriverGetVersion); cudart needs 13000+. */
 #define SHIM_DRIVER_VERSION 13000

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "proto/cuda_ops.h"
+#include "shim/core.h"
 
 static int level_from_env(void)
 {
@@ -57,4 +58,24 @@ void shim_log_unsupported_once(const char *symbol, const char *device)
     if (op && op->op < sizeof said && __atomic_exchange_n(&said[op->op], 1, __ATOMIC_RELAXED))
         return;
     shim_log(SHIM_LOG_ERROR, "%s on %s: not supported", symbol, device);
+}
+
+int shim_tracing;
+
+/* Reading one variable at load is all the constructor does: helper
+ * processes that inherit the preload pay nothing else. */
+__attribute__((constructor)) static void read_trace_setting(void)
+{
+    const char *v = getenv("RIG_LOG");
+    shim_tracing = v && strcmp(v, "debug") == 0;
+}
+
+void shim_trace(const char *symbol, CUresult rc)
+{
+    const char *name = "?";
+    if (rc == CUDA_SUCCESS)
+        name = "ok";
+    else
+        cuGetErrorName(rc, &name);
+    shim_log(SHIM_LOG_DEBUG, "%s on %s: %s", symbol, shim_current_device_label(), name ? name : "?");
 }
