@@ -988,6 +988,7 @@ static void parse_entry(ptx_parser *p)
                 off = (off + align - 1) / align * align;
                 s->offset = off;
                 params = grow(p, params, &cap, n + 1, sizeof *params);
+                g->funcs[index].kparams = params;   /* owned by the program at once */
                 params[n++] = (soft_param){ .offset = off, .size = size, .align = align };
                 off += size;
                 if (off > 32764)
