@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -41,8 +42,10 @@ struct job {
     pthread_cond_t q_cond;
     note *q_head, *q_tail;
     uint64_t pending_markers;
+    char last_kernel[AGENT_DEVICES_MAX][128];   /* for naming a fault */
     bool stopping;
     bool failed;
+    bool abort_sent;
     char cause[512];
     pthread_t sender;
 };
@@ -137,6 +140,31 @@ static void discard_output(void)
         ;
 }
 
+static void send_abort(job *j);
+
+/* Work is queued but nothing completed for a second: a device whose
+ * context has failed (a kernel fault) never runs its markers, so ask each
+ * device for its sticky error instead of waiting forever. */
+static void check_devices(job *j)
+{
+    for (int d = 0; d < j->b->device_count; d++) {
+        j->b->drv.fn_cuCtxSetCurrent(j->b->primary[d]);
+        CUresult rc = j->b->drv.fn_cuStreamQuery(NULL);
+        if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_READY)
+            continue;
+        const char *name = NULL;
+        j->b->drv.fn_cuGetErrorName(rc, &name);
+        if (j->last_kernel[d][0])
+            job_fail(j, "CUDA:%d: %s in kernel %s", d, name ? name : "error", j->last_kernel[d]);
+        else
+            job_fail(j, "CUDA:%d: %s", d, name ? name : "error");
+        /* The controller learns it now; its end of the connection then
+         * ends the job thread's wait. */
+        send_abort(j);
+        return;
+    }
+}
+
 static void *sender_main(void *arg)
 {
     job *j = arg;
@@ -148,8 +176,11 @@ static void *sender_main(void *arg)
             ts.tv_sec += 1;
             int rc = pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
             if (rc == ETIMEDOUT && !j->failed) {
+                bool waiting = j->pending_markers > 0;
                 pthread_mutex_unlock(&j->q_lock);
                 forward_output(j);
+                if (waiting)
+                    check_devices(j);
                 pthread_mutex_lock(&j->send_lock);
                 bool idle = deadline_now_ms() - j->c.last_send_ms >= BEAT_AFTER_MS;
                 pthread_mutex_unlock(&j->send_lock);
@@ -700,6 +731,7 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         CUfunction f;
         if ((rc = function_on(j, fn, (int)device, &f)))
             return rc;
+        snprintf(j->last_kernel[device], sizeof j->last_kernel[device], "%s", fn->u.fn.name);
         size_t size = n;
         void *buffer = (void *)params;
         void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
@@ -851,16 +883,20 @@ static void replay_drop(job *j, const frame *f)
 
 /* ---- the job ---- */
 
-/* Waits for every device to finish and every marker to be sent. */
-static void drain(job *j)
+/* Waits for every device to finish and every marker to be sent; returns
+ * a mask of the devices whose context failed (their markers never run). */
+static unsigned drain(job *j)
 {
+    unsigned failed = 0;
     for (int d = 0; d < j->b->device_count; d++) {
         j->b->drv.fn_cuCtxSetCurrent(j->b->primary[d]);
-        j->b->drv.fn_cuCtxSynchronize();
+        if (j->b->drv.fn_cuCtxSynchronize() != CUDA_SUCCESS)
+            failed |= 1u << d;
     }
     j->current = -1;
-    /* Markers run once their streams finish; a failed job's are only
-     * freed, not sent. Bounded, in case a driver never runs them. */
+    if (failed)
+        return failed;
+    /* Bounded, in case a driver never runs them. */
     pthread_mutex_lock(&j->q_lock);
     int64_t give_up = deadline_after(10000);
     while (j->pending_markers > 0 && deadline_now_ms() < give_up) {
@@ -874,6 +910,22 @@ static void drain(job *j)
         pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
     }
     pthread_mutex_unlock(&j->q_lock);
+    return 0;
+}
+
+/* A device whose context failed gets a fresh primary context, as after a
+ * fault on a GPU, so the next job starts clean. */
+static void reset_devices(job *j, unsigned failed)
+{
+    const cuda_driver *d = &j->b->drv;
+    for (int dev = 0; dev < j->b->device_count; dev++) {
+        if (!(failed & (1u << dev)))
+            continue;
+        d->fn_cuDevicePrimaryCtxRelease_v2(dev);
+        d->fn_cuDevicePrimaryCtxReset_v2(dev);
+        if (d->fn_cuDevicePrimaryCtxRetain(&j->b->primary[dev], dev) != CUDA_SUCCESS)
+            fprintf(stderr, "rig-agent: CUDA:%d: cannot make a fresh context after a fault\n", dev);
+    }
 }
 
 /* Frees everything the job held, so the next job starts clean. */
@@ -903,8 +955,18 @@ static void cleanup(job *j)
     j->current = -1;
 }
 
-static void send_abort(job *j, const char *why)
+/* Sends the job's root cause once and ends our side of the connection, so
+ * the abort is not lost to a reset; the controller then ends its side. */
+static void send_abort(job *j)
 {
+    pthread_mutex_lock(&j->q_lock);
+    bool already = j->abort_sent;
+    j->abort_sent = true;
+    char why[sizeof j->cause];
+    memcpy(why, j->cause, sizeof why);
+    pthread_mutex_unlock(&j->q_lock);
+    if (already)
+        return;
     uint8_t buf[JOB_REASON_MAX + 4];
     wire_writer w = wire_writer_init(buf, sizeof buf);
     size_t n = strlen(why);
@@ -913,7 +975,21 @@ static void send_abort(job *j, const char *why)
     rig_why ignored;
     pthread_mutex_lock(&j->send_lock);
     conn_sendv(&j->c, FRAME_ABORT, &iov, 1, deadline_after(2000), &ignored);
+    shutdown(j->c.fd, SHUT_WR);
     pthread_mutex_unlock(&j->send_lock);
+}
+
+/* After an abort: read and discard until the controller ends its side, at
+ * most 10 s, so closing cannot reset the connection under the abort. */
+static void linger(job *j)
+{
+    int64_t until = deadline_after(10000);
+    for (;;) {
+        frame f = { 0 };
+        if (conn_recv(&j->c, &f, until, NULL) < 0)
+            return;
+        frame_release(&f);
+    }
 }
 
 void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen)
@@ -964,14 +1040,16 @@ void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen)
             break;
     }
     bool failed = job_failed(j);
+    unsigned broken = 0;
     if (!failed) {
-        drain(j);
+        broken = drain(j);
         send_locked(j, FRAME_CLOSE, NULL, 0);
         snprintf(ended, endedlen, "job closed");
     } else {
-        send_abort(j, j->cause);
+        send_abort(j);
         snprintf(ended, endedlen, "job failed: %s", j->cause);
-        drain(j);
+        linger(j);
+        broken = drain(j);
     }
     pthread_mutex_lock(&j->q_lock);
     j->stopping = true;
@@ -979,6 +1057,7 @@ void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen)
     pthread_mutex_unlock(&j->q_lock);
     pthread_join(j->sender, NULL);
     cleanup(j);
+    reset_devices(j, broken);
     conn_close(&j->c);
     free(j);
 }

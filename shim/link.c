@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,6 +78,23 @@ CUresult link_status(agent_link *l)
     CUresult rc = l->failed ? l->failure : CUDA_SUCCESS;
     pthread_mutex_unlock(&l->lock);
     return rc;
+}
+
+/* The sticky error an abort names ("CUDA:0: CUDA_ERROR_ILLEGAL_ADDRESS in
+ * kernel k"), or device-unavailable when it names none. */
+static CUresult error_in(const char *cause)
+{
+    const char *at = strstr(cause, "CUDA_ERROR_");
+    if (!at)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    size_t len = strspn(at, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789");
+    for (int code = 1; code < 1000; code++) {
+        const char *name = NULL;
+        if (cuGetErrorName((CUresult)code, &name) == CUDA_SUCCESS && name && strlen(name) == len &&
+            strncmp(name, at, len) == 0)
+            return (CUresult)code;
+    }
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
 /* ---- receiving ---- */
@@ -212,8 +230,12 @@ static void *receiver_main(void *arg)
             wire_reader r = wire_reader_init(f.payload, f.len);
             const uint8_t *s;
             size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
-            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s aborted: %.*s", l->name, (int)n, r.err ? "" : (const char *)s);
+            char cause[JOB_REASON_MAX + 1];
+            snprintf(cause, sizeof cause, "%.*s", (int)n, r.err ? "" : (const char *)s);
+            link_fail(l, error_in(cause), "%s aborted: %s", l->name, cause);
             frame_release(&f);
+            /* End our side too, so the agent's wait for it ends. */
+            shutdown(l->c.fd, SHUT_WR);
             return NULL;
         }
         case FRAME_CLOSE:
