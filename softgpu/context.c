@@ -32,6 +32,7 @@ static CUresult ctx_new(int dev, unsigned flags, bool primary, struct CUctx_st *
     c->id = soft_unique();
     atomic_init(&c->pts_key, soft_unique());
     pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->reaped, NULL);
     c->limits[CU_LIMIT_STACK_SIZE] = 1024;
     c->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
     c->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
@@ -44,6 +45,7 @@ static CUresult ctx_new(int dev, unsigned flags, bool primary, struct CUctx_st *
         if (c->null_stream)
             soft_stream_destroy(c->null_stream);
         pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->reaped);
         free(c);
         return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -71,14 +73,27 @@ static void free_range(const soft_range *r)
 static void ctx_clear(struct CUctx_st *c)
 {
     soft_ctx_sync(c);
+    /* Live streams come off the list to be stopped here; destroyed ones
+     * drain and leave by themselves: wait for them. */
+    struct CUstream_st *live = NULL;
     pthread_mutex_lock(&c->lock);
-    struct CUstream_st *s = c->streams;
-    c->streams = NULL;
+    for (struct CUstream_st **p = &c->streams; *p;) {
+        struct CUstream_st *s = *p;
+        if (s->destroyed) {
+            p = &s->next;
+            continue;
+        }
+        *p = s->next;
+        s->next = live;
+        live = s;
+    }
+    while (c->streams)
+        pthread_cond_wait(&c->reaped, &c->lock);
     pthread_mutex_unlock(&c->lock);
-    while (s) {
-        struct CUstream_st *next = s->next;
-        soft_stream_destroy(s);
-        s = next;
+    while (live) {
+        struct CUstream_st *next = live->next;
+        soft_stream_destroy(live);
+        live = next;
     }
     atomic_store(&c->pts_key, soft_unique());
     soft_module_drop_ctx(c);
@@ -92,6 +107,7 @@ static void ctx_free(struct CUctx_st *c)
     ctx_clear(c);
     soft_stream_destroy(c->null_stream);
     pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->reaped);
     free(c);
 }
 

@@ -72,6 +72,7 @@ struct CUctx_st {
     unsigned long long id;     /* never reused */
     _Atomic unsigned long long pts_key;  /* names its per-thread streams; renewed on reset */
     pthread_mutex_t lock;      /* streams list, per-thread streams */
+    pthread_cond_t reaped;     /* a destroyed stream's worker left the list */
     _Atomic int sticky;        /* CUresult that poisons the context, or 0 */
     struct CUstream_st *null_stream;
     struct CUstream_st *streams;   /* every stream but the NULL one */
@@ -177,6 +178,7 @@ struct CUstream_st {
     pthread_t thread;
     pthread_t thread_owner;    /* per_thread: the thread it serves */
     bool started, stop;
+    bool destroyed;            /* by cuStreamDestroy: its worker drains, then frees it */
     soft_op *head, *tail;
     uint64_t submitted, completed;
     struct CUstream_st *next;  /* in ctx->streams */
@@ -201,6 +203,9 @@ CUresult soft_stream_create(struct CUctx_st *ctx, unsigned flags, int priority,
                             bool legacy, bool per_thread, struct CUstream_st **out);
 /* Drains s, stops its worker and drops the creator's reference. */
 void soft_stream_destroy(struct CUstream_st *s);
+/* cuStreamDestroy: returns at once; the worker runs what is queued, leaves
+ * ctx->streams and frees s. */
+void soft_stream_retire(struct CUstream_st *s);
 void soft_stream_ref(struct CUstream_st *s);
 void soft_stream_unref(struct CUstream_st *s);
 

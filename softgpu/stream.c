@@ -113,6 +113,41 @@ void soft_stream_drain(struct CUstream_st *s)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* A retired stream's worker, done: out of the context's list, then freed. */
+static void reap(struct CUstream_st *s)
+{
+    struct CUctx_st *c = s->ctx;
+    pthread_mutex_lock(&c->lock);
+    for (struct CUstream_st **p = &c->streams; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    pthread_cond_broadcast(&c->reaped);
+    pthread_mutex_unlock(&c->lock);
+    soft_stream_unref(s);
+}
+
+void soft_stream_retire(struct CUstream_st *s)
+{
+    /* Under the context's lock too: context teardown reads the flag. */
+    struct CUctx_st *c = s->ctx;
+    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&s->lock);
+    s->destroyed = true;
+    s->stop = true;
+    bool started = s->started;
+    pthread_t thread = s->thread;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&c->lock);
+    /* From here the worker may free s at any moment. */
+    if (started)
+        pthread_detach(thread);   /* the worker reaps */
+    else
+        reap(s);
+}
+
 static void *worker(void *arg)
 {
     struct CUstream_st *s = arg;
@@ -145,7 +180,10 @@ static void *worker(void *arg)
         s->completed = v;
         pthread_cond_broadcast(&s->done);
     }
+    bool destroyed = s->destroyed;
     pthread_mutex_unlock(&s->lock);
+    if (destroyed)
+        reap(s);
     return NULL;
 }
 
@@ -298,15 +336,9 @@ SOFT_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
         return CUDA_ERROR_INVALID_HANDLE;
     struct CUstream_st *s = hStream;
     soft_handle_remove(s);
-    struct CUctx_st *c = s->ctx;
-    pthread_mutex_lock(&c->lock);
-    for (struct CUstream_st **p = &c->streams; *p; p = &(*p)->next)
-        if (*p == s) {
-            *p = s->next;
-            break;
-        }
-    pthread_mutex_unlock(&c->lock);
-    soft_stream_destroy(s);
+    /* As the driver does: return now; queued work still runs (and still
+     * orders against the NULL stream), then the stream goes. */
+    soft_stream_retire(s);
     return CUDA_SUCCESS;
 }
 

@@ -302,3 +302,34 @@ Test(stream, many_streams_and_ops)
         OK(cuStreamDestroy(s[i]));
     OK(cuMemFree(d));
 }
+
+Test(stream, destroy_returns_at_once_and_work_still_runs)
+{
+    gate g3 = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    OK(cuLaunchHostFunc(s, wait_gate, &g3));
+    OK(cuLaunchHostFunc(s, tag, (void *)'x'));
+    OK(cuStreamDestroy(s));                   /* does not wait for the gate */
+    cr_expect_eq(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+    /* The NULL stream still orders after the destroyed stream's work. */
+    OK(cuLaunchHostFunc(NULL, tag, (void *)'y'));
+    cr_expect_eq(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+    open_gate(&g3);
+    OK(cuCtxSynchronize());
+    cr_expect_eq(order_n, 2);
+    cr_expect_eq(memcmp(order, "xy", 2), 0);
+    /* A context destroyed right after a stream with queued work. */
+    gate g4 = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+    CUcontext c2;
+    OK(cuCtxCreate(&c2, NULL, 0, 0));
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(cuLaunchHostFunc(s, wait_gate, &g4));
+    OK(cuLaunchHostFunc(s, tag, (void *)'z'));
+    OK(cuStreamDestroy(s));
+    pthread_t t;
+    pthread_create(&t, NULL, open_later, &g4);
+    OK(cuCtxDestroy(c2));                     /* waits for the queued work */
+    cr_expect_eq(order_n, 3);
+    pthread_join(t, NULL);
+}
