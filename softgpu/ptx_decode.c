@@ -975,7 +975,7 @@ bool ptx_known_opcode(const ptx_tok *op)
         "exit", "trap", "bar", "barrier", "membar", "fence", "nanosleep", "pmevent",
         "atom", "red", "shfl", "vote", "activemask", "popc", "clz", "brev", "bfind", "bfe",
         "bfi", "prmt", "lop3", "copysign", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin",
-        "cos", "tanh", "fma", "testp",
+        "cos", "tanh", "fma", "testp", "shf", "match",
     };
     const char *dot = memchr(op->s, '.', op->len);
     size_t n = dot ? (size_t)(dot - op->s) : op->len;
@@ -1094,13 +1094,31 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         in.op = OP_TRAP;
     } else if (IS("bar") || IS("barrier")) {
         bool warp = take(m, "warp");
-        bool sync = take(m, "sync") || (IS("barrier") && !warp);
+        bool red = take(m, "red");
+        static const char *const rops[] = { "popc", "and", "or" };
+        int rop = red ? take_one(m, rops, 3) : -1;
+        ptx_type rt = red ? unsign(take_type(m)) : T_NONE;
+        bool sync = take(m, "sync") || (IS("barrier") && !warp) || red;
         take(m, "aligned");
         finish_mods(p, m);
         if (warp) {
             if (!sync)
                 unsupported(p, m, NULL);
             in.op = OP_NOP;
+        } else if (red) {
+            if (rop < 0 || (rop == 0 ? rt != T_U32 : rt != T_PRED))
+                unsupported(p, m, NULL);
+            need(p, m, n, 3);
+            if (o[1].kind != OPD_INT || o[1].bits != 0)
+                unsupported(p, m, "barriers other than 0");
+            in.op = OP_BAR;
+            in.mode = (uint8_t)(1 + rop);
+            in.type = (uint8_t)rt;
+            in.d = dst(p, m, &o[0]);
+            bool neg;
+            in.c = pred_src(p, m, &o[2], &neg);
+            if (neg)
+                in.flags |= F_NEG_C;
         } else {
             if (!sync)
                 unsupported(p, m, NULL);
@@ -1110,6 +1128,38 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
                 unsupported(p, m, "a thread count");
             in.op = OP_BAR;
         }
+    } else if (IS("shf")) {
+        bool left = take(m, "l"), right = take(m, "r");
+        bool wrap = take(m, "wrap"), clamp = take(m, "clamp");
+        ptx_type t = unsign(take_type(m));
+        finish_mods(p, m);
+        need(p, m, n, 4);
+        if (left == right || wrap == clamp || t != T_U32)
+            unsupported(p, m, NULL);
+        in.op = OP_SHF;
+        in.type = T_U32;
+        in.mode = (uint8_t)(left | wrap << 1);
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], T_U32);
+        in.b = src(p, m, &o[2], T_U32);
+        in.c = src(p, m, &o[3], T_U32);
+    } else if (IS("match")) {
+        bool sync = take(m, "sync");
+        bool any = take(m, "any"), all = take(m, "all");
+        ptx_type t = unsign(take_type(m));
+        finish_mods(p, m);
+        if (!sync || any == all || (t != T_U32 && t != T_U64))
+            unsupported(p, m, NULL);
+        need(p, m, n, 3);
+        in.op = OP_MATCH;
+        in.type = (uint8_t)t;
+        in.mode = all;
+        in.d = dst_any(p, m, &o[0], all);
+        if (o[0].has_reg2) {
+            in.flags |= F_HAS_P;
+            in.e = o[0].reg2;
+        }
+        in.a = src(p, m, &o[1], t);
     } else if (IS("membar") || IS("fence")) {
         in.op = OP_MEMBAR;
         for (unsigned i = 0; i < m->n; i++)

@@ -1271,6 +1271,43 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             EACH(D[l] = v);
             break;
         }
+        case OP_SHF: {
+            bool left = in->mode & 1, wrap = in->mode & 2;
+            EACH({
+                uint32_t n = (uint32_t)C[l];
+                n = wrap ? n & 31 : (n > 32 ? 32 : n);
+                uint64_t x = (uint64_t)(uint32_t)B[l] << 32 | (uint32_t)A[l];
+                D[l] = left ? (uint32_t)((x << n) >> 32) : (uint32_t)(x >> n);
+            });
+            break;
+        }
+        case OP_MATCH: {
+            uint64_t vals[PTX_WARP];
+            uint64_t wm = type == T_U32 ? 0xffffffffu : ~0ull;
+            for (unsigned l = 0; l < PTX_WARP; l++)
+                vals[l] = A[l] & wm;
+            uint32_t same[PTX_WARP];
+            bool all = true;
+            EACH({
+                uint32_t s = 0;
+                for (uint32_t r = m; r; r &= r - 1) {
+                    unsigned j = (unsigned)__builtin_ctz(r);
+                    s |= (uint32_t)(vals[j] == vals[l]) << j;
+                }
+                same[l] = s;
+                all &= s == m;
+            });
+            if (in->mode) {
+                EACH(D[l] = all ? m : 0);
+                if (in->flags & F_HAS_P) {
+                    uint64_t *E = R[in->e];
+                    EACH(E[l] = all);
+                }
+            } else {
+                EACH(D[l] = same[l]);
+            }
+            break;
+        }
         case OP_ACTIVEMASK:
             EACH(D[l] = mask);
             break;
@@ -1307,6 +1344,15 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 { status = w->live ? WARP_BARRIER : WARP_EXITED; goto done; }
             continue;
         case OP_BAR:
+            if (in->mode) {   /* bar.red: fold this group's predicates in */
+                uint64_t neg = (in->flags & F_NEG_C) ? 1 : 0;
+                EACH({
+                    bool v = (C[l] ^ neg) & 1;
+                    k->red_popc += v;
+                    k->red_and &= v;
+                    k->red_or |= v;
+                });
+            }
             flush_group(w, pc + 1, mask);
             w->bar |= m;
             if (!pick(w, &pc, &mask, &wait_min))

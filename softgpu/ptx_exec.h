@@ -52,6 +52,10 @@ typedef struct ptx_worker {
     uint8_t *pmem;               /* block_threads * pstride */
     uint64_t cache_lo, cache_hi; /* last global range found */
     uint32_t ctaid[3];
+    /* bar.red of the current barrier: threads with a true predicate, and
+     * whether all / any had one */
+    uint32_t red_popc;
+    bool red_and, red_or;
 } ptx_worker;
 
 enum { WARP_EXITED, WARP_BARRIER, WARP_FAULT };

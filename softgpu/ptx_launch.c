@@ -81,6 +81,9 @@ static void block_start(ptx_worker *k, uint64_t b, unsigned worker_index)
     k->ctaid[1] = (uint32_t)((b / gd[0]) % gd[1]);
     k->ctaid[2] = (uint32_t)(b / ((uint64_t)gd[0] * gd[1]));
     uint32_t sp0 = (run->entry->depot + 15) / 16 * 16;
+    k->red_popc = 0;
+    k->red_and = true;
+    k->red_or = false;
     for (uint32_t i = 0; i < run->nwarps; i++) {
         ptx_warp *w = &k->warps[i];
         uint64_t (*R)[PTX_WARP] = w->R;
@@ -139,9 +142,22 @@ static bool block_run(ptx_worker *k)
         }
         if (!live)
             return true;
-        /* every live lane of every warp waits at the barrier: release it */
-        for (uint32_t i = 0; i < run->nwarps; i++)
-            k->warps[i].bar = 0;
+        /* every live lane of every warp waits at the barrier: release it,
+         * giving bar.red's lanes the block's result */
+        for (uint32_t i = 0; i < run->nwarps; i++) {
+            ptx_warp *w = &k->warps[i];
+            for (uint32_t r = w->bar; r; r &= r - 1) {
+                unsigned l = (unsigned)__builtin_ctz(r);
+                const ptx_insn *in = &run->prog->code[w->lpc[l] - 1];
+                if (in->op != OP_BAR || !in->mode)
+                    continue;
+                w->R[in->d][l] = in->mode == 1 ? k->red_popc : in->mode == 2 ? k->red_and : k->red_or;
+            }
+            w->bar = 0;
+        }
+        k->red_popc = 0;
+        k->red_and = true;
+        k->red_or = false;
         if (atomic_load(&run->failed))
             return false;
     }

@@ -671,3 +671,60 @@ Test(ptx_kernels, device_functions)
         tp_free_all();
     }
 }
+
+Test(ptx_kernels, block_votes_funnel_match)
+{
+    FOR_MODES(mode) {
+        soft_program *p = tp_load("sync", mode);
+        int n = 1000, bs = 96, blocks = (n + bs - 1) / bs;
+        int *in = tp_alloc(n * 4), *out = tp_alloc(blocks * 12);
+        for (int i = 0; i < n; i++)
+            in[i] = (int)(tp_rand() % 1100) - (i % 5 == 0 ? 200 : 0);
+        in[5] = 0;
+        tp_args args = { 0 };
+        TP_ARG(&args, in);
+        TP_ARG(&args, out);
+        TP_ARG(&args, n);
+        tp_launch(p, "block_votes", mode, blocks, 1, bs, 1, 0, &args);
+        for (int b = 0; b < blocks; b++) {
+            int count = 0, all = 1, any = 0;
+            for (int t = 0; t < bs; t++) {
+                int i = b * bs + t, v = i < n ? in[i] : 0;
+                count += v > 0;
+                all &= v != 0;
+                any |= v > 1000;
+            }
+            cr_assert_eq(out[b * 3 + 0], count, "%s: block %d count %d want %d", mode, b, out[b * 3], count);
+            cr_assert_eq(out[b * 3 + 1], all, "%s: block %d and", mode, b);
+            cr_assert_eq(out[b * 3 + 2], any, "%s: block %d or", mode, b);
+        }
+        unsigned *a = tp_alloc(n * 4), *bb = tp_alloc(n * 4), *o = tp_alloc(n * 20);
+        for (int i = 0; i < n; i++) {
+            a[i] = (unsigned)tp_rand();
+            bb[i] = (unsigned)tp_rand();
+        }
+        tp_args a2 = { 0 };
+        TP_ARG(&a2, a);
+        TP_ARG(&a2, bb);
+        TP_ARG(&a2, o);
+        TP_ARG(&a2, n);
+        tp_launch(p, "funnel_match", mode, (n + 127) / 128, 1, 128, 1, 0, &a2);
+        for (int i = 0; i < n; i++) {
+            unsigned x = a[i], y = bb[i], s = y & 63;
+            uint64_t cat = (uint64_t)y << 32 | x;
+            cr_assert_eq(o[i * 5 + 0], (unsigned)((cat << (s & 31)) >> 32), "%s: shf.l.wrap", mode);
+            cr_assert_eq(o[i * 5 + 1], (unsigned)(cat >> (s & 31)), "%s: shf.r.wrap", mode);
+            unsigned c = s > 32 ? 32 : s;
+            cr_assert_eq(o[i * 5 + 2], (unsigned)((cat << c) >> 32), "%s: shf.l.clamp", mode);
+            unsigned want = 0;
+            for (int j = i & ~31; j < (i & ~31) + 32; j++) {
+                unsigned kj = j < n ? a[j] & 3 : 0;
+                want |= (unsigned)(kj == (x & 3)) << (j & 31);
+            }
+            cr_assert_eq(o[i * 5 + 3], want, "%s: match.any lane %d", mode, i);
+            cr_assert_eq(o[i * 5 + 4], 0xffffffffu + 1u, "%s: match.all", mode);
+        }
+        soft_program_free(p);
+        tp_free_all();
+    }
+}
