@@ -5,6 +5,7 @@
  * Resolving a function brings back its parameter layout and attributes,
  * so launches marshal their parameters without asking. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,11 @@
 #include "shim/log.h"
 #include "shim/module.h"
 #include "shim/proxy.h"
+
+/* Loading a library on an agent and resolving a function there happen once
+ * each; threads that race to do it wait for the first. Rare calls, so one
+ * lock serves. */
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t link_bit(agent_link *l)
 {
@@ -51,11 +57,23 @@ static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device)
     return rc;
 }
 
+static CUresult resolve(proxy_obj *f, shim_device *d);
+
 CUresult shim_function_ready(proxy_obj *f, int device)
 {
     shim_device *d = shim_device_at(device);
     if (!d || !d->proxy)
         return CUDA_ERROR_INVALID_DEVICE;
+    if (__atomic_load_n(&f->u.fn.resolved, __ATOMIC_ACQUIRE) & link_bit(d->link))
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&resolve_lock);
+    CUresult rc = resolve(f, d);
+    pthread_mutex_unlock(&resolve_lock);
+    return rc;
+}
+
+static CUresult resolve(proxy_obj *f, shim_device *d)
+{
     agent_link *l = d->link;
     if (__atomic_load_n(&f->u.fn.resolved, __ATOMIC_ACQUIRE) & link_bit(l))
         return CUDA_SUCCESS;
@@ -239,7 +257,9 @@ static CUresult get_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *
         return CUDA_ERROR_INVALID_CONTEXT;
     if (!name || strlen(name) > JOB_NAME_MAX)
         return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&resolve_lock);
     CUresult rc = load_on(m, d->link, d->remote_ordinal);
+    pthread_mutex_unlock(&resolve_lock);
     if (rc)
         return rc;
     size_t name_len = strlen(name);
