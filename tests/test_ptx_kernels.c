@@ -728,3 +728,53 @@ Test(ptx_kernels, block_votes_funnel_match)
         tp_free_all();
     }
 }
+
+Test(ptx_kernels, libm)
+{
+    FOR_MODES(mode) {
+        bool fast = strcmp(mode, "fast") == 0;
+        soft_program *p = tp_load("libm", mode);
+        int n = 500;
+        float *x = tp_alloc(n * 4), *y = tp_alloc(n * 4), *o = tp_alloc(n * 14 * 4);
+        double *dx = tp_alloc(n * 8), *dy = tp_alloc(n * 8), *d = tp_alloc(n * 14 * 8);
+        for (int i = 0; i < n; i++) {
+            x[i] = tp_randf(0.1f, 8.0f);
+            y[i] = tp_randf(-3.5f, 3.5f);
+            dx[i] = x[i];
+            dy[i] = y[i];
+        }
+        tp_args args = { 0 };
+        TP_ARG(&args, x);
+        TP_ARG(&args, y);
+        TP_ARG(&args, o);
+        TP_ARG(&args, n);
+        tp_launch(p, "libm_f32", mode, (n + 63) / 64, 1, 64, 1, 0, &args);
+        tp_args a2 = { 0 };
+        TP_ARG(&a2, dx);
+        TP_ARG(&a2, dy);
+        TP_ARG(&a2, d);
+        TP_ARG(&a2, n);
+        tp_launch(p, "libm_f64", mode, (n + 63) / 64, 1, 64, 1, 0, &a2);
+        for (int i = 0; i < n; i++) {
+            double a = x[i], b = y[i];
+            double want[14] = {
+                pow(a, b), atan2(a, b), erf(b), expm1(b), log1p(a), cbrt(b), hypot(a, b),
+                fmod((double)(x[i] * 10.0f), b), sinh(b), asin((double)(y[i] / 4.0f)), lgamma(a),
+                pow(10.0, b), log2(a) + log10(a), tan(b),
+            };
+            for (int k = 0; k < 14; k++) {
+                double rel = fast ? 1e-4 : 2e-6, abs_tol = fast ? 1e-4 : 1e-6;
+                if (k == 7)   /* fmod of a rounded product: compare the float computation */
+                    want[k] = fmodf(x[i] * 10.0f, y[i]);
+                cr_assert(tp_close(o[i * 14 + k], want[k], rel, abs_tol),
+                          "%s: f32 fn %d (%g, %g) = %.9g want %.9g", mode, k, a, b, o[i * 14 + k], want[k]);
+                if (k == 7)
+                    want[k] = fmod(a * 10.0, b);
+                cr_assert(tp_close(d[i * 14 + k], want[k], 1e-13, 1e-14),
+                          "%s: f64 fn %d (%g, %g) = %.17g want %.17g", mode, k, a, b, d[i * 14 + k], want[k]);
+            }
+        }
+        soft_program_free(p);
+        tp_free_all();
+    }
+}
