@@ -3,8 +3,12 @@
  * refusal and everything else to the local driver, unchanged. The core
  * replaces a symbol by defining it with SHIM_EXPORT (a strong definition
  * wins the link). */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "proto/cuda_ops.h"
 #include "shim/core.h"
@@ -59,30 +63,97 @@ static bool is_handle_kind(char k)
     }
 }
 
-/* True when the call belongs to a proxy: one of its handle arguments is a
- * proxy's, or none names an object (all NULL or the stream pseudo-handles
- * CU_STREAM_LEGACY / CU_STREAM_PER_THREAD) and the current context is a
- * proxy's. args[i] points at parameter i; kinds has one character each. */
-static bool goes_to_proxy(const char *kinds, const void *const *args)
+/* What the generic path knows of one symbol. */
+typedef struct exp_symbol {
+    uint16_t op;
+    const char *name;
+    const char *kinds;
+    const char *sig;   /* its parameter list as text, for CUdevice_params */
+} exp_symbol;
+
+/* Bit i set: parameter i is a CUdevice. The table's kinds call a device
+ * ordinal 'i' like any int, so the types come from the signature text, read
+ * once per symbol (no parameter list holds parentheses or function types). */
+static uint32_t device_params(const exp_symbol *s)
+{
+    static _Atomic uint32_t masks[2048];   /* bit 31: computed */
+    uint32_t m = s->op < 2048 ? atomic_load_explicit(&masks[s->op], memory_order_relaxed) : 0;
+    if (m & (1u << 31))
+        return m & ~(1u << 31);
+    m = 0;
+    const char *p = s->sig + 1;   /* past "(" */
+    for (unsigned i = 0; i < 31 && *p && *p != ')'; i++) {
+        size_t n = strcspn(p, ",)");
+        /* "CUdevice dev" or "CUdevice_v1 dev": the type, one space, a name. */
+        for (const char *t = "CUdevice \0CUdevice_v1 \0"; *t; t += strlen(t) + 1) {
+            size_t tl = strlen(t);
+            if (n > tl && strncmp(p, t, tl) == 0 && strcspn(p + tl, " *,)") == n - tl)
+                m |= 1u << i;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+        p += strspn(p, " ");
+    }
+    if (s->op < 2048)
+        atomic_store_explicit(&masks[s->op], m | (1u << 31), memory_order_relaxed);
+    return m;
+}
+
+/* True when ordinal dev is a proxy device: proxies follow the local ones. */
+static bool is_proxy_device(CUdevice dev)
+{
+    if (dev < 0 || dev >= shim_device_count())
+        return false;
+    const shim_driver *d = shim_local_driver();
+    int local = 0;
+    if (d && d->fn_cuDeviceGetCount && d->fn_cuDeviceGetCount(&local) != CUDA_SUCCESS)
+        local = 0;
+    return dev >= local;
+}
+
+/* True when the call belongs to a proxy: one of its handle or device
+ * arguments is a proxy's, or none names an object (handles all NULL or the
+ * stream pseudo-handles CU_STREAM_LEGACY / CU_STREAM_PER_THREAD) and the
+ * current context is a proxy's. args[i] points at parameter i. On true,
+ * label names the device for the message. */
+static bool goes_to_proxy(const exp_symbol *s, const void *const *args, char label[static 32])
 {
     bool named = false;
-    for (size_t i = 0; kinds[i]; i++) {
-        if (!is_handle_kind(kinds[i]))
+    for (size_t i = 0; s->kinds[i]; i++) {
+        if (!is_handle_kind(s->kinds[i]))
             continue;
         const void *h = *(const void *const *)args[i];
         if ((uintptr_t)h <= 2)   /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
             continue;
-        if (shim_is_proxy_handle(h))
+        if (shim_is_proxy_handle(h)) {
+            snprintf(label, 32, "%s", shim_current_device_label());
             return true;
+        }
         named = true;
     }
-    return !named && shim_current_is_proxy();
+    uint32_t devs = device_params(s);
+    for (unsigned i = 0; devs; i++, devs >>= 1) {
+        if (!(devs & 1))
+            continue;
+        CUdevice dev = *(const CUdevice *)args[i];
+        if (is_proxy_device(dev)) {
+            snprintf(label, 32, "CUDA:%d", dev);
+            return true;
+        }
+        named = true;
+    }
+    if (!named && shim_current_is_proxy()) {
+        snprintf(label, 32, "%s", shim_current_device_label());
+        return true;
+    }
+    return false;
 }
 
 /* Where the generic path refuses: logs once and gives the error to return. */
-static CUresult refuse_proxy(const char *sym)
+static CUresult refuse_proxy(const char *sym, const char *label)
 {
-    shim_log_unsupported_once(sym, shim_current_device_label());
+    shim_log_unsupported_once(sym, label);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -94,10 +165,13 @@ static CUresult refuse_local(const char *sym, const shim_driver *d)
     return CUDA_ERROR_NOT_FOUND;
 }
 
+#define EXP_STR(x) EXP_STR_(x)
+#define EXP_STR_(x) #x
+
 /* The generic export. exp_args_[0] is a placeholder so that a parameterless
  * symbol still has an array; parameter i is exp_args_[i + 1] (names that no
- * generated parameter uses). The static
- * assertion keeps the kinds string and the parameter list in step. */
+ * generated parameter uses). The static assertion keeps the kinds string and
+ * the parameter list in step. */
 #define RIG_CUDA_OP(op, sym, base, ver, variant, kinds, served)                         \
     __attribute__((weak, visibility("default"))) CUresult shim_export_##sym             \
         RIG_SIG_##sym __asm__(#sym);                                                    \
@@ -105,9 +179,11 @@ static CUresult refuse_local(const char *sym, const shim_driver *d)
     {                                                                                   \
         _Static_assert(sizeof(kinds) - 1 == EXP_APPLY(EXP_NARGS, RIG_ARGS_##sym),       \
                        #sym ": kinds and parameters differ");                           \
+        static const exp_symbol exp_s_ = { op, #sym, kinds, EXP_STR(RIG_SIG_##sym) };   \
         const void *const exp_args_[] = { NULL EXP_APPLY(EXP_ADDRS, RIG_ARGS_##sym) };  \
-        if (goes_to_proxy(kinds, exp_args_ + 1))                                        \
-            return refuse_proxy(#sym);                                                  \
+        char exp_label_[32];                                                            \
+        if (goes_to_proxy(&exp_s_, exp_args_ + 1, exp_label_))                          \
+            return refuse_proxy(#sym, exp_label_);                                      \
         const shim_driver *exp_d_ = shim_local_driver();                                \
         if (!exp_d_ || !exp_d_->fn_##sym)                                               \
             return refuse_local(#sym, exp_d_);                                          \
