@@ -52,7 +52,7 @@ void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_ar
         dup2(log, 2);
         close(out[0]);
         char cmd[1024];
-        snprintf(cmd, sizeof cmd, "exec %s/rig-agent --listen 127.0.0.1:0 --key-file %s %s", PLAIN_BUILD,
+        snprintf(cmd, sizeof cmd, "exec %s/rig-agent --listen 127.0.0.1:0 --key-file %s %s", SHIM_BUILD,
                  a->key_file, extra_args ? extra_args : "");
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
@@ -109,6 +109,11 @@ void agents_env(const agent_proc *agents, int n, char *out, size_t cap)
                                 (unsigned)agents[i].port);
 }
 
+void shim_env(char *preload, size_t cap)
+{
+    snprintf(preload, cap, "LD_PRELOAD=" SHIM_PRELOAD);
+}
+
 program_result program_run(char *const argv[], char *const env_add[], int timeout_s)
 {
     program_result r = { .status = -1 };
@@ -124,6 +129,8 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
         close(out[0]);
         for (size_t i = 0; env_add && env_add[i]; i++)
             putenv(env_add[i]);
+        /* Programs are not ours: their leaks are not findings. */
+        putenv("ASAN_OPTIONS=detect_leaks=0");
         execv(argv[0], argv);
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);

@@ -38,7 +38,20 @@ void program_result_free(program_result *r);
 /* "b=127.0.0.1:PORT,..." for the given agents, named b, c, d, ... */
 void agents_env(const agent_proc *agents, int n, char *out, size_t cap);
 
-/* The plain build's directory (programs, shim, softgpu, agent). */
+/* The plain build's directory: programs (never sanitized). */
 #define PLAIN_BUILD RIG_SOURCE_DIR "/build"
+
+/* The shim and the agent under test: this build's (sanitized with SAN=1;
+ * the sanitizer runtime is then preloaded ahead of the shim, as a program
+ * not built with it needs). */
+#define SHIM_BUILD RIG_BUILD_DIR
+#ifdef RIG_ASAN_RUNTIME
+#define SHIM_PRELOAD RIG_ASAN_RUNTIME ":" SHIM_BUILD "/librigshim.so"
+#else
+#define SHIM_PRELOAD SHIM_BUILD "/librigshim.so"
+#endif
+
+/* The environment entries every program through the shim gets. */
+void shim_env(char *preload, size_t cap);
 
 #endif

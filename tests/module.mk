@@ -31,15 +31,19 @@ check-cuda-table:
 CHECK_STEPS += check-cuda-table
 
 # End to end: programs through the shim and a real agent on loopback. The
-# programs are never sanitized, so they always use the plain build's shim,
-# agent and softgpu (a sub-make provides them under SAN=1).
+# programs are never sanitized (a sub-make builds them in the plain build);
+# under SAN=1 the shim, the agent and softgpu are this build's sanitized
+# ones, with the sanitizer runtime preloaded into the programs.
+ifeq ($(SAN),1)
+$(B)/tests/harness.o: CFLAGS += -DRIG_ASAN_RUNTIME='"$(shell $(CC) -print-file-name=libasan.so)"'
+endif
 $(B)/tests/test_remote: $(B)/tests/test_remote.o $(B)/tests/harness.o $(B)/tests/support.o \
-  | e2e-plain
+  | e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
 
-.PHONY: e2e-plain
-e2e-plain:
-	$(Q)$(MAKE) --no-print-directory SAN= build/librigshim.so build/libcudasoft.so build/rig-agent programs
+.PHONY: e2e-programs
+e2e-programs:
+	$(Q)$(MAKE) --no-print-directory SAN= programs build/libcudasoft.so build/librigshim.so
 
 CHECK_TESTS += $(B)/tests/test_remote
