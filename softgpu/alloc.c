@@ -1,6 +1,6 @@
 /* The allocation table: every range of device-visible memory (allocations,
  * host allocations, registered host memory, mapped VMM ranges, module
- * globals), sorted by base address under a reader-writer lock. It answers
+ * globals), a treap by base address under a reader-writer lock. It answers
  * the engine's soft_memory.find on cache misses, copy checks and pointer
  * queries. Device memory is host memory at the device address. */
 #include "softgpu/driver.h"
@@ -10,57 +10,110 @@
 #include <sys/mman.h>
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
-static soft_range *table;
-static size_t count, cap;
 
-/* Index of the first range whose base is above addr. */
-static size_t upper(uint64_t addr)
+/* A treap keyed by base address: O(log n) insert, remove and lookup of the
+ * range holding an address, whatever order addresses come in. */
+typedef struct node {
+    soft_range r;
+    uint32_t prio;
+    struct node *left, *right;
+} node;
+
+static node *root;
+static uint32_t seed = 2463534242u;
+
+static uint32_t next_prio(void)
 {
-    size_t lo = 0, hi = count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (table[mid].base <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
+    seed ^= seed << 13;
+    seed ^= seed >> 17;
+    seed ^= seed << 5;
+    return seed;
+}
+
+/* Splits t into keys below key and keys from key on. */
+static void split(node *t, uint64_t key, node **lo, node **hi)
+{
+    if (!t) {
+        *lo = *hi = NULL;
+    } else if (t->r.base < key) {
+        split(t->right, key, &t->right, hi);
+        *lo = t;
+    } else {
+        split(t->left, key, lo, &t->left);
+        *hi = t;
     }
-    return lo;
+}
+
+/* Joins two treaps, every key of a below every key of b. */
+static node *merge(node *a, node *b)
+{
+    if (!a || !b)
+        return a ? a : b;
+    if (a->prio > b->prio) {
+        a->right = merge(a->right, b);
+        return a;
+    }
+    b->left = merge(a, b->left);
+    return b;
+}
+
+/* The range with the greatest base at or below addr, or NULL. */
+static const node *at_or_below(uint64_t addr)
+{
+    const node *best = NULL;
+    for (const node *t = root; t;) {
+        if (t->r.base <= addr) {
+            best = t;
+            t = t->right;
+        } else {
+            t = t->left;
+        }
+    }
+    return best;
+}
+
+/* The range with the smallest base above addr, or NULL. */
+static const node *above(uint64_t addr)
+{
+    const node *best = NULL;
+    for (const node *t = root; t;) {
+        if (t->r.base > addr) {
+            best = t;
+            t = t->left;
+        } else {
+            t = t->right;
+        }
+    }
+    return best;
 }
 
 static const soft_range *holding(uint64_t addr)
 {
-    size_t i = upper(addr);
-    if (i == 0)
-        return NULL;
-    const soft_range *r = &table[i - 1];
-    return addr - r->base < r->size ? r : NULL;
+    const node *n = at_or_below(addr);
+    return n && addr - n->r.base < n->r.size ? &n->r : NULL;
 }
 
 CUresult soft_range_add(const soft_range *r)
 {
     if (r->size == 0 || r->base + r->size < r->base)
         return CUDA_ERROR_INVALID_VALUE;
+    node *n = malloc(sizeof *n);
+    if (!n)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    n->r = *r;
+    n->left = n->right = NULL;
     CUresult res = CUDA_SUCCESS;
     pthread_rwlock_wrlock(&lock);
-    size_t i = upper(r->base);
-    if ((i > 0 && table[i - 1].base + table[i - 1].size > r->base) ||
-        (i < count && table[i].base < r->base + r->size)) {
+    const node *below = at_or_below(r->base), *next = above(r->base);
+    if ((below && below->r.base + below->r.size > r->base) || (next && next->r.base < r->base + r->size)) {
         res = CUDA_ERROR_INVALID_VALUE;
+        free(n);
         goto out;
     }
-    if (count == cap) {
-        size_t ncap = cap ? cap * 2 : 64;
-        soft_range *n = realloc(table, ncap * sizeof *n);
-        if (!n) {
-            res = CUDA_ERROR_OUT_OF_MEMORY;
-            goto out;
-        }
-        table = n;
-        cap = ncap;
-    }
-    memmove(&table[i + 1], &table[i], (count - i) * sizeof *table);
-    table[i] = *r;
-    count++;
+    n->prio = next_prio();
+    node *lo, *hi;
+    split(root, r->base, &lo, &hi);
+    root = merge(merge(lo, n), hi);
 out:
     pthread_rwlock_unlock(&lock);
     return res;
@@ -68,17 +121,16 @@ out:
 
 bool soft_range_remove(uint64_t base, soft_range *out)
 {
-    bool found = false;
     pthread_rwlock_wrlock(&lock);
-    size_t i = upper(base);
-    if (i > 0 && table[i - 1].base == base) {
-        if (out)
-            *out = table[i - 1];
-        memmove(&table[i - 1], &table[i], (count - i) * sizeof *table);
-        count--;
-        found = true;
-    }
+    node *lo, *mid, *hi;
+    split(root, base, &lo, &hi);
+    split(hi, base + 1, &mid, &hi);
+    root = merge(lo, hi);
     pthread_rwlock_unlock(&lock);
+    if (mid && out)
+        *out = mid->r;
+    bool found = mid != NULL;
+    free(mid);   /* at most one node: bases are distinct */
     return found;
 }
 
@@ -101,29 +153,35 @@ bool soft_range_covers(uint64_t addr, uint64_t n)
     return ok;
 }
 
+/* Moves every node owned by ctx from t onto *out (linked through right). */
+static node *strip(node *t, struct CUctx_st *ctx, node **out)
+{
+    if (!t)
+        return NULL;
+    t->left = strip(t->left, ctx, out);
+    t->right = strip(t->right, ctx, out);
+    if (t->r.ctx != ctx)
+        return t;
+    node *rest = merge(t->left, t->right);
+    t->left = NULL;
+    t->right = *out;
+    *out = t;
+    return rest;
+}
+
 void soft_range_drop_ctx(struct CUctx_st *ctx, void (*fn)(const soft_range *))
 {
+    node *dropped = NULL;
     pthread_rwlock_wrlock(&lock);
-    size_t j = 0, nd = 0;
-    soft_range *dropped = NULL;
-    for (size_t i = 0; i < count; i++)
-        nd += table[i].ctx == ctx;
-    if (nd)
-        dropped = malloc(nd * sizeof *dropped);
-    nd = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (table[i].ctx == ctx) {
-            if (dropped)
-                dropped[nd++] = table[i];
-            continue;
-        }
-        table[j++] = table[i];
-    }
-    count = j;
+    root = strip(root, ctx, &dropped);
     pthread_rwlock_unlock(&lock);
-    for (size_t i = 0; fn && i < nd; i++)
-        fn(&dropped[i]);
-    free(dropped);
+    while (dropped) {
+        node *next = dropped->right;
+        if (fn)
+            fn(&dropped->r);
+        free(dropped);
+        dropped = next;
+    }
 }
 
 static bool find_cb(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size)
@@ -144,10 +202,22 @@ static uint64_t page_round(uint64_t n)
     return (n + 4095) & ~(uint64_t)4095;
 }
 
+/* Small ranges come from malloc, so that many of them do not run into the
+ * kernel's limit on mappings (vm.max_map_count, 65530 by default); large
+ * ones are their own anonymous mapping. */
+#define SMALL (256u << 10)
+
 void *soft_pages_alloc(uint64_t size)
 {
     if (size == 0 || size > (1ull << 46))
         return NULL;
+    if (size < SMALL) {
+        size_t n = (size_t)((size + 255) & ~(uint64_t)255);
+        void *p = aligned_alloc(256, n);
+        if (p)
+            memset(p, 0, n);
+        return p;
+    }
     void *p = mmap(NULL, page_round(size), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
@@ -193,6 +263,9 @@ void soft_pages_free(void *p, uint64_t size)
     if (!p)
         return;
     soft_mem_retire_begin();
-    munmap(p, page_round(size));
+    if (size < SMALL)
+        free(p);
+    else
+        munmap(p, page_round(size));
     soft_mem_retire_end();
 }

@@ -121,7 +121,8 @@ void soft_range_drop_ctx(struct CUctx_st *ctx, void (*fn)(const soft_range *));
 /* The engine's view of the table. */
 extern const soft_memory soft_memory_table;
 
-/* Page-aligned zeroed host memory for a device range; NULL on failure. */
+/* Zeroed host memory for a device range, 256-byte aligned (pages when
+ * large); NULL on failure. Free with soft_pages_free and the same size. */
 void *soft_pages_alloc(uint64_t size);
 /* Unmaps pages already out of the table, once no work still touches them. */
 void soft_pages_free(void *p, uint64_t size);

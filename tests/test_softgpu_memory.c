@@ -320,3 +320,52 @@ Test(memory, without_a_context)
     cr_expect_eq(cuMemcpyHtoD(0, b, 8), CUDA_ERROR_INVALID_CONTEXT);
     OK(cuCtxPushCurrent(c));
 }
+
+Test(memory, more_allocations_than_the_kernel_has_mappings)
+{
+    /* vm.max_map_count is 65530 by default: small allocations must not each
+     * take a mapping. */
+    enum { N = 70000 };
+    CUdeviceptr *p = malloc(N * sizeof *p);
+    for (int i = 0; i < N; i++) {
+        OK(cuMemAlloc(&p[i], 64 + (size_t)(i % 7) * 100));
+        *(int *)(uintptr_t)p[i] = i;
+    }
+    CUdeviceptr base;
+    OK(cuMemGetAddressRange(&base, NULL, p[N / 2] + 10));
+    cr_expect_eq(base, p[N / 2]);
+    for (int i = N; i-- > 0;) {
+        cr_assert_eq(*(int *)(uintptr_t)p[i], i);
+        OK(cuMemFree(p[i]));
+    }
+    free(p);
+}
+
+Test(memory, address_ranges_under_random_churn)
+{
+    enum { SLOTS = 500, STEPS = 20000 };
+    CUdeviceptr p[SLOTS] = { 0 };
+    size_t sz[SLOTS] = { 0 };
+    for (int step = 0; step < STEPS; step++) {
+        int i = rand() % SLOTS;
+        if (p[i]) {
+            /* Probe inside, at the end, and just past it. */
+            size_t off = (size_t)rand() % sz[i];
+            CUdeviceptr base;
+            size_t size;
+            OK(cuMemGetAddressRange(&base, &size, p[i] + off));
+            cr_assert(base == p[i] && size == sz[i], "step %d", step);
+            CUresult r = cuMemGetAddressRange(&base, &size, p[i] + sz[i]);
+            cr_assert(r == CUDA_ERROR_NOT_FOUND || base != p[i], "step %d: past the end found", step);
+            OK(cuMemFree(p[i]));
+            cr_assert_eq(cuMemGetAddressRange(&base, &size, p[i]), CUDA_ERROR_NOT_FOUND);
+            p[i] = 0;
+        } else {
+            sz[i] = 1 + (size_t)rand() % (rand() % 8 ? 4096 : 1 << 20);
+            OK(cuMemAlloc(&p[i], sz[i]));
+        }
+    }
+    for (int i = 0; i < SLOTS; i++)
+        if (p[i])
+            OK(cuMemFree(p[i]));
+}
