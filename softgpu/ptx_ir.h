@@ -185,6 +185,8 @@ struct soft_program {
     uint32_t dyn_shared_off;     /* where extern .shared starts */
     uint32_t param_bytes;        /* per-lane .func parameter slots */
     bool has_calls;
+    uint64_t id;                 /* unique in the process: caches key on it */
+    uint64_t bind_gen;           /* bumped by every bind */
 };
 
 /* Formats one vprintf call of one lane (ptx_printf.c). Reads the format and

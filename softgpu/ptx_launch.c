@@ -26,44 +26,114 @@ void ptx_run_fail(ptx_run *run, CUresult err, const char *fmt, ...)
     atomic_store(&run->failed, 1);
 }
 
-static void worker_free(ptx_worker *k)
+/* Each host thread keeps its worker's buffers from launch to launch (a
+ * fresh multi-megabyte register file per launch costs more than small
+ * kernels run); the constants stay loaded while the program is the same. */
+typedef struct worker_cache {
+    ptx_worker k;
+    uint32_t cap_warps, cap_regs;
+    size_t cap_smem, cap_lmem, cap_pmem;
+    uint64_t loaded_id, loaded_gen;   /* program whose constants R holds */
+    uint32_t loaded_warps;
+} worker_cache;
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_free(void *p)
 {
-    if (!k)
+    worker_cache *c = p;
+    if (!c)
         return;
-    if (k->warps)
-        for (uint32_t i = 0; i < k->run->nwarps; i++)
-            free(k->warps[i].R);
-    free(k->warps);
-    free(k->smem);
-    free(k->lmem);
-    free(k->pmem);
+    for (uint32_t i = 0; i < c->cap_warps; i++)
+        free(c->k.warps[i].R);
+    free(c->k.warps);
+    free(c->k.smem);
+    free(c->k.lmem);
+    free(c->k.pmem);
+    free(c);
 }
 
-static bool worker_init(ptx_worker *k, ptx_run *run)
+static void cache_key_init(void)
+{
+    pthread_key_create(&cache_key, cache_free);
+}
+
+static bool ensure(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need == 0)
+        need = 1;
+    if (*cap >= need)
+        return true;
+    free(*buf);
+    *buf = calloc(1, need);
+    *cap = *buf ? need : 0;
+    return *buf != NULL;
+}
+
+/* This thread's worker, sized for run; NULL when out of memory. */
+static ptx_worker *worker_get(ptx_run *run)
 {
     const soft_program *g = run->prog;
-    memset(k, 0, sizeof *k);
-    k->run = run;
-    k->warps = calloc(run->nwarps, sizeof *k->warps);
-    k->smem = calloc(run->shared_bytes ? run->shared_bytes : 1, 1);
-    k->lmem = calloc((size_t)run->block_threads, run->lstride);
-    k->pmem = calloc((size_t)run->block_threads, run->pstride);
-    if (!k->warps || !k->smem || !k->lmem || !k->pmem)
-        return false;
-    for (uint32_t i = 0; i < run->nwarps; i++) {
-        ptx_warp *w = &k->warps[i];
-        w->index = i;
-        w->R = calloc(g->nregs, sizeof *w->R);
-        if (!w->R)
-            return false;
-        for (uint32_t c = 0; c < g->nconsts; c++)
-            for (unsigned l = 0; l < PTX_WARP; l++)
-                w->R[g->consts[c].reg][l] = g->consts[c].value;
-        for (uint32_t c = 0; c < g->nglobals; c++)
-            for (unsigned l = 0; l < PTX_WARP; l++)
-                w->R[g->globals[c].reg][l] = g->globals[c].addr;
+    pthread_once(&cache_once, cache_key_init);
+    worker_cache *c = pthread_getspecific(cache_key);
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c || pthread_setspecific(cache_key, c) != 0) {
+            free(c);
+            return NULL;
+        }
     }
-    return true;
+    if (c->cap_regs < g->nregs) {
+        for (uint32_t i = 0; i < c->cap_warps; i++) {
+            free(c->k.warps[i].R);
+            c->k.warps[i].R = NULL;
+        }
+        c->cap_regs = g->nregs;
+        c->loaded_warps = 0;
+    }
+    if (c->cap_warps < run->nwarps) {
+        ptx_warp *w = realloc(c->k.warps, run->nwarps * sizeof *w);
+        if (!w)
+            return NULL;
+        memset(w + c->cap_warps, 0, (run->nwarps - c->cap_warps) * sizeof *w);
+        c->k.warps = w;
+        c->cap_warps = run->nwarps;
+    }
+    if (c->loaded_id != g->id || c->loaded_gen != g->bind_gen) {
+        c->loaded_id = g->id;
+        c->loaded_gen = g->bind_gen;
+        c->loaded_warps = 0;
+    }
+    for (uint32_t i = 0; i < run->nwarps; i++) {
+        ptx_warp *w = &c->k.warps[i];
+        w->index = i;
+        if (!w->R) {
+            w->R = calloc(c->cap_regs ? c->cap_regs : 1, sizeof *w->R);
+            if (!w->R)
+                return NULL;
+            if (i < c->loaded_warps)
+                c->loaded_warps = i;
+        }
+    }
+    for (uint32_t i = c->loaded_warps; i < run->nwarps; i++) {
+        ptx_warp *w = &c->k.warps[i];
+        for (uint32_t k = 0; k < g->nconsts; k++)
+            for (unsigned l = 0; l < PTX_WARP; l++)
+                w->R[g->consts[k].reg][l] = g->consts[k].value;
+        for (uint32_t k = 0; k < g->nglobals; k++)
+            for (unsigned l = 0; l < PTX_WARP; l++)
+                w->R[g->globals[k].reg][l] = g->globals[k].addr;
+    }
+    if (run->nwarps > c->loaded_warps)
+        c->loaded_warps = run->nwarps;
+    if (!ensure(&c->k.smem, &c->cap_smem, run->shared_bytes) ||
+        !ensure(&c->k.lmem, &c->cap_lmem, (size_t)run->block_threads * run->lstride) ||
+        !ensure(&c->k.pmem, &c->cap_pmem, (size_t)run->block_threads * run->pstride))
+        return NULL;
+    c->k.run = run;
+    c->k.cache_lo = c->k.cache_hi = 0;
+    return &c->k;
 }
 
 static void set_row(uint64_t *row, uint64_t v)
@@ -172,9 +242,10 @@ static void worker_main(void *arg)
 {
     worker_arg *wa = arg;
     ptx_run *run = wa->run;
-    ptx_worker k;
-    if (!worker_init(&k, run)) {
-        worker_free(&k);
+    if (atomic_load(&run->next_block) >= run->nblocks)
+        return;   /* came late: nothing left */
+    ptx_worker *k = worker_get(run);
+    if (!k) {
         ptx_run_fail(run, CUDA_ERROR_OUT_OF_MEMORY, "kernel %s: out of host memory",
                      run->entry->name);
         return;
@@ -185,11 +256,11 @@ static void worker_main(void *arg)
         uint64_t b = atomic_fetch_add(&run->next_block, 1);
         if (b >= run->nblocks)
             break;
-        block_start(&k, b, wa->index);
-        if (!block_run(&k))
+        block_start(k, b, wa->index);
+        if (!block_run(k))
             break;
     }
-    worker_free(&k);
+    k->run = NULL;
 }
 
 CUresult soft_program_launch(soft_program *prog, const soft_launch *L, char *msg, size_t msglen)

@@ -4,6 +4,7 @@
 #include "softgpu/ptx_parse.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1356,6 +1357,8 @@ CUresult soft_program_parse(const char *ptx, size_t len, soft_program **out,
         snprintf(msg, msglen, "out of memory");
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    static _Atomic uint64_t next_id = 1;
+    g->id = atomic_fetch_add(&next_id, 1);
     p->prog = g;
     p->toks = toks;
     p->t = toks;

@@ -72,8 +72,10 @@ const soft_global_info *soft_program_global(const soft_program *g, uint32_t i)
 
 void soft_program_bind_global(soft_program *g, uint32_t i, uint64_t addr)
 {
-    if (g && i < g->nglobals)
+    if (g && i < g->nglobals) {
         g->globals[i].addr = addr;
+        g->bind_gen++;
+    }
 }
 
 CUresult soft_program_check_params(const soft_program *g, uint32_t entry, size_t size,
