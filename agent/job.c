@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/generic.h"
 #include "proto/cuda_ops.h"
 #include "proto/deadline.h"
 #include "proto/job.h"
@@ -480,6 +481,60 @@ static void get_global(job *j, uint32_t op, wire_reader *r)
     answer(j, rc, rc ? NULL : out, rc ? 0 : 16);
 }
 
+static CUstream real_stream(agent_obj *s);
+
+/* The generic path's view of this job's objects. */
+static bool generic_handle(void *ctx, char kind, uint64_t id, int device, void **real)
+{
+    job *j = ctx;
+    agent_obj *o;
+    switch (kind) {
+    case 'C':
+        if (device < 0 || device >= j->b->device_count)
+            return false;
+        *real = j->b->primary[device];
+        return true;
+    case 'S':
+        if (!(o = objects_get(&j->objs, id, AOBJ_STREAM)))
+            return false;
+        *real = real_stream(o);
+        return true;
+    case 'E':
+        if (!(o = objects_get(&j->objs, id, AOBJ_EVENT)))
+            return false;
+        *real = o->u.event.real;
+        return true;
+    case 'F': {
+        CUfunction f;
+        if (!(o = objects_get(&j->objs, id, AOBJ_FUNCTION)) || function_on(j, o, device, &f) != CUDA_SUCCESS)
+            return false;
+        *real = f;
+        return true;
+    }
+    case 'K':
+        if (!(o = objects_get(&j->objs, id, AOBJ_FUNCTION)) || !o->u.fn.kernel)
+            return false;
+        *real = o->u.fn.kernel;
+        return true;
+    case 'M':
+        if (!(o = objects_get(&j->objs, id, AOBJ_MODULE)))
+            return false;
+        *real = o->u.module.real;
+        return true;
+    case 'L':
+        if (!(o = objects_get(&j->objs, id, AOBJ_LIBRARY)))
+            return false;
+        *real = o->u.library.real;
+        return true;
+    }
+    return false;
+}
+
+static void generic_use_device(void *ctx, int device)
+{
+    use_device(ctx, device);
+}
+
 static void replay_request(job *j, const frame *f)
 {
     wire_reader r = wire_reader_init(f->payload, f->len);
@@ -570,6 +625,18 @@ static void replay_request(job *j, const frame *f)
     }
     default: {
         const cuda_op_info *info = cuda_op_by_number(op);
+        if (info && info->served == 'G') {
+            generic_env env = { &j->b->drv, j, generic_handle, generic_use_device };
+            uint8_t out[GENERIC_OUT_MAX];
+            size_t n = 0;
+            char why[256] = "";
+            CUresult rc = generic_call(&env, info, &r, out, &n, why, sizeof why);
+            if (rc != CUDA_SUCCESS && why[0])
+                refuse(j, "%s", why);
+            else
+                answer(j, rc, out, n);
+            return;
+        }
         refuse(j, "request %s is not served by this agent", info ? info->symbol : "of an unknown operation");
         return;
     }

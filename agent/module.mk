@@ -5,6 +5,6 @@ AGENT_BIN := $(B)/rig-agent
 
 $(AGENT_BIN): $(AGENT_OBJ) $(PROTO_LIB)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(AGENT_OBJ) $(PROTO_LIB) -lsodium -lpthread -ldl
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(AGENT_OBJ) $(PROTO_LIB) -lsodium -lffi -lpthread -ldl
 
 ALL_TARGETS += $(AGENT_BIN)

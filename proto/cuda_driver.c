@@ -18,7 +18,7 @@ int cuda_driver_open(cuda_driver *d, const char *path, bool deep, const char *re
     d->handle = h;
     snprintf(d->path, sizeof d->path, "%s", path);
 #define RIG_CUDA_OP(op, sym, base, ver, variant, kinds, served) \
-    *(void **)&d->fn_##sym = dlsym(h, #sym);
+    d->by_op[op] = *(void **)&d->fn_##sym = dlsym(h, #sym);
 #include "proto/cuda_ops.def"
 #undef RIG_CUDA_OP
     if (!d->fn_cuInit) {

@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <stdbool.h>
 
+#include "proto/cuda_ops.h"
 #include "proto/cuda_sigs.h"
 #include "proto/error.h"
 
@@ -17,6 +18,7 @@ typedef struct cuda_driver {
 #define RIG_CUDA_OP(op, sym, base, ver, variant, kinds, served) CUresult (*fn_##sym) RIG_SIG_##sym;
 #include "proto/cuda_ops.def"
 #undef RIG_CUDA_OP
+    void *by_op[CUDA_OP_SLOTS];     /* the same pointers, by wire number */
 } cuda_driver;
 
 /* dlopens path with RTLD_NOW | RTLD_LOCAL, plus RTLD_DEEPBIND when deep (so

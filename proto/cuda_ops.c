@@ -13,22 +13,18 @@ const cuda_op_info cuda_ops[] = {
 
 const size_t cuda_ops_count = sizeof cuda_ops / sizeof cuda_ops[0];
 
-/* Wire numbers are small and dense: one array indexed by number (a test
- * checks every number fits). */
-#define OP_SLOTS 2048
-
 const cuda_op_info *cuda_op_by_number(uint32_t op)
 {
-    static const cuda_op_info *by_number[OP_SLOTS];
+    static const cuda_op_info *by_number[CUDA_OP_SLOTS];
     static int ready;
     if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
         /* Idempotent fill: racing threads write the same values. */
         for (size_t i = 0; i < cuda_ops_count; i++)
-            if (cuda_ops[i].op < OP_SLOTS)
+            if (cuda_ops[i].op < CUDA_OP_SLOTS)
                 by_number[cuda_ops[i].op] = &cuda_ops[i];
         __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
     }
-    return op < OP_SLOTS ? by_number[op] : NULL;
+    return op < CUDA_OP_SLOTS ? by_number[op] : NULL;
 }
 
 const cuda_op_info *cuda_op_by_symbol(const char *symbol)

@@ -4,8 +4,9 @@
  * is the shim's and the agent's business.
  *
  * Parameter kinds, one character each:
- *   b h i u q f d   u8, u16, i32 (and enums, CUdevice), u32, u64 (size_t,
+ *   b h i u q f d   u8, u16, i32 (and enums), u32, u64 (size_t,
  *                   CUdeviceptr), float, double
+ *   D               a device ordinal (CUdevice)
  *   C M F S E L K G N X A P   handles: context, module, function, stream,
  *                   event, library, kernel, graph, graph node, graph exec,
  *                   array, memory pool
@@ -27,6 +28,10 @@ typedef enum cuda_op {
 #include "proto/cuda_ops.def"
 #undef RIG_CUDA_OP
 } cuda_op;
+
+/* Wire numbers are below this (a test checks it), so tables indexed by
+ * number stay small. */
+#define CUDA_OP_SLOTS 2048
 
 typedef enum cuda_variant { CUDA_PLAIN = 0, CUDA_PTDS = 1, CUDA_PTSZ = 2 } cuda_variant;
 
