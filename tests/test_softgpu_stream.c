@@ -333,3 +333,19 @@ Test(stream, destroy_returns_at_once_and_work_still_runs)
     cr_expect_eq(order_n, 3);
     pthread_join(t, NULL);
 }
+
+Test(stream, never_capturing)
+{
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    OK(cuStreamIsCapturing(s, &st));
+    cr_expect_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    cuuint64_t id = 9;
+    size_t n = 9;
+    OK(cuStreamGetCaptureInfo(NULL, &st, &id, NULL, NULL, NULL, &n));
+    cr_expect(st == CU_STREAM_CAPTURE_STATUS_NONE && n == 0);
+    cr_expect_eq(cuStreamIsCapturing(s, NULL), CUDA_ERROR_INVALID_VALUE);
+    OK(cuStreamDestroy(s));
+}
