@@ -42,3 +42,7 @@ $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/drvapi.$(m)): $(PROGRAM_DIR)/drvapi
 .PHONY: programs
 programs: $(PROGRAMS)
 ALL_TARGETS += $(PROGRAMS)
+
+# cublas links the toolkit's shared cuBLAS, found at run time by rpath.
+$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/cublas.$(m)): \
+	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lcublas -Xlinker -rpath=$(CUDA_HOME)/lib64
