@@ -100,6 +100,23 @@ static uint32_t device_params(const exp_symbol *s)
     return m;
 }
 
+/* The generic cuCtxGetDevice (or the core's), for device labels. */
+__attribute__((weak, visibility("default"))) CUresult shim_export_cuCtxGetDevice
+    RIG_SIG_cuCtxGetDevice __asm__("cuCtxGetDevice");
+
+#define EXP_LABEL 96
+
+/* The name of device dev for a message: the core's label when it is the
+ * current context's device, else its ordinal. */
+static void device_label(CUdevice dev, char label[static EXP_LABEL])
+{
+    CUdevice cur = -1;
+    if (shim_export_cuCtxGetDevice(&cur) == CUDA_SUCCESS && cur == dev)
+        snprintf(label, EXP_LABEL, "%s", shim_current_device_label());
+    else
+        snprintf(label, EXP_LABEL, "CUDA:%d", dev);
+}
+
 /* True when ordinal dev is a proxy device: proxies follow the local ones. */
 static bool is_proxy_device(CUdevice dev)
 {
@@ -117,7 +134,7 @@ static bool is_proxy_device(CUdevice dev)
  * stream pseudo-handles CU_STREAM_LEGACY / CU_STREAM_PER_THREAD) and the
  * current context is a proxy's. args[i] points at parameter i. On true,
  * label names the device for the message. */
-static bool goes_to_proxy(const exp_symbol *s, const void *const *args, char label[static 32])
+static bool goes_to_proxy(const exp_symbol *s, const void *const *args, char label[static EXP_LABEL])
 {
     bool named = false;
     for (size_t i = 0; s->kinds[i]; i++) {
@@ -127,7 +144,7 @@ static bool goes_to_proxy(const exp_symbol *s, const void *const *args, char lab
         if ((uintptr_t)h <= 2)   /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
             continue;
         if (shim_is_proxy_handle(h)) {
-            snprintf(label, 32, "%s", shim_current_device_label());
+            snprintf(label, EXP_LABEL, "%s", shim_current_device_label());
             return true;
         }
         named = true;
@@ -138,13 +155,13 @@ static bool goes_to_proxy(const exp_symbol *s, const void *const *args, char lab
             continue;
         CUdevice dev = *(const CUdevice *)args[i];
         if (is_proxy_device(dev)) {
-            snprintf(label, 32, "CUDA:%d", dev);
+            device_label(dev, label);
             return true;
         }
         named = true;
     }
     if (!named && shim_current_is_proxy()) {
-        snprintf(label, 32, "%s", shim_current_device_label());
+        snprintf(label, EXP_LABEL, "%s", shim_current_device_label());
         return true;
     }
     return false;
@@ -181,7 +198,7 @@ static CUresult refuse_local(const char *sym, const shim_driver *d)
                        #sym ": kinds and parameters differ");                           \
         static const exp_symbol exp_s_ = { op, #sym, kinds, EXP_STR(RIG_SIG_##sym) };   \
         const void *const exp_args_[] = { NULL EXP_APPLY(EXP_ADDRS, RIG_ARGS_##sym) };  \
-        char exp_label_[32];                                                            \
+        char exp_label_[EXP_LABEL];                                                       \
         if (goes_to_proxy(&exp_s_, exp_args_ + 1, exp_label_))                          \
             return refuse_proxy(#sym, exp_label_);                                      \
         const shim_driver *exp_d_ = shim_local_driver();                                \

@@ -17,7 +17,8 @@ ALL_TARGETS += $(SHIM_LIB)
 # sanitized) always run with the plain build's shim and softgpu: under ASan a
 # process cannot dlopen the local driver with RTLD_DEEPBIND, so with SAN=1 the
 # sanitized shim is exercised in-process (dlopen, no local driver) and a
-# sub-make provides the plain libraries for the children.
+# sub-make provides the plain libraries for the children. Refusals on proxies
+# run through a real agent (tests/harness.c), as test_remote does.
 include tests/programs/module.mk
 
 $(B)/tests/test_md2: $(B)/tests/test_md2.o $(B)/shim/md2.o
@@ -26,8 +27,8 @@ $(B)/tests/test_md2: $(B)/tests/test_md2.o $(B)/shim/md2.o
 
 $(B)/tests/test_shim_face.o: CFLAGS += -DCUDA_STUB='"$(CUDA_HOME)/lib64/stubs/libcuda.so"' \
   -DRIG_PLAIN_BUILD_DIR='"$(abspath build)"'
-$(B)/tests/test_shim_face: $(B)/tests/test_shim_face.o $(B)/tests/support.o $(PROTO_LIB) \
-  | $(SHIM_LIB) $(PROGRAMS) $(if $(filter 1,$(SAN)),shim-face-plain,$(B)/libcudasoft.so $(B)/kernels/vecadd.default.fatbin)
+$(B)/tests/test_shim_face: $(B)/tests/test_shim_face.o $(B)/tests/harness.o $(B)/tests/support.o $(PROTO_LIB) \
+  | $(SHIM_LIB) $(B)/rig-agent $(PROGRAMS) $(if $(filter 1,$(SAN)),shim-face-plain,$(B)/libcudasoft.so $(B)/kernels/vecadd.default.fatbin)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion -ldl $(PROTO_LDLIBS)
 

@@ -16,6 +16,7 @@
 #include <cuda.h>
 
 #include "proto/cuda_ops.h"
+#include "tests/harness.h"
 #include "tests/support.h"
 
 /* The shim this test loads (sanitized under SAN=1), and what the programs
@@ -576,4 +577,76 @@ NO_DRIVER(drvapi, static, 1, "CUDA_ERROR_NO_DEVICE")
 Test(programs_without_driver, softgpu_with_no_devices, .timeout = 60)
 {
     expect_run_on("devicequery.shared", SOFTGPU_PATH, "0", 3, "cudaErrorNoDevice");
+}
+
+/* ---- Refusals on proxies: a real agent on loopback (tests/harness.h) ---- */
+
+/* Occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Runs refusals.static on device `ordinal` with one agent and the given
+ * local driver (NULL: none; then this build's shim, else the plain one). */
+static program_result run_refusals(const agent_proc *a, const char *local_driver, const char *ordinal)
+{
+    char path[] = PROGRAMS "refusals.static";
+    char agents_var[256], key[96], local[300], preload[300];
+    agents_env(a, 1, agents_var, sizeof agents_var);
+    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a->key_hex);
+    snprintf(local, sizeof local, "RIG_LOCAL_DRIVER=%s", local_driver ? local_driver : "none");
+    if (local_driver)
+        snprintf(preload, sizeof preload, "LD_PRELOAD=%s", PLAIN_SHIM_PATH);
+    else
+        shim_env(preload, sizeof preload);
+    char *argv[] = { path, (char *)ordinal, NULL };
+    char *env[] = { preload, agents_var, key, local, NULL };
+    return program_run(argv, env, 60);
+}
+
+/* Each refused call answers CUDA_ERROR_NOT_SUPPORTED, twice, and the shim
+ * says so once per function, naming the device. */
+static void expect_refused(const program_result *r, const char *device)
+{
+    cr_assert_eq(r->status, 0, "refusals exited %d:\n%s", r->status, r->output);
+    cr_assert_eq(count_of(r->output, ": CUDA_ERROR_NOT_SUPPORTED\n"), 6, "%s", r->output);
+    static const char *const fns[] = { "cuStreamBeginCapture_v2", "cuDeviceGetDefaultMemPool",
+                                       "cuMemAllocManaged" };
+    for (size_t i = 0; i < 3; i++) {
+        char line[160];
+        snprintf(line, sizeof line, "rig: %s on %s: not supported\n", fns[i], device);
+        cr_assert_eq(count_of(r->output, line), 1, "want one \"%s\" in:\n%s", line, r->output);
+    }
+}
+
+Test(proxy_refusals, by_handle_device_and_current_context, .timeout = 90)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    program_result r = run_refusals(&a, NULL, "0");
+    expect_refused(&r, "CUDA:0@b");
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+Test(proxy_refusals, beside_a_local_device, .timeout = 90)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    /* Device 1 is the agent's: refused. */
+    program_result r = run_refusals(&a, SOFTGPU_PATH, "1");
+    expect_refused(&r, "CUDA:0@b");
+    program_result_free(&r);
+    /* Device 0 is local: the same calls reach softgpu, which lacks them. */
+    r = run_refusals(&a, SOFTGPU_PATH, "0");
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    cr_assert_eq(count_of(r.output, ": CUDA_ERROR_NOT_FOUND\n"), 6, "%s", r.output);
+    cr_assert_eq(count_of(r.output, "on the local driver: not supported"), 3, "%s", r.output);
+    cr_assert_eq(count_of(r.output, "NOT_SUPPORTED"), 0, "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
 }

@@ -1,0 +1,47 @@
+// Calls rig serves on no proxy, each twice, on device argv[1] (default 0):
+// one named by a stream handle, one by a device ordinal, one by the current
+// context alone. Prints each result; the shim's face test checks that a
+// proxy answers CUDA_ERROR_NOT_SUPPORTED with one log line per function.
+#include <cstdio>
+#include <cstdlib>
+#include <cuda.h>
+
+#define SETUP(call)                                                                   \
+    do {                                                                              \
+        CUresult r_ = (call);                                                         \
+        if (r_ != CUDA_SUCCESS) {                                                     \
+            printf("%s: %d\n", #call, (int)r_);                                       \
+            return 1;                                                                 \
+        }                                                                             \
+    } while (0)
+
+static void show(const char *what, CUresult r)
+{
+    const char *name = "?";
+    cuGetErrorName(r, &name);
+    printf("%s: %s\n", what, name);
+}
+
+int main(int argc, char **argv)
+{
+    int ordinal = argc > 1 ? atoi(argv[1]) : 0;
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream s;
+    SETUP(cuInit(0));
+    SETUP(cuDeviceGet(&dev, ordinal));
+    SETUP(cuDevicePrimaryCtxRetain(&ctx, dev));
+    SETUP(cuCtxSetCurrent(ctx));
+    SETUP(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 2; i++) {
+        show("capture", cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        CUmemoryPool pool;
+        show("mempool", cuDeviceGetDefaultMemPool(&pool, dev));
+        CUdeviceptr p;
+        show("managed", cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL));
+    }
+    SETUP(cuStreamDestroy(s));
+    SETUP(cuDevicePrimaryCtxRelease(dev));
+    printf("refusals: done\n");
+    return 0;
+}
