@@ -44,11 +44,41 @@ static long pack_params(proxy_obj *f, void **kernelParams, void **extra, uint8_t
         } else
             return -1;
     }
-    /* The buffer must hold every parameter the kernel declares. */
-    if (!buffer || !have_size || size < bytes || size > JOB_PARAMS_MAX)
+    /* The buffer must be exactly the kernel's parameters, as the driver checks. */
+    if (!buffer || !have_size || size != bytes)
         return -1;
     memcpy(out, buffer, bytes);
     return bytes;
+}
+
+/* What the driver refuses at once, refused here at once: a launch is
+ * handed over without an answer, so a bad one must not reach the agent
+ * (there it would fail the whole job). */
+static bool dims_valid(proxy_obj *f, int device, const launch_dims *d)
+{
+    const int *a = shim_device_at(device)->attrs;
+    static const int grid_max[3] = { CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+                                     CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z };
+    static const int block_max[3] = { CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+                                      CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z };
+    uint64_t threads = 1;
+    for (int i = 0; i < 3; i++) {
+        if (d->grid[i] == 0 || d->block[i] == 0)
+            return false;
+        if (a[grid_max[i]] > 0 && d->grid[i] > (unsigned)a[grid_max[i]])
+            return false;
+        if (a[block_max[i]] > 0 && d->block[i] > (unsigned)a[block_max[i]])
+            return false;
+        threads *= d->block[i];
+    }
+    int max_threads = f->u.fn.attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
+    if (max_threads > 0 && threads > (uint64_t)max_threads)
+        return false;
+    uint64_t stat = (uint64_t)f->u.fn.attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
+    uint64_t dyn_max = (uint64_t)f->u.fn.attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
+    uint64_t block_shared = (uint64_t)a[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK];
+    uint64_t limit = stat + dyn_max > block_shared ? stat + dyn_max : block_shared;
+    return stat + d->shared <= limit;
 }
 
 static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims, void **kernelParams,
@@ -57,7 +87,7 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
     CUresult rc = shim_function_ready(f, s->device);
     if (rc)
         return rc;
-    if (kernelParams && extra)
+    if ((kernelParams && extra) || !dims_valid(f, s->device, dims))
         return CUDA_ERROR_INVALID_VALUE;
     uint8_t params[JOB_PARAMS_MAX];
     long n = pack_params(f, kernelParams, extra, params);
@@ -86,7 +116,8 @@ static CUresult launch(CUfunction fh, const launch_dims *dims, CUstream hStream,
     proxy_obj *f = arena_get(fh, PROXY_FUNCTION);
     *local = false;
     if (!f) {
-        if (shim_is_proxy_handle(fh))
+        /* Not ours: the local driver's, if there is one to judge it. */
+        if (shim_is_proxy_handle(fh) || !shim_local_driver())
             return CUDA_ERROR_INVALID_HANDLE;
         *local = true;
         return CUDA_SUCCESS;
@@ -97,8 +128,10 @@ static CUresult launch(CUfunction fh, const launch_dims *dims, CUstream hStream,
     if (k < 0)
         return rc;
     if (k == 0) {
+        /* A proxy function on a stream that is not a proxy's: only a kernel
+         * whose library the local driver also holds can run there. */
         if (!f->u.fn.local)
-            return CUDA_ERROR_INVALID_CONTEXT;
+            return hStream ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
         const shim_driver *drv = shim_local_driver();
         CUfunction lf = (CUfunction)f->u.fn.local;
         return (per_thread ? drv->fn_cuLaunchKernel_ptsz : drv->fn_cuLaunchKernel)(

@@ -127,6 +127,9 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
         dup2(out[1], 1);
         dup2(out[1], 2);
         close(out[0]);
+        /* Criterion marks its workers; a program that is itself a Criterion
+         * runner must not take that mark for its own. */
+        unsetenv("BXFI_MAP");
         for (size_t i = 0; env_add && env_add[i]; i++)
             putenv(env_add[i]);
         /* Programs are not ours: their leaks are not findings. */

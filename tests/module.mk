@@ -38,7 +38,8 @@ ifeq ($(SAN),1)
 $(B)/tests/harness.o: CFLAGS += -DRIG_ASAN_RUNTIME='"$(shell $(CC) -print-file-name=libasan.so)"'
 endif
 $(B)/tests/test_remote: $(B)/tests/test_remote.o $(B)/tests/harness.o $(B)/tests/support.o \
-  | e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so
+  | e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so $(B)/tests/test_softgpu_kernels \
+    $(B)/tests/test_softgpu_launch
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
 

@@ -133,3 +133,40 @@ Test(remote, wrong_key_is_a_clear_error, .timeout = 60)
     program_result_free(&r);
     agent_stop(&a);
 }
+
+/* softgpu's own kernel tests, run as programs of their own through the
+ * shim and an agent: every test process is one job. Two launch tests are
+ * about softgpu in-process (a fault leaving other contexts usable, device
+ * memory read as host memory) and do not apply to proxies, where a job
+ * fails whole and device memory is remote. */
+static void run_suite_through(const char *binary, const char *filter)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    char path[256], agents_var[256], key[96], preload[300];
+    snprintf(path, sizeof path, SHIM_BUILD "/tests/%s", binary);
+    cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
+    agents_env(&a, 1, agents_var, sizeof agents_var);
+    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a.key_hex);
+    shim_env(preload, sizeof preload);
+    char filter_arg[256];
+    snprintf(filter_arg, sizeof filter_arg, "--filter=%s", filter ? filter : "*/*");
+    char *argv[] = { path, "-j1", filter_arg, NULL };
+    char *env[] = { preload, agents_var, key, "RIG_LOCAL_DRIVER=none", NULL };
+    program_result r = program_run(argv, env, 240);
+    cr_expect_eq(r.status, 0, "%s through the shim exited %d:\n%s", binary, r.status, r.output);
+    cr_expect(strstr(r.output, "Failing: 0 | Crashing: 0"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+Test(remote, softgpu_kernel_tests_through_the_shim, .timeout = 300)
+{
+    run_suite_through("test_softgpu_kernels", NULL);
+}
+
+Test(remote, softgpu_launch_tests_through_the_shim, .timeout = 300)
+{
+    run_suite_through("test_softgpu_launch",
+                      "*/!(illegal_address_is_sticky_and_named|library_kernel_as_function_and_launch_ex)");
+}
