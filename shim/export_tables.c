@@ -3,6 +3,7 @@
  * What each slot does is measured, not documented: see CUDART.md. A slot
  * whose use is unknown returns an error without reading its arguments. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,10 @@ static CUresult slot_zero(void)
 
 static CUresult slot_unknown(void)
 {
-    shim_log(SHIM_LOG_DEBUG, "an export-table slot of unknown use was called");
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said))
+        shim_log(SHIM_LOG_WARN, "cuGetExportTable: a slot of unknown use was called; it returns "
+                                "CUDA_ERROR_NOT_SUPPORTED");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

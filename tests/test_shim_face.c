@@ -76,6 +76,23 @@ Test(shim_face, exports_every_stub_symbol)
     cr_assert_eq(count, 637, "the stub exports %d functions", count);
 }
 
+/* Nothing else leaks into the program's symbol space: the driver's names
+ * and the marker that keeps the shim from loading itself as the driver. */
+Test(shim_face, exports_nothing_else)
+{
+    FILE *p = popen("nm -D --defined-only " SHIM_PATH " | awk '{print $3}'", "r");
+    cr_assert_not_null(p);
+    char name[256];
+    int count = 0;
+    while (fscanf(p, "%255s", name) == 1) {
+        cr_assert(cuda_op_by_symbol(name) || strcmp(name, "rig_shim_marker") == 0,
+                  "the shim exports %s", name);
+        count++;
+    }
+    pclose(p);
+    cr_assert_eq(count, 638);
+}
+
 Test(shim_face, soname_is_libcuda_so_1)
 {
     FILE *p = popen("readelf -d " SHIM_PATH, "r");
