@@ -198,15 +198,17 @@ static CUresult refuse_local(const char *sym, const shim_driver *d)
                        #sym ": kinds and parameters differ");                           \
         static const exp_symbol exp_s_ = { op, #sym, kinds, EXP_STR(RIG_SIG_##sym) };   \
         const void *const exp_args_[] = { NULL EXP_APPLY(EXP_ADDRS, RIG_ARGS_##sym) };  \
-        char exp_label_[EXP_LABEL];                                                       \
+        char exp_label_[EXP_LABEL];                                                     \
+        const shim_driver *exp_d_;                                                      \
+        CUresult exp_rc_;                                                               \
         if (goes_to_proxy(&exp_s_, exp_args_ + 1, exp_label_))                          \
-            return refuse_proxy(#sym, exp_label_);                                      \
-        const shim_driver *exp_d_ = shim_local_driver();                                \
-        if (!exp_d_ || !exp_d_->fn_##sym)                                               \
-            return refuse_local(#sym, exp_d_);                                          \
-        CUresult exp_rc_ = exp_d_->fn_##sym RIG_ARGS_##sym;                             \
-        if (exp_rc_ != CUDA_SUCCESS && shim_log_enabled(SHIM_LOG_DEBUG))                 \
-            shim_log(SHIM_LOG_DEBUG, "%s: local driver says %d", #sym, (int)exp_rc_);   \
+            exp_rc_ = refuse_proxy(#sym, exp_label_);                                   \
+        else if (!(exp_d_ = shim_local_driver()) || !exp_d_->fn_##sym)                  \
+            exp_rc_ = refuse_local(#sym, exp_d_);                                       \
+        else                                                                            \
+            exp_rc_ = exp_d_->fn_##sym RIG_ARGS_##sym;                                  \
+        if (__builtin_expect(shim_tracing, 0))                                          \
+            shim_trace(#sym, exp_rc_);                                                  \
         return exp_rc_;                                                                 \
     }
 #include "proto/cuda_ops.def"
