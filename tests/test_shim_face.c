@@ -565,6 +565,9 @@ ON_SOFTGPU(multidev, static, "multidev: ok 1 devices")
 ON_SOFTGPU(entrypoint, static, "entrypoint: ok")
 ON_SOFTGPU(entrypoint, shared, "entrypoint: ok")
 ON_SOFTGPU(entrypoint, ptds, "entrypoint: ok")
+ON_SOFTGPU(reset, static, "reset: ok 3 rounds")
+ON_SOFTGPU(reset, shared, "reset: ok 3 rounds")
+ON_SOFTGPU(reset, ptds, "reset: ok 3 rounds")
 
 /* Three softgpu devices: the integrity check hashes one record per device,
  * each device has its own primary context and runtime state. */
