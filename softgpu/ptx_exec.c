@@ -485,6 +485,7 @@ static int do_printf(ptx_worker *k, ptx_warp *w, const ptx_insn *in, uint32_t m)
 
 /* ---- the interpreter ---- */
 
+__attribute__((target_clones("avx2", "default")))
 int ptx_warp_run(ptx_worker *k, ptx_warp *w)
 {
     ptx_run *run = k->run;

@@ -30,9 +30,26 @@ typedef enum ptx_type {
     T_COUNT
 } ptx_type;
 
-unsigned ptx_type_size(ptx_type t);
-bool ptx_type_signed(ptx_type t);
-bool ptx_type_float(ptx_type t);
+static inline unsigned ptx_type_size(ptx_type t)
+{
+    static const uint8_t size[T_COUNT] = {
+        [T_PRED] = 1, [T_B8] = 1, [T_U8] = 1, [T_S8] = 1, [T_B16] = 2, [T_U16] = 2,
+        [T_S16] = 2, [T_B32] = 4, [T_U32] = 4, [T_S32] = 4, [T_B64] = 8, [T_U64] = 8,
+        [T_S64] = 8, [T_F16] = 2, [T_F16X2] = 4, [T_BF16] = 2, [T_F32] = 4, [T_F64] = 8,
+        [T_B128] = 16,
+    };
+    return (unsigned)t < T_COUNT ? size[t] : 0;
+}
+
+static inline bool ptx_type_signed(ptx_type t)
+{
+    return t == T_S8 || t == T_S16 || t == T_S32 || t == T_S64;
+}
+
+static inline bool ptx_type_float(ptx_type t)
+{
+    return t == T_F16 || t == T_F16X2 || t == T_BF16 || t == T_F32 || t == T_F64;
+}
 
 /* Opcodes of the decoded form. One PTX opcode can decode to several. */
 #define PTX_OPS(X) \

@@ -142,27 +142,16 @@ static void set_row(uint64_t *row, uint64_t v)
         row[l] = v;
 }
 
-static void block_start(ptx_worker *k, uint64_t b, unsigned worker_index)
+/* The registers that stay the same for every block of a launch. */
+static void launch_rows(ptx_worker *k, unsigned worker_index)
 {
     ptx_run *run = k->run;
     const soft_launch *L = run->launch;
     const uint32_t *bd = L->block, *gd = L->grid;
-    k->ctaid[0] = (uint32_t)(b % gd[0]);
-    k->ctaid[1] = (uint32_t)((b / gd[0]) % gd[1]);
-    k->ctaid[2] = (uint32_t)(b / ((uint64_t)gd[0] * gd[1]));
-    uint32_t sp0 = (run->entry->depot + 15) / 16 * 16;
-    k->red_popc = 0;
-    k->red_and = true;
-    k->red_or = false;
     for (uint32_t i = 0; i < run->nwarps; i++) {
-        ptx_warp *w = &k->warps[i];
-        uint64_t (*R)[PTX_WARP] = w->R;
-        w->live = 0;
-        w->bar = 0;
+        uint64_t (*R)[PTX_WARP] = k->warps[i].R;
         for (unsigned l = 0; l < PTX_WARP; l++) {
             uint32_t t = i * PTX_WARP + l;
-            if (t < run->block_threads)
-                w->live |= 1u << l;
             R[SR_TID_X][l] = t % bd[0];
             R[SR_TID_Y][l] = (t / bd[0]) % bd[1];
             R[SR_TID_Z][l] = t / (bd[0] * bd[1]);
@@ -172,19 +161,11 @@ static void block_start(ptx_worker *k, uint64_t b, unsigned worker_index)
             R[SR_LANEMASK_LE][l] = (uint32_t)((2ull << l) - 1);
             R[SR_LANEMASK_GT][l] = (uint32_t)(~0ull << (l + 1));
             R[SR_LANEMASK_GE][l] = (uint32_t)(~0ull << l);
-            w->lpc[l] = run->entry->pc;
-            w->frame[l] = UINT32_MAX;
-            w->fp[l] = 0;
-            w->sp[l] = sp0;
-            w->cc[l] = 0;
         }
         set_row(R[SR_ZERO], 0);
         set_row(R[SR_NTID_X], bd[0]);
         set_row(R[SR_NTID_Y], bd[1]);
         set_row(R[SR_NTID_Z], bd[2]);
-        set_row(R[SR_CTAID_X], k->ctaid[0]);
-        set_row(R[SR_CTAID_Y], k->ctaid[1]);
-        set_row(R[SR_CTAID_Z], k->ctaid[2]);
         set_row(R[SR_NCTAID_X], gd[0]);
         set_row(R[SR_NCTAID_Y], gd[1]);
         set_row(R[SR_NCTAID_Z], gd[2]);
@@ -195,6 +176,38 @@ static void block_start(ptx_worker *k, uint64_t b, unsigned worker_index)
         set_row(R[SR_GRIDID], 1);
         set_row(R[SR_DYN_SMEM], L->dynamic_shared_bytes);
         set_row(R[SR_TOTAL_SMEM], run->shared_bytes);
+    }
+}
+
+static void block_start(ptx_worker *k, uint64_t b)
+{
+    ptx_run *run = k->run;
+    const uint32_t *gd = run->launch->grid;
+    k->ctaid[0] = (uint32_t)(b % gd[0]);
+    k->ctaid[1] = (uint32_t)((b / gd[0]) % gd[1]);
+    k->ctaid[2] = (uint32_t)(b / ((uint64_t)gd[0] * gd[1]));
+    uint32_t sp0 = (run->entry->depot + 15) / 16 * 16;
+    uint32_t pc0 = run->entry->pc;
+    k->red_popc = 0;
+    k->red_and = true;
+    k->red_or = false;
+    for (uint32_t i = 0; i < run->nwarps; i++) {
+        ptx_warp *w = &k->warps[i];
+        uint64_t (*R)[PTX_WARP] = w->R;
+        uint32_t first = i * PTX_WARP;
+        w->live = run->block_threads - first >= PTX_WARP
+                      ? PTX_FULL : (1u << (run->block_threads - first)) - 1;
+        w->bar = 0;
+        for (unsigned l = 0; l < PTX_WARP; l++) {
+            w->lpc[l] = pc0;
+            w->frame[l] = UINT32_MAX;
+            w->fp[l] = 0;
+            w->sp[l] = sp0;
+            w->cc[l] = 0;
+        }
+        set_row(R[SR_CTAID_X], k->ctaid[0]);
+        set_row(R[SR_CTAID_Y], k->ctaid[1]);
+        set_row(R[SR_CTAID_Z], k->ctaid[2]);
     }
 }
 
@@ -250,13 +263,14 @@ static void worker_main(void *arg)
                      run->entry->name);
         return;
     }
+    launch_rows(k, wa->index);
     for (;;) {
         if (atomic_load(&run->failed))
             break;
         uint64_t b = atomic_fetch_add(&run->next_block, 1);
         if (b >= run->nblocks)
             break;
-        block_start(k, b, wa->index);
+        block_start(k, b);
         if (!block_run(k))
             break;
     }

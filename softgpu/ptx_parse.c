@@ -363,29 +363,6 @@ ptx_type ptx_type_from(const char *s, size_t len)
     return T_NONE;
 }
 
-unsigned ptx_type_size(ptx_type t)
-{
-    switch (t) {
-    case T_PRED: return 1;
-    case T_B8: case T_U8: case T_S8: return 1;
-    case T_B16: case T_U16: case T_S16: case T_F16: case T_BF16: return 2;
-    case T_B32: case T_U32: case T_S32: case T_F32: case T_F16X2: return 4;
-    case T_B64: case T_U64: case T_S64: case T_F64: return 8;
-    case T_B128: return 16;
-    default: return 0;
-    }
-}
-
-bool ptx_type_signed(ptx_type t)
-{
-    return t == T_S8 || t == T_S16 || t == T_S32 || t == T_S64;
-}
-
-bool ptx_type_float(ptx_type t)
-{
-    return t == T_F16 || t == T_F16X2 || t == T_BF16 || t == T_F32 || t == T_F64;
-}
-
 /* ---- declarations ---- */
 
 typedef struct decl {
