@@ -21,8 +21,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 
-#define BEAT_AFTER_MS 1000
-#define SEND_STALL_MS 10000
+
 
 typedef struct note {
     struct note *next;
@@ -78,7 +77,7 @@ static int send_locked(job *j, frame_kind kind, const struct iovec *iov, int n)
 {
     rig_why why = { "" };
     pthread_mutex_lock(&j->send_lock);
-    int rc = conn_sendv(&j->c, kind, iov, n, deadline_after(SEND_STALL_MS), &why);
+    int rc = conn_sendv(&j->c, kind, iov, n, deadline_after(JOB_STALL_MS), &why);
     pthread_mutex_unlock(&j->send_lock);
     if (rc < 0)
         job_fail(j, "controller: %s", why.text);
@@ -183,7 +182,7 @@ static void *sender_main(void *arg)
                 if (waiting)
                     check_devices(j);
                 pthread_mutex_lock(&j->send_lock);
-                bool idle = deadline_now_ms() - j->c.last_send_ms >= BEAT_AFTER_MS;
+                bool idle = deadline_now_ms() - j->c.last_send_ms >= JOB_BEAT_MS;
                 pthread_mutex_unlock(&j->send_lock);
                 if (idle)
                     send_locked(j, FRAME_BEAT, NULL, 0);
@@ -1053,7 +1052,7 @@ static void linger(job *j)
     int64_t until = deadline_after(10000);
     for (;;) {
         frame f = { 0 };
-        if (conn_recv(&j->c, &f, until, NULL) < 0)
+        if (conn_recv(&j->c, &f, until, -1, NULL) < 0)
             return;
         frame_release(&f);
     }
@@ -1081,9 +1080,12 @@ void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen)
     bool closed = false;
     while (!job_failed(j)) {
         frame f = { 0 };
-        int rc = conn_recv(&j->c, &f, deadline_after(-1), &why);
+        int rc = conn_recv(&j->c, &f, deadline_after(-1), JOB_SILENCE_MS, &why);
         if (rc < 0) {
-            job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why.text);
+            if (rc == RIG_E_TIMEOUT)
+                job_fail(j, "controller: silent for %d s", JOB_SILENCE_MS / 1000);
+            else
+                job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why.text);
             break;
         }
         switch (f.kind) {

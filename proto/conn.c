@@ -109,7 +109,16 @@ int conn_buffered(const conn *c)
     return c->roff < c->rlen;
 }
 
-int conn_recv(conn *c, frame *out, int64_t deadline, rig_why *why)
+/* The earlier of the deadline and idle_ms after the last byte received. */
+static int64_t recv_bound(const conn *c, int64_t deadline, int idle_ms)
+{
+    if (idle_ms < 0)
+        return deadline;
+    int64_t idle = c->last_recv_ms + idle_ms;
+    return idle < deadline ? idle : deadline;
+}
+
+int conn_recv(conn *c, frame *out, int64_t deadline, int idle_ms, rig_why *why)
 {
     int err = 0;
     for (;;) {
@@ -127,7 +136,7 @@ int conn_recv(conn *c, frame *out, int64_t deadline, rig_why *why)
         /* A large payload goes straight into its buffer, not through rbuf. */
         frame_decoder *d = &c->dec;
         if (d->header_have == FRAME_HEADER_SIZE && d->current.len - d->payload_have > CONN_READ_BUF) {
-            int rc = wait_fd(c->fd, POLLIN, deadline, "receiving", why);
+            int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
             if (rc < 0)
                 return rc;
             ssize_t got = read(c->fd, d->current.payload + d->payload_have,
@@ -144,7 +153,7 @@ int conn_recv(conn *c, frame *out, int64_t deadline, rig_why *why)
             continue;
         }
         c->roff = c->rlen = 0;
-        int rc = wait_fd(c->fd, POLLIN, deadline, "receiving", why);
+        int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
         if (rc < 0)
             return rc;
         ssize_t got = read(c->fd, c->rbuf, CONN_READ_BUF);

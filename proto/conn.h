@@ -36,9 +36,10 @@ int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadl
 
 /* Receives the next whole frame (the caller owns out->payload). RIG_E_CLOSED
  * when the peer ends the stream between frames, and also mid-frame (why says
- * which), RIG_E_TIMEOUT at the deadline, RIG_E_MALFORMED/TOO_LONG for bad
- * bytes. */
-int conn_recv(conn *c, frame *out, int64_t deadline, rig_why *why);
+ * which), RIG_E_MALFORMED/TOO_LONG for bad bytes, RIG_E_TIMEOUT at the
+ * deadline or when no byte arrived for idle_ms (negative: no such bound;
+ * each byte that arrives restarts it). */
+int conn_recv(conn *c, frame *out, int64_t deadline, int idle_ms, rig_why *why);
 
 /* True when bytes are buffered that conn_recv can decode without reading. */
 int conn_buffered(const conn *c);

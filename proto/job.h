@@ -26,6 +26,13 @@
 #define JOB_NAME_MAX 4096          /* kernel and global names */
 #define JOB_PARAMS_MAX 32768       /* a kernel's parameter buffer */
 
+/* Liveness (DESIGN.md "Failure"): each end sends a beat after JOB_BEAT_MS
+ * in which it sent nothing; JOB_SILENCE_MS with no byte received, or a send
+ * that makes no progress for JOB_STALL_MS, fails the job. */
+#define JOB_BEAT_MS 1000
+#define JOB_SILENCE_MS 10000
+#define JOB_STALL_MS 10000
+
 /* Device pointers of agent i (1-based) live in the window
  * [JOB_WINDOW_FIRST + (i-1+k) * JOB_WINDOW_SIZE, + JOB_WINDOW_SIZE) for the
  * first candidate k that both ends could reserve. */

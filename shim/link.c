@@ -22,7 +22,6 @@
 #include "shim/log.h"
 
 #define UNREPORTED_LIMIT ((uint64_t)64 << 20)
-#define SEND_STALL_MS 10000
 
 struct pending_answer {
     pending_answer *next;
@@ -53,14 +52,18 @@ static int64_t now_ns(void)
 }
 
 /* Records the job's root cause once per process and wakes every waiter. */
-static void link_fail(agent_link *l, CUresult code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void link_fail(agent_link *l, CUresult code, const char *fmt, ...)
+static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define link_fail(l, code, ...) link_fail_as(l, code, true, __VA_ARGS__)
+
+static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const char *fmt, ...)
 {
     static int said;
     pthread_mutex_lock(&l->lock);
     if (!l->failed) {
         l->failed = true;
         l->failure = code;
+        l->abort_wanted = tell_agent;
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(l->cause, sizeof l->cause, fmt, ap);
@@ -95,6 +98,101 @@ static CUresult error_in(const char *cause)
             return (CUresult)code;
     }
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+/* After a failure found here: the keeper sends the abort; meanwhile read and
+ * discard until the agent ends its side (at most 10 s), so our close cannot
+ * reset the connection under the abort. */
+static void linger(agent_link *l)
+{
+    int64_t until = deadline_after(10000);
+    for (;;) {
+        frame f = { 0 };
+        if (conn_recv(&l->c, &f, until, -1, NULL) < 0)
+            return;
+        frame_release(&f);
+    }
+}
+
+/* ---- the keeper: beats and aborts for every link ---- */
+
+static CUresult send_frame(agent_link *l, frame_kind kind, const struct iovec *iov, int n);
+
+static agent_link *registered[256];
+static size_t registered_count;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void send_abort(agent_link *l)
+{
+    uint8_t buf[JOB_REASON_MAX + 4];
+    wire_writer w = wire_writer_init(buf, sizeof buf);
+    pthread_mutex_lock(&l->lock);
+    size_t n = strnlen(l->cause, sizeof l->cause);
+    wire_put_string(&w, l->cause, n);
+    pthread_mutex_unlock(&l->lock);
+    struct iovec iov = { buf, w.off };
+    conn_sendv(&l->c, FRAME_ABORT, &iov, 1, deadline_after(2000), NULL);
+    shutdown(l->c.fd, SHUT_WR);
+}
+
+/* Every 100 ms: a beat on each link that sent nothing for JOB_BEAT_MS, and
+ * the abort of each link that failed here. A link busy sending is skipped:
+ * its bytes are its beat. */
+static void *keeper_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec tick = { 0, 100 * 1000 * 1000 };
+        nanosleep(&tick, NULL);
+        pthread_mutex_lock(&registry_lock);
+        size_t n = registered_count;
+        pthread_mutex_unlock(&registry_lock);
+        for (size_t i = 0; i < n; i++) {
+            agent_link *l = registered[i];
+            pthread_mutex_lock(&l->lock);
+            bool failed = l->failed, abort_now = l->failed && l->abort_wanted && !l->abort_sent;
+            if (abort_now)
+                l->abort_sent = true;
+            pthread_mutex_unlock(&l->lock);
+            if (failed && !abort_now)
+                continue;
+            if (pthread_mutex_trylock(&l->send_lock) != 0) {
+                if (abort_now) {
+                    /* A send is stuck: the abort waits for the next tick. */
+                    pthread_mutex_lock(&l->lock);
+                    l->abort_sent = false;
+                    pthread_mutex_unlock(&l->lock);
+                }
+                continue;
+            }
+            if (abort_now)
+                send_abort(l);
+            else if (deadline_now_ms() - l->c.last_send_ms >= JOB_BEAT_MS)
+                send_frame(l, FRAME_BEAT, NULL, 0);
+            pthread_mutex_unlock(&l->send_lock);
+        }
+    }
+    return NULL;
+}
+
+static void start_keeper(void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_create(&t, &attr, keeper_main, NULL);
+    pthread_attr_destroy(&attr);
+}
+
+static void register_link(agent_link *l)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_mutex_lock(&registry_lock);
+    if (registered_count < sizeof registered / sizeof registered[0])
+        registered[registered_count++] = l;
+    pthread_mutex_unlock(&registry_lock);
+    pthread_once(&once, start_keeper);
 }
 
 /* ---- receiving ---- */
@@ -213,12 +311,15 @@ static void *receiver_main(void *arg)
     for (;;) {
         frame f = { 0 };
         rig_why why = { "" };
-        int rc = conn_recv(&l->c, &f, deadline_after(-1), &why);
+        int rc = conn_recv(&l->c, &f, deadline_after(-1), JOB_SILENCE_MS, &why);
         if (rc < 0) {
             if (rc == RIG_E_CLOSED)
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection", l->name);
+            else if (rc == RIG_E_TIMEOUT)
+                link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: silent for %d s", l->name, JOB_SILENCE_MS / 1000);
             else
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
+            linger(l);
             return NULL;
         }
         switch (f.kind) {
@@ -232,7 +333,7 @@ static void *receiver_main(void *arg)
             size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
             char cause[JOB_REASON_MAX + 1];
             snprintf(cause, sizeof cause, "%.*s", (int)n, r.err ? "" : (const char *)s);
-            link_fail(l, error_in(cause), "%s aborted: %s", l->name, cause);
+            link_fail_as(l, error_in(cause), false, "%s aborted: %s", l->name, cause);
             frame_release(&f);
             /* End our side too, so the agent's wait for it ends. */
             shutdown(l->c.fd, SHUT_WR);
@@ -267,7 +368,7 @@ static void *receiver_main(void *arg)
 static CUresult send_frame(agent_link *l, frame_kind kind, const struct iovec *iov, int n)
 {
     rig_why why = { "" };
-    int rc = conn_sendv(&l->c, kind, iov, n, deadline_after(SEND_STALL_MS), &why);
+    int rc = conn_sendv(&l->c, kind, iov, n, deadline_after(JOB_STALL_MS), &why);
     if (rc < 0) {
         link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -490,7 +591,7 @@ static int open_request(agent_link *l, uint64_t base, frame *f, rig_why *why)
     if (rc < 0)
         return rc;
     for (;;) {
-        rc = conn_recv(&l->c, f, deadline_after(HS_TIMEOUT_MS), why);
+        rc = conn_recv(&l->c, f, deadline_after(HS_TIMEOUT_MS), -1, why);
         if (rc < 0)
             return rc;
         if (f->kind == FRAME_ANSWER)
@@ -615,6 +716,7 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
     if (pthread_create(&l->receiver, NULL, receiver_main, l) != 0)
         return why_set(why, RIG_E_IO, "agent %s: cannot start a receiver thread", name);
     l->receiver_started = true;
+    register_link(l);
     return 0;
 }
 

@@ -33,6 +33,7 @@ struct agent_link {
     pthread_t receiver;
     bool receiver_started;
     bool failed;
+    bool abort_wanted, abort_sent;   /* a cause found here goes to the agent */
     CUresult failure;                /* what later calls return */
     char cause[512];
     uint64_t window_base, window_size;
