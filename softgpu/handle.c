@@ -7,7 +7,7 @@
 
 typedef struct slot { uintptr_t key; int kind; } slot;  /* kind 0: free, -1: tombstone */
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;   /* lookups share it */
 static slot *slots;
 static size_t cap, used;   /* used counts live and tombstones */
 
@@ -62,7 +62,7 @@ bool soft_handle_add(const void *p, soft_kind k)
 {
     uintptr_t key = (uintptr_t)p;
     bool ok = true;
-    pthread_mutex_lock(&lock);
+    pthread_rwlock_wrlock(&lock);
     slot *s = lookup(key);
     if (s) {
         s->kind = (int)k;
@@ -80,7 +80,7 @@ bool soft_handle_add(const void *p, soft_kind k)
     slots[i].key = key;
     slots[i].kind = (int)k;
 out:
-    pthread_mutex_unlock(&lock);
+    pthread_rwlock_unlock(&lock);
     return ok;
 }
 
@@ -88,18 +88,18 @@ bool soft_handle_valid(const void *p, soft_kind k)
 {
     if (!p)
         return false;
-    pthread_mutex_lock(&lock);
+    pthread_rwlock_rdlock(&lock);
     slot *s = lookup((uintptr_t)p);
     bool ok = s && s->kind == (int)k;
-    pthread_mutex_unlock(&lock);
+    pthread_rwlock_unlock(&lock);
     return ok;
 }
 
 void soft_handle_remove(const void *p)
 {
-    pthread_mutex_lock(&lock);
+    pthread_rwlock_wrlock(&lock);
     slot *s = lookup((uintptr_t)p);
     if (s)
         s->kind = -1;
-    pthread_mutex_unlock(&lock);
+    pthread_rwlock_unlock(&lock);
 }
