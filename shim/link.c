@@ -70,6 +70,7 @@ static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const ch
         va_end(ap);
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
             shim_log(SHIM_LOG_ERROR, "job failed: %s", l->cause);
+        l->cause_told = true;
     }
     pthread_cond_broadcast(&l->changed);
     pthread_mutex_unlock(&l->lock);
@@ -79,7 +80,12 @@ CUresult link_status(agent_link *l)
 {
     pthread_mutex_lock(&l->lock);
     CUresult rc = l->failed ? l->failure : CUDA_SUCCESS;
+    bool tell = l->failed && !l->cause_told;
+    l->cause_told = l->cause_told || l->failed;
     pthread_mutex_unlock(&l->lock);
+    /* A job failed without a word yet (a fork's child) says why on first use. */
+    if (tell)
+        shim_log(SHIM_LOG_ERROR, "job failed: %s", l->cause);
     return rc;
 }
 
@@ -185,6 +191,34 @@ static void start_keeper(void)
     pthread_attr_destroy(&attr);
 }
 
+/* A child of fork shares the parent's connections but not its threads: its
+ * job is failed from the start, and it never writes to them (the parent's
+ * job goes on). Locks another thread held at the fork are made anew. */
+static void after_fork_child(void)
+{
+    pthread_mutex_init(&registry_lock, NULL);
+    for (size_t i = 0; i < registered_count; i++) {
+        agent_link *l = registered[i];
+        pthread_mutex_init(&l->send_lock, NULL);
+        pthread_mutex_init(&l->lock, NULL);
+        pthread_cond_init(&l->changed, NULL);
+        l->failed = true;
+        l->failure = CUDA_ERROR_DEVICE_UNAVAILABLE;
+        l->abort_wanted = false;
+        l->cause_told = false;
+        l->answers_head = l->answers_tail = NULL;
+        snprintf(l->cause, sizeof l->cause, "%s: this process is a fork of the job's program; its proxies stay with the parent",
+                 l->name);
+    }
+    registered_count = 0;
+}
+
+static void start_once(void)
+{
+    start_keeper();
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
 static void register_link(agent_link *l)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -192,7 +226,7 @@ static void register_link(agent_link *l)
     if (registered_count < sizeof registered / sizeof registered[0])
         registered[registered_count++] = l;
     pthread_mutex_unlock(&registry_lock);
-    pthread_once(&once, start_keeper);
+    pthread_once(&once, start_once);
 }
 
 /* ---- receiving ---- */
@@ -404,6 +438,9 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
     pending_answer p = { 0 };
     *answer = (frame){ 0 };
     int64_t start = now_ns();
+    CUresult failed = link_status(l);
+    if (failed)
+        return failed;
     pthread_mutex_lock(&l->send_lock);
     pthread_mutex_lock(&l->lock);
     if (l->failed) {
@@ -479,6 +516,9 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
         }
     }
     size_t record = h->body_len + h->data_len;
+    CUresult failed = link_status(l);
+    if (failed)
+        return failed;
     pthread_mutex_lock(&l->lock);
     while (l->unreported_bytes > UNREPORTED_LIMIT && !l->failed)
         pthread_cond_wait(&l->changed, &l->lock);

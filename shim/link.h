@@ -34,6 +34,7 @@ struct agent_link {
     bool receiver_started;
     bool failed;
     bool abort_wanted, abort_sent;   /* a cause found here goes to the agent */
+    bool cause_told;                 /* "rig: job failed" printed for it */
     CUresult failure;                /* what later calls return */
     char cause[512];
     uint64_t window_base, window_size;
