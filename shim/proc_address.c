@@ -10,6 +10,9 @@
 #include "shim/exports.h"
 #include "shim/log.h"
 
+/* The first ABI version with per-thread default streams (CUDA 7.0). */
+#define PER_THREAD_FIRST 7000
+
 /* The shim's export of each wire number. */
 static void *const export_of_op[] = {
 #define RIG_CUDA_OP(op, sym, base, ver, variant, kinds, served) [op] = (void *)&shim_export_##sym,
@@ -64,9 +67,11 @@ static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t f
         (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
                                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)))
         return CUDA_ERROR_INVALID_VALUE;
-    /* Legacy wins where both are asked: it is what a caller gets by default. */
+    /* Legacy wins where both are asked: it is what a caller gets by default.
+     * Per-thread default streams came with CUDA 7.0 (cudaTypedefs.h types
+     * every _ptds/_ptsz entry v7000 or later): older requests get legacy. */
     bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) &&
-                      !(flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+                      !(flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM) && version >= PER_THREAD_FIRST;
     const cuda_op_info *e = find(symbol, version, per_thread, &why);
     if (!e) {
         if (status)
