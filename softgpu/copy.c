@@ -113,7 +113,7 @@ static CUresult copy(enum dir d, CUdeviceptr dst, CUdeviceptr src, size_t n, CUs
     if (async) {
         /* Pageable host memory: read it now, or write it before returning,
          * as the driver does. */
-        if ((d == HTOD || d == ANY) && !src_dev)
+        if ((d == HTOD || d == ANY) && !src_dev && !pinned(sp, n))
             stage = true;
         if ((d == DTOH || d == ANY) && !dst_dev && !pinned(dp, n))
             wait = true;

@@ -149,6 +149,7 @@ typedef struct soft_dep {
 struct soft_op {
     soft_op *next;
     soft_op_fn run;            /* runs on the stream's worker */
+    soft_op_fn finish;         /* then, with the stream's lock held and its count advanced */
     void (*drop)(soft_op *op); /* frees what the op owns (may be NULL) */
     bool always;               /* run even when the context is poisoned */
     uint64_t value;            /* the stream's count once done */
@@ -162,7 +163,7 @@ struct soft_op {
         struct { uint64_t dst; size_t pitch, width, height; unsigned value, elem; } fill;
         struct { CUhostFn fn; void *data; } host;
         struct { CUstreamCallback fn; void *data; struct CUstream_st *stream; } callback;
-        struct { struct CUevent_st *event; uint64_t seq; } record;
+        struct { struct CUevent_st *event; uint64_t seq, ns; } record;
         struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; } launch;
     } u;
 };

@@ -79,15 +79,23 @@ SOFT_API CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
     return cuEventDestroy_v2(hEvent);
 }
 
+/* The stream reached the record: the time is now. */
 static void run_record(soft_op *op, struct CUctx_st *ctx)
 {
     (void)ctx;
+    op->u.record.ns = now_ns();
+}
+
+/* Completes the record once the stream's count says so too, so that after
+ * cuEventSynchronize a query of the stream agrees. */
+static void finish_record(soft_op *op, struct CUctx_st *ctx)
+{
+    (void)ctx;
     struct CUevent_st *e = op->u.record.event;
-    uint64_t t = now_ns();
     pthread_mutex_lock(&e->lock);
     if (op->u.record.seq > e->completed) {
         e->completed = op->u.record.seq;
-        e->ns = t;
+        e->ns = op->u.record.ns ? op->u.record.ns : now_ns();
     }
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
@@ -113,6 +121,7 @@ static CUresult record(CUevent h, CUstream hs, unsigned flags, bool ptds)
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->always = true;   /* an event never stays pending */
+    op->finish = finish_record;
     op->drop = drop_record;
     atomic_fetch_add(&e->refs, 1);
     op->u.record.event = e;

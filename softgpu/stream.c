@@ -173,12 +173,17 @@ static void *worker(void *arg)
          * records, callbacks that receive the error). */
         if (op->run && (op->always || soft_ctx_status(s->ctx) == CUDA_SUCCESS))
             op->run(op, s->ctx);
-        uint64_t v = op->value;
-        op_free(op);
-
         pthread_mutex_lock(&s->lock);
-        s->completed = v;
+        s->completed = op->value;
+        /* Under the stream's lock, with its count already advanced: whoever
+         * an event wakes sees the stream there, and whoever the stream wakes
+         * sees the event complete. (Lock order: stream, then event.) */
+        if (op->finish)
+            op->finish(op, s->ctx);
         pthread_cond_broadcast(&s->done);
+        pthread_mutex_unlock(&s->lock);
+        op_free(op);
+        pthread_mutex_lock(&s->lock);
     }
     bool destroyed = s->destroyed;
     pthread_mutex_unlock(&s->lock);

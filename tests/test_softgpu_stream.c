@@ -349,3 +349,55 @@ Test(stream, never_capturing)
     cr_expect_eq(cuStreamIsCapturing(s, NULL), CUDA_ERROR_INVALID_VALUE);
     OK(cuStreamDestroy(s));
 }
+
+Test(stream, event_and_stream_agree_after_a_sync)
+{
+    CUstream s;
+    CUevent e;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(cuEventCreate(&e, 0));
+    for (int i = 0; i < 300; i++) {
+        OK(cuLaunchHostFunc(s, sleep_ms, (void *)(uintptr_t)0));
+        OK(cuEventRecord(e, s));
+        OK(cuEventSynchronize(e));
+        cr_assert_eq(cuStreamQuery(s), CUDA_SUCCESS, "round %d", i);
+        /* And the other way round. */
+        OK(cuLaunchHostFunc(s, sleep_ms, (void *)(uintptr_t)0));
+        OK(cuEventRecord(e, s));
+        OK(i % 2 ? cuStreamSynchronize(s) : cuCtxSynchronize());
+        cr_assert_eq(cuEventQuery(e), CUDA_SUCCESS, "round %d", i);
+    }
+    OK(cuStreamDestroy(s));
+    OK(cuEventDestroy(e));
+}
+
+static unsigned pinned_value;
+static void CUDA_CB write_pinned(void *arg)
+{
+    *(unsigned *)arg = pinned_value;
+}
+
+Test(stream, pinned_source_is_read_when_the_copy_runs)
+{
+    /* A host function ahead of the copy writes the pinned buffer: the copy
+     * must see that, not what the buffer held at submit. */
+    unsigned *h;
+    OK(cuMemAllocHost((void **)&h, 4));
+    CUdeviceptr d;
+    OK(cuMemAlloc(&d, 4));
+    CUstream s;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (unsigned i = 1; i <= 50; i++) {
+        *h = 0;
+        pinned_value = i;
+        OK(cuLaunchHostFunc(s, write_pinned, h));
+        OK(cuMemcpyHtoDAsync(d, h, 4, s));
+        OK(cuStreamSynchronize(s));
+        unsigned got;
+        OK(cuMemcpyDtoH(&got, d, 4));
+        cr_assert_eq(got, i);
+    }
+    OK(cuStreamDestroy(s));
+    OK(cuMemFree(d));
+    OK(cuMemFreeHost(h));
+}
