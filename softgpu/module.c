@@ -94,13 +94,22 @@ CUresult soft_module_load(const void *image, size_t len, struct CUctx_st *ctx,
     m->ctx = ctx;
     msg[0] = 0;
     r = soft_program_parse(ptx, ptx_len, &m->prog, msg, sizeof msg);
-    free(ptx);
     if (r != CUDA_SUCCESS) {
+        /* PTX for a newer GPU (a library's compute_120 entry, say) is tried,
+         * but say so when it fails: a 7.5 GPU could not run it either. */
+        const char *t = strstr(ptx, ".target sm_");
+        unsigned sm = t ? (unsigned)strtoul(t + 11, NULL, 10) : 0;
+        char why[600];
+        if (sm > 75)
+            snprintf(why, sizeof why, "PTX for sm_%u, newer than softgpu's 7.5: %s", sm,
+                     msg[0] ? msg : "does not parse");
+        else
+            snprintf(why, sizeof why, "%s", msg[0] ? msg : "PTX does not parse");
+        free(ptx);
         free(m);
-        if (!msg[0])
-            snprintf(msg, sizeof msg, "PTX does not parse");
-        return failed(r, msg, log, loglen);
+        return failed(r, why, log, loglen);
     }
+    free(ptx);
     m->nfuncs = soft_program_entry_count(m->prog);
     m->nglobals = soft_program_global_count(m->prog);
     m->funcs = calloc(m->nfuncs ? m->nfuncs : 1, sizeof *m->funcs);
