@@ -18,8 +18,11 @@
 #include "shim/log.h"
 #include "shim/proxy.h"
 
-/* Marks this library so the local-driver search never loads the shim itself. */
-__attribute__((visibility("default"))) const char rig_shim_marker[] = "rig shim";
+/* Marks this library so the local-driver search never loads the shim itself.
+ * A function, not data: sanitizers add companion symbols to exported data. */
+__attribute__((visibility("default"))) void rig_shim_marker(void)
+{
+}
 
 static shim_device devices[SHIM_DEVICES_MAX];
 static int device_count, local_count;
