@@ -84,6 +84,11 @@ CUresult window_free(window *w, backend *b, CUdeviceptr p);
 /* Unmaps everything and gives the range back. */
 void window_release(window *w, backend *b);
 
+/* ---- server.c ---- */
+/* rig-agent's command line (`rig agent` runs the same); returns the exit
+ * status. */
+int agent_main(int argc, char **argv);
+
 /* ---- job.c ---- */
 typedef struct job job;
 

@@ -810,6 +810,33 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
     }
 }
 
+/* Errors that a fault of earlier work leaves on the context: whatever call
+ * meets them first, the cause is the last kernel launched there. */
+static bool sticky(CUresult rc)
+{
+    switch (rc) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS: case CUDA_ERROR_LAUNCH_FAILED: case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS: case CUDA_ERROR_INVALID_ADDRESS_SPACE: case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR: case CUDA_ERROR_ASSERT: case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void fail_with_driver_error(job *j, int device, CUresult rc, const char *what)
+{
+    const char *name = NULL;
+    j->b->drv.fn_cuGetErrorName(rc, &name);
+    if (!name)
+        name = "error";
+    if (sticky(rc) && device >= 0 && device < AGENT_DEVICES_MAX && j->last_kernel[device][0])
+        job_fail(j, "CUDA:%d: %s in kernel %s", device, name, j->last_kernel[device]);
+    else
+        job_fail(j, "CUDA:%d: %s in %s", device < 0 ? 0 : device, name, what);
+}
+
 static const char *op_name(uint32_t op)
 {
     switch (op) {
@@ -846,15 +873,15 @@ static void replay_handover(job *j, const frame *f)
         size_t staging_len = 0;
         CUresult rc = replay_record(j, op, s, stream, &r, &staging, &staging_len);
         if (rc) {
-            const char *name = NULL;
-            j->b->drv.fn_cuGetErrorName(rc, &name);
-            if (op == CUDA_OP_cuLaunchKernel) {
+            if (op == CUDA_OP_cuLaunchKernel && !sticky(rc)) {
+                const char *name = NULL;
+                j->b->drv.fn_cuGetErrorName(rc, &name);
                 wire_reader k = wire_reader_init(body, len);
                 agent_obj *fn = objects_get(&j->objs, wire_get_u64(&k), AOBJ_FUNCTION);
                 job_fail(j, "CUDA:%d: %s in kernel %s", s ? s->device : 0, name ? name : "error",
                          fn ? fn->u.fn.name : "?");
             } else {
-                job_fail(j, "CUDA:%d: %s in %s", s ? s->device : 0, name ? name : "error", op_name(op));
+                fail_with_driver_error(j, s ? s->device : -1, rc, op_name(op));
             }
             if (staging)
                 j->b->drv.fn_cuMemFreeHost(staging);
@@ -882,7 +909,7 @@ static void replay_handover(job *j, const frame *f)
             j->pending_markers--;
             pthread_mutex_unlock(&j->q_lock);
             free(n);
-            job_fail(j, "CUDA:%d: cannot follow stream progress (cuLaunchHostFunc gave %d)", s->device, rc);
+            fail_with_driver_error(j, s->device, rc, "following the stream (cuLaunchHostFunc)");
             return;
         }
     }

@@ -13,6 +13,7 @@
 #include "proto/job.h"
 #include "proto/key.h"
 #include "proto/names.h"
+#include "proto/report.h"
 #include "proto/wire.h"
 #include "shim/link.h"
 #include "shim/log.h"
@@ -294,6 +295,7 @@ static void close_links(void)
     print_stats();
     for (size_t i = 0; i < link_count; i++)
         link_close(&links[i]);
+    report_closed();
 }
 
 CUresult shim_init(unsigned flags)
@@ -305,6 +307,9 @@ CUresult shim_init(unsigned flags)
     }
     rig_why why = { "" };
     CUresult rc = CUDA_SUCCESS;
+    char rwhy[200];
+    if (report_open_from_env(rwhy, sizeof rwhy) < 0)
+        shim_log(SHIM_LOG_ERROR, "%s", rwhy);
     const shim_driver *drv = shim_local_driver();
     if (drv) {
         CUresult lrc = drv->fn_cuInit(flags);
@@ -320,12 +325,15 @@ CUresult shim_init(unsigned flags)
         }
     }
     rc = init_remote(&why);
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS) {
         shim_log(SHIM_LOG_ERROR, "%s", why.text);
-    else if (device_count == 0)
+        report_failed(why.text);
+    } else if (device_count == 0) {
         rc = CUDA_ERROR_NO_DEVICE;
-    else if (link_count)
+    } else if (link_count) {
+        report_started();
         atexit(close_links);
+    }
     init_result = rc;
     __atomic_store_n(&init_done, true, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&init_lock);

@@ -18,6 +18,7 @@
 #include "proto/handshake.h"
 #include "proto/job.h"
 #include "proto/net.h"
+#include "proto/report.h"
 #include "proto/wire.h"
 #include "shim/log.h"
 
@@ -68,8 +69,10 @@ static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const ch
         va_start(ap, fmt);
         vsnprintf(l->cause, sizeof l->cause, fmt, ap);
         va_end(ap);
-        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
             shim_log(SHIM_LOG_ERROR, "job failed: %s", l->cause);
+            report_failed(l->cause);
+        }
         l->cause_told = true;
     }
     pthread_cond_broadcast(&l->changed);

@@ -1,5 +1,5 @@
-/* rig-agent: listens, proves the job key, and serves one job at a time by
- * replaying it on this machine's driver (its GPUs, or softgpu). */
+/* The agent's command: listens, proves the job key, and serves one job at a
+ * time by replaying it on this machine's driver (its GPUs, or softgpu). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -17,6 +17,7 @@
 #include "proto/key.h"
 #include "proto/names.h"
 #include "proto/net.h"
+#include "proto/report.h"
 
 static const char usage[] =
     "Usage: rig-agent --listen HOST:PORT (--key-file FILE | --key-stdin) [--driver PATH]\n"
@@ -66,9 +67,15 @@ static void *job_main(void *arg)
         close(c->fd);
     } else {
         fprintf(stderr, "rig-agent: job from %s (agent %u)\n", c->peer, peers.accepting);
+        report_started();
         char ended[600];
         job_serve(&s->b, c->fd, peers.accepting, ended, sizeof ended);
         fprintf(stderr, "rig-agent: %s: %s\n", c->peer, ended);
+        static const char failed[] = "job failed: ";
+        if (strncmp(ended, failed, sizeof failed - 1) == 0)
+            report_failed(ended + sizeof failed - 1);
+        else
+            report_closed();
     }
     pthread_mutex_lock(&s->lock);
     s->busy = false;
@@ -111,7 +118,7 @@ static void peer_name(int fd, char *out, size_t cap)
     snprintf(out, cap, ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
 }
 
-int main(int argc, char **argv)
+int agent_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "listen", required_argument, NULL, 'l' }, { "key-file", required_argument, NULL, 'k' },
@@ -140,6 +147,11 @@ int main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    char rwhy[200];
+    if (report_open_from_env(rwhy, sizeof rwhy) < 0) {
+        fprintf(stderr, "rig-agent: %s\n", rwhy);
+        return 1;
+    }
 
     server *s = calloc(1, sizeof *s);
     pthread_mutex_init(&s->lock, NULL);
