@@ -9,9 +9,17 @@ SOFT_DRIVER_OBJ := $(SOFT_DRIVER_SRC:%.c=$(B)/%.o)
 SOFT_LIB        := $(B)/libcudasoft.so
 SOFT_LDLIBS     := -lzstd -llz4 -lpthread -lm -ldl
 
-$(SOFT_LIB): $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) softgpu/driver.mk
+$(SOFT_LIB): $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) $(B)/softgpu/exports.map softgpu/driver.mk
 	$(call say,LD,$@)
-	$(Q)$(CC) -shared -Wl,-soname,libcudasoft.so -Wl,--no-undefined -Wl,-z,nodelete $(LDFLAGS) -o $@ $(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) $(SOFT_LDLIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libcudasoft.so -Wl,--no-undefined -Wl,-z,nodelete \
+		-Wl,--version-script=$(B)/softgpu/exports.map $(LDFLAGS) -o $@ \
+		$(SOFT_DRIVER_OBJ) $(SOFT_ENGINE_LIB) $(SOFT_LDLIBS)
+
+# Only driver entry points leave the library, whatever else has default
+# visibility inside it (an ifunc resolver of a target_clones function, say).
+$(B)/softgpu/exports.map: softgpu/driver.mk
+	$(Q)mkdir -p $(dir $@)
+	$(Q)printf '{\n  global: cu*;\n  local: *;\n};\n' > $@
 
 ALL_TARGETS += $(SOFT_LIB)
 
