@@ -8,14 +8,7 @@
 //    pre-sm_60 atomicAdd), the latter on both global and shared memory;
 //  - the values atomics return: atomicAdd tickets form a permutation,
 //    atomicInc wraps, atomicAnd/Or/Xor/Exch leave the expected bits.
-//
-// Known failure (softgpu): nvcc compiles ~(1u << (i % 32)) in `scalars` to a
-// rotate, `shf.l.wrap.b32` (funnel shift), which softgpu's PTX interpreter
-// does not implement: loading the module fails with CUDA_ERROR_NOT_SUPPORTED
-// ("softgpu: line 260: instruction 'shf.l.wrap.b32' is not supported"), seen
-// locally at the first runtime call (cuLibraryLoadData) and through an agent
-// at the first launch (cuLibraryGetKernel). With that expression rewritten
-// without a rotate every check here passes on softgpu, locally and remotely.
+//  - ~(1u << k) compiles to a rotate (shf.l.wrap.b32, a funnel shift).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
