@@ -4,7 +4,25 @@
  * every exported symbol (cuMemAlloc_v2, cuMemcpyHtoD_v2_ptds, the legacy
  * cuCtxSynchronize) has its own prototype, so that defining a function under
  * its exported name checks its signature against the toolkit's.
- * The engine (PTX parse and run) is behind engine.h; nothing here knows PTX. */
+ * The engine (PTX parse and run) is behind engine.h; nothing here knows PTX.
+ *
+ * Where softgpu chooses (the driver's documentation leaves room, or a CPU
+ * cannot do what a GPU does):
+ *  - SOFTGPU_DEVICES (default 1) and SOFTGPU_MEMORY (default 4G) are read at
+ *    cuInit; a malformed value fails cuInit with one line on stderr.
+ *  - Device memory is host memory at the device address; every range lives
+ *    in one table (alloc.c) that the engine, copies and queries consult, and
+ *    nothing in flight ever touches memory taken away (soft_mem_use_*).
+ *  - cuMemAddressReserve honours the requested address exactly or fails
+ *    (CUDA_ERROR_OUT_OF_MEMORY); read-only VMM access is not enforced.
+ *  - A failed launch poisons its context for good (until cuCtxDestroy or
+ *    cuDevicePrimaryCtxReset) and logs one line naming kernel and address.
+ *  - cuStreamDestroy returns at once; cuMemFree and cuModuleUnload wait for
+ *    the work that may use what they free.
+ *  - extra's CU_LAUNCH_PARAM_BUFFER_SIZE may lie between the end of the last
+ *    parameter and that rounded up to the largest alignment (8 at least).
+ *  - The PTX entry for the highest compute capability up to 7.5 is chosen,
+ *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED. */
 #ifndef RIG_SOFTGPU_DRIVER_H
 #define RIG_SOFTGPU_DRIVER_H
 
