@@ -169,21 +169,9 @@ int agent_main(int argc, char **argv)
         }
     }
     names_address addr;
-    if (names_parse_address(listen_at, strlen(listen_at), &addr, &why) < 0 &&
-        !(strchr(listen_at, ':') && strcmp(strrchr(listen_at, ':'), ":0") == 0)) {
+    if (names_parse_listen(listen_at, &addr, &why) < 0) {
         fprintf(stderr, "rig-agent: --listen %s\n", why.text);
         return 1;
-    }
-    if (strcmp(strrchr(listen_at, ':'), ":0") == 0) {
-        /* Port 0 picks a free port; the parser wants 1..65535. */
-        size_t hl = (size_t)(strrchr(listen_at, ':') - listen_at);
-        char tmp[300];
-        snprintf(tmp, sizeof tmp, "%.*s:1", (int)hl, listen_at);
-        if (names_parse_address(tmp, strlen(tmp), &addr, &why) < 0) {
-            fprintf(stderr, "rig-agent: --listen %s\n", why.text);
-            return 1;
-        }
-        addr.port = 0;
     }
     char bwhy[600];
     if (backend_open(&s->b, driver, bwhy, sizeof bwhy) < 0) {

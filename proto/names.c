@@ -2,6 +2,7 @@
 #include "proto/names.h"
 
 #include <arpa/inet.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,19 @@ static int all_digits_and_dots(const char *s, size_t len)
     return 1;
 }
 
+static int parse_address(const char *text, size_t len, bool any_port, names_address *out, rig_why *why);
+
 int names_parse_address(const char *text, size_t len, names_address *out, rig_why *why)
+{
+    return parse_address(text, len, false, out, why);
+}
+
+int names_parse_listen(const char *text, names_address *out, rig_why *why)
+{
+    return parse_address(text, strlen(text), true, out, why);
+}
+
+static int parse_address(const char *text, size_t len, bool any_port, names_address *out, rig_why *why)
 {
     memset(out, 0, sizeof *out);
     const char *host = text, *port;
@@ -114,10 +127,10 @@ int names_parse_address(const char *text, size_t len, names_address *out, rig_wh
         }
     }
     size_t port_len = (size_t)(text + len - port);
-    int64_t p = parse_decimal(port, port_len, 1, 65535);
+    int64_t p = parse_decimal(port, port_len, any_port ? 0 : 1, 65535);
     if (p < 0)
-        return why_set(why, RIG_E_INVALID, "\"%.*s\": port \"%.*s\" is not a number from 1 to 65535",
-                       (int)len, text, (int)port_len, port);
+        return why_set(why, RIG_E_INVALID, "\"%.*s\": port \"%.*s\" is not a number from %d to 65535",
+                       (int)len, text, (int)port_len, port, any_port ? 0 : 1);
     memcpy(out->host, host, host_len);
     out->host[host_len] = '\0';
     out->port = (uint16_t)p;

@@ -42,8 +42,10 @@ typedef struct names_agents {
 int names_parse_agents(const char *text, names_agents *out, rig_why *why);
 void names_agents_free(names_agents *list);
 
-/* Parses "HOST:PORT" or "[V6]:PORT". */
+/* Parses "HOST:PORT" or "[V6]:PORT" (port 1..65535). */
 int names_parse_address(const char *text, size_t len, names_address *out, rig_why *why);
+/* The same for a place to listen, where port 0 asks for any free port. */
+int names_parse_listen(const char *text, names_address *out, rig_why *why);
 
 typedef enum names_kind {
     NAMES_ADDRESS,   /* HOST:PORT or HOST:PORT#N */

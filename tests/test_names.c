@@ -154,3 +154,17 @@ Test(names, every_truncation_and_bit_flip)
     for (size_t i = 0; i < 3; i++)
         support_each_mutation((const uint8_t *)names[i], strlen(names[i]), check_text, &agents);
 }
+
+Test(names, listen_allows_port_zero)
+{
+    names_address a;
+    rig_why why = { "" };
+    cr_assert_eq(names_parse_listen("127.0.0.1:0", &a, &why), 0, "%s", why.text);
+    cr_assert_eq(a.port, 0);
+    cr_assert_eq(names_parse_listen("[::1]:4123", &a, &why), 0, "%s", why.text);
+    cr_assert(a.ipv6 && a.port == 4123);
+    cr_assert_eq(names_parse_listen("127.0.0.1:65536", &a, &why), RIG_E_INVALID);
+    cr_assert(strstr(why.text, "from 0 to 65535"), "%s", why.text);
+    names_address b;
+    cr_assert_eq(names_parse_address("127.0.0.1:0", 11, &b, &why), RIG_E_INVALID, "a peer's port is never 0");
+}
