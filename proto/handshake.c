@@ -1,7 +1,9 @@
 /* The handshake: message codecs, proofs, and both ends over a socket. */
 #include "proto/handshake.h"
 
+#include <errno.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include "proto/deadline.h"
 #include "proto/fdio.h"
 #include "proto/hmac.h"
+#include "proto/random.h"
 #include "proto/wire.h"
 
 void hs_proof(const uint8_t key_digest[static 32], hs_role role, uint32_t dialing,
@@ -215,7 +218,8 @@ int hs_accept(int fd, const hs_config *cfg, hs_admit_fn admit, void *admit_ctx, 
     char reason[HS_REASON_MAX + 1];
     hs_dial_msg dial;
 
-    randombytes_buf(our_nonce, sizeof our_nonce);
+    if (random_bytes(our_nonce, sizeof our_nonce) < 0)
+        return why_set(why, RIG_E_IO, "no random bytes for a nonce: %s", strerror(errno));
     int n = hs_encode_greeting(greeting, sizeof greeting, cfg->version, our_nonce);
     rc = fdio_write_full(fd, greeting, (size_t)n, deadline_after(cfg->timeout_ms), "the greeting", why);
     if (rc < 0)
@@ -231,7 +235,7 @@ int hs_accept(int fd, const hs_config *cfg, hs_admit_fn admit, void *admit_ctx, 
 
     proof_key(cfg, digest);
     hs_proof(digest, HS_DIALING, dial.dialing, dial.accepting, our_nonce, dial.nonce, expected);
-    if (sodium_memcmp(expected, dial.proof, HS_PROOF) != 0) {
+    if (crypto_verify_32(expected, dial.proof) != 0) {
         snprintf(reason, sizeof reason, "wrong key: the proof of process %u does not match this end's job key",
                  dial.dialing);
         n = hs_encode_reply_refusal(buf, sizeof buf, reason);
@@ -265,7 +269,7 @@ int hs_accept(int fd, const hs_config *cfg, hs_admit_fn admit, void *admit_ctx, 
         *out = (hs_peers){ .dialing = dial.dialing, .accepting = dial.accepting };
     rc = 0;
 out:
-    sodium_memzero(digest, sizeof digest);
+    explicit_bzero(digest, sizeof digest);
     return rc;
 }
 
@@ -302,7 +306,8 @@ int hs_dial(int fd, const hs_config *cfg, uint32_t self, uint32_t peer, rig_why 
         return why_set(why, RIG_E_REFUSED, "refused: %s", shown);
     }
 
-    randombytes_buf(dial.nonce, sizeof dial.nonce);
+    if (random_bytes(dial.nonce, sizeof dial.nonce) < 0)
+        return why_set(why, RIG_E_IO, "no random bytes for a nonce: %s", strerror(errno));
     proof_key(cfg, digest);
     hs_proof(digest, HS_DIALING, self, peer, g.nonce, dial.nonce, dial.proof);
     n = hs_encode_dial(buf, sizeof buf, &dial);
@@ -324,13 +329,13 @@ int hs_dial(int fd, const hs_config *cfg, uint32_t self, uint32_t peer, rig_why 
         goto out;
     }
     hs_proof(digest, HS_ACCEPTING, self, peer, g.nonce, dial.nonce, expected);
-    if (sodium_memcmp(expected, rep.proof, HS_PROOF) != 0) {
+    if (crypto_verify_32(expected, rep.proof) != 0) {
         rc = why_set(why, RIG_E_AUTH, "the accepting end's proof does not match the job key (wrong key)");
         goto out;
     }
     rc = 0;
 out:
-    sodium_memzero(digest, sizeof digest);
+    explicit_bzero(digest, sizeof digest);
     return rc;
 }
 

@@ -24,8 +24,8 @@ void hmac_init(hmac_state *st, const uint8_t *key, size_t keylen)
     }
     crypto_generichash_blake2b_init(&st->inner, NULL, 0, HMAC_SIZE);
     crypto_generichash_blake2b_update(&st->inner, inner_pad, sizeof inner_pad);
-    sodium_memzero(k0, sizeof k0);
-    sodium_memzero(inner_pad, sizeof inner_pad);
+    explicit_bzero(k0, sizeof k0);
+    explicit_bzero(inner_pad, sizeof inner_pad);
 }
 
 void hmac_update(hmac_state *st, const void *p, size_t n)
@@ -44,6 +44,6 @@ void hmac_final(hmac_state *st, uint8_t out[static HMAC_SIZE])
     crypto_generichash_blake2b_update(&outer, inner_hash, sizeof inner_hash);
     crypto_generichash_blake2b_final(&outer, out, HMAC_SIZE);
 
-    sodium_memzero(inner_hash, sizeof inner_hash);
-    sodium_memzero(st, sizeof *st);
+    explicit_bzero(inner_hash, sizeof inner_hash);
+    explicit_bzero(st, sizeof *st);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "proto/hmac.h"
+#include "proto/random.h"
 
 int key_from_bytes(rig_key *k, const void *p, size_t n, rig_why *why)
 {
@@ -85,7 +86,7 @@ int key_read_file(rig_key *k, const char *path, rig_why *why)
     }
     rc = key_from_bytes(k, buf, have, why);
 wipe:
-    sodium_memzero(buf, sizeof buf);
+    explicit_bzero(buf, sizeof buf);
 out:
     close(fd);
     return rc;
@@ -111,7 +112,7 @@ int key_from_hex(rig_key *k, const char *hex, rig_why *why)
     for (size_t i = 0; i < KEY_GENERATED; i++) {
         int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
         if (hi < 0 || lo < 0) {
-            sodium_memzero(bytes, sizeof bytes);
+            explicit_bzero(bytes, sizeof bytes);
             return why_set(why, RIG_E_INVALID,
                            "RIG_REMOTE_KEY has a character that is not hex at position %zu",
                            hi < 0 ? 2 * i + 1 : 2 * i + 2);
@@ -119,7 +120,7 @@ int key_from_hex(rig_key *k, const char *hex, rig_why *why)
         bytes[i] = (uint8_t)(hi << 4 | lo);
     }
     int rc = key_from_bytes(k, bytes, sizeof bytes, why);
-    sodium_memzero(bytes, sizeof bytes);
+    explicit_bzero(bytes, sizeof bytes);
     return rc;
 }
 
@@ -139,9 +140,8 @@ int key_to_hex(const rig_key *k, char out[static KEY_HEX_LEN + 1], rig_why *why)
 
 int key_generate(rig_key *k, rig_why *why)
 {
-    if (sodium_init() < 0)
-        return why_set(why, RIG_E_IO, "libsodium failed to initialise its random generator");
-    randombytes_buf(k->bytes, KEY_GENERATED);
+    if (random_bytes(k->bytes, KEY_GENERATED) < 0)
+        return why_set(why, RIG_E_IO, "no random bytes for a key: %s", strerror(errno));
     k->len = KEY_GENERATED;
     return 0;
 }
@@ -154,5 +154,5 @@ void key_digest(const rig_key *k, uint8_t out[static 32])
 void key_wipe(rig_key *k)
 {
     if (k)
-        sodium_memzero(k, sizeof *k);
+        explicit_bzero(k, sizeof *k);
 }

@@ -201,7 +201,7 @@ static void make_uuid_unique(int ordinal)
             uint8_t h[32];
             char seed[160];
             snprintf(seed, sizeof seed, "rig proxy %s", d->label);
-            crypto_generichash(h, sizeof h, (const uint8_t *)seed, strlen(seed), d->uuid, 16);
+            crypto_generichash_blake2b(h, sizeof h, (const uint8_t *)seed, strlen(seed), d->uuid, 16);
             memcpy(d->uuid, h, 16);
             return;
         }
