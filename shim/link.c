@@ -505,18 +505,21 @@ CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value)
     return rc;
 }
 
+CUresult link_wait_program_writes(agent_link *l, proxy_obj *s)
+{
+    uint64_t pw = __atomic_load_n(&s->u.stream.tl.program_writes, __ATOMIC_ACQUIRE);
+    return pw && !link_reached(s, pw) ? link_wait(l, s, pw) : CUDA_SUCCESS;
+}
+
 CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
 {
     proxy_obj *s = h->stream;
     /* The bytes read now must be the ones CUDA would read: earlier work on
      * this stream that writes program memory goes first. */
     if (s && h->reads_program) {
-        uint64_t pw = __atomic_load_n(&s->u.stream.tl.program_writes, __ATOMIC_ACQUIRE);
-        if (pw && !link_reached(s, pw)) {
-            CUresult rc = link_wait(l, s, pw);
-            if (rc)
-                return rc;
-        }
+        CUresult rc = link_wait_program_writes(l, s);
+        if (rc)
+            return rc;
     }
     size_t record = h->body_len + h->data_len;
     CUresult failed = link_status(l);

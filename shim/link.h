@@ -83,6 +83,10 @@ typedef struct handover {
  * reads program memory. */
 CUresult link_handover(agent_link *l, const handover *h, uint64_t *value);
 
+/* Waits for earlier work on stream that writes program memory (copies into
+ * it, host functions), before reading program memory for the stream. */
+CUresult link_wait_program_writes(agent_link *l, proxy_obj *stream);
+
 /* Sends a drop (no answer). */
 CUresult link_drop(agent_link *l, uint32_t op, uint64_t object);
 

@@ -371,11 +371,23 @@ static CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstrea
     return copy_any(dst, src, n, h, per_thread, wait);
 }
 
+/* Without a local driver, memory that is not a proxy's is this process's:
+ * a unified copy between two such places is a plain one. */
+static CUresult copy_host(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    if (!shim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
 #define COPY_EXPORT(sym, dstp, srcp, stream, per_thread, wait)                  \
     SHIM_EXPORT(sym)                                                            \
     {                                                                           \
         if (!involves_proxy((CUdeviceptr)(uintptr_t)(dstp), (CUdeviceptr)(uintptr_t)(srcp))) \
-            return SHIM_LOCAL(sym);                                             \
+            return shim_local_driver() ? SHIM_LOCAL(sym)                         \
+                                       : copy_host((CUdeviceptr)(uintptr_t)(dstp), \
+                                                   (CUdeviceptr)(uintptr_t)(srcp), ByteCount); \
         return copy_unified((CUdeviceptr)(uintptr_t)(dstp), (CUdeviceptr)(uintptr_t)(srcp), ByteCount, \
                             stream, per_thread, wait);                          \
     }
@@ -482,6 +494,9 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool
     uint64_t v = 0;
     if (pd == PLACE_PROXY && ps == PLACE_HOST) {
         if (!(s = stream_for(h, per_thread, dst, &rc)))
+            return rc;
+        /* The rows are read now: earlier work writing them goes first. */
+        if ((rc = link_wait_program_writes(s->link, s)))
             return rc;
         /* Rows are packed here so the wire carries no gaps. */
         uint8_t *packed = malloc(w * rows);

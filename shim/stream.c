@@ -235,13 +235,23 @@ SHIM_EXPORT(cuStreamSynchronize_ptsz)
     return k < 0 ? rc : k ? stream_sync(s) : SHIM_LOCAL(cuStreamSynchronize_ptsz);
 }
 
+/* A wait across machines (an event of another agent, or a proxy event on a
+ * local stream) cannot be enqueued on either side: the calling thread
+ * waits for the event instead, which orders the work the same way. */
+static CUresult wait_event_here(proxy_obj *e)
+{
+    if (!e->u.event.recorded)
+        return link_status(e->link);
+    return link_wait(e->link, e->u.event.stream, e->u.event.value);
+}
+
 static CUresult wait_event(proxy_obj *s, CUevent hEvent, unsigned flags)
 {
     proxy_obj *e = arena_get(hEvent, PROXY_EVENT);
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
     if (e->link != s->link)
-        return CUDA_ERROR_NOT_SUPPORTED;
+        return wait_event_here(e);
     uint8_t body[12];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u64(&w, e->id);
@@ -250,21 +260,21 @@ static CUresult wait_event(proxy_obj *s, CUevent hEvent, unsigned flags)
     return link_handover(s->link, &h, NULL);
 }
 
-SHIM_EXPORT(cuStreamWaitEvent)
-{
-    proxy_obj *s;
-    CUresult rc;
-    int k = shim_stream(hStream, false, &s, &rc);
-    return k < 0 ? rc : k ? wait_event(s, hEvent, Flags) : SHIM_LOCAL(cuStreamWaitEvent);
-}
+#define WAIT_EVENT_EXPORT(sym, per_thread)                                      \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        proxy_obj *s, *e = arena_get(hEvent, PROXY_EVENT);                      \
+        CUresult rc;                                                            \
+        int k = shim_stream(hStream, per_thread, &s, &rc);                      \
+        if (k < 0)                                                              \
+            return rc;                                                          \
+        if (k > 0)                                                              \
+            return wait_event(s, hEvent, Flags);                                \
+        return e ? wait_event_here(e) : SHIM_LOCAL(sym);                        \
+    }
 
-SHIM_EXPORT(cuStreamWaitEvent_ptsz)
-{
-    proxy_obj *s;
-    CUresult rc;
-    int k = shim_stream(hStream, true, &s, &rc);
-    return k < 0 ? rc : k ? wait_event(s, hEvent, Flags) : SHIM_LOCAL(cuStreamWaitEvent_ptsz);
-}
+WAIT_EVENT_EXPORT(cuStreamWaitEvent, false)
+WAIT_EVENT_EXPORT(cuStreamWaitEvent_ptsz, true)
 
 static CUresult host_func(proxy_obj *s, CUhostFn fn, void *data)
 {
