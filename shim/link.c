@@ -381,6 +381,7 @@ static void *receiver_main(void *arg)
             pthread_mutex_lock(&l->lock);
             l->failed = true;
             l->failure = CUDA_ERROR_DEINITIALIZED;
+            l->cause_told = true;   /* an orderly end, not a failure to report */
             snprintf(l->cause, sizeof l->cause, "%s: closed", l->name);
             pthread_cond_broadcast(&l->changed);
             pthread_mutex_unlock(&l->lock);
