@@ -4,6 +4,8 @@
  * preloaded over softgpu, or over no driver at all. Nothing of the shim is
  * linked in; proto's operation table says what to expect. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -510,11 +512,12 @@ Test(export_tables, integrity_fixed_answers)
 
 /* ---- (c) and (d): programs through the preloaded shim ---- */
 
-/* Runs program with the shim preloaded, RIG_LOCAL_DRIVER=driver and
- * SOFTGPU_DEVICES=devices (unset when NULL); returns its exit status (-1
- * when killed at the deadline), its output in *out. */
-static int run_program(const char *program, const char *driver, const char *devices, int timeout_ms,
-                       char **out)
+/* Runs program (with one argument, or none when arg is NULL) with the shim
+ * preloaded, RIG_LOCAL_DRIVER=driver and SOFTGPU_DEVICES=devices (unset when
+ * NULL); returns its exit status (-1 when killed at the deadline), its
+ * output in *out. */
+static int run_program(const char *program, const char *arg, const char *driver, const char *devices,
+                       int timeout_ms, char **out)
 {
     char path[512], logpath[] = "/tmp/rig-face-XXXXXX";
     snprintf(path, sizeof path, PROGRAMS "%s", program);
@@ -533,7 +536,7 @@ static int run_program(const char *program, const char *driver, const char *devi
             setenv("SOFTGPU_DEVICES", devices, 1);
         else
             unsetenv("SOFTGPU_DEVICES");
-        execl(path, path, (char *)NULL);
+        execl(path, path, arg, (char *)NULL);
         _exit(127);
     }
     close(fd);
@@ -549,7 +552,7 @@ static void expect_run_on(const char *program, const char *driver, const char *d
                           const char *want_text)
 {
     char *out = NULL;
-    int st = run_program(program, driver, devices, 120 * 1000, &out);
+    int st = run_program(program, NULL, driver, devices, 120 * 1000, &out);
     cr_assert_eq(st, want_status, "%s (driver %s, SOFTGPU_DEVICES=%s) exited %d, expected %d; its output:\n%s",
                  program, driver, devices ? devices : "", st, want_status, out);
     cr_assert(strstr(out, want_text), "%s printed no \"%s\"; its output:\n%s", program, want_text, out);
@@ -561,30 +564,115 @@ static void expect_run(const char *program, const char *driver, int want_status,
     expect_run_on(program, driver, NULL, want_status, want_text);
 }
 
-#define ON_SOFTGPU(prog, build, text)                                                      \
-    Test(programs_on_softgpu, prog##_##build, .timeout = 180)                              \
-    {                                                                                      \
-        expect_run(#prog "." #build, SOFTGPU_PATH, 0, text);                               \
+/* Every program of tests/programs, in every build, on two softgpu devices
+ * through the preloaded shim. A program says "NAME: ok" and exits 0 unless
+ * listed here. */
+static const struct program_expectation {
+    const char *name;
+    const char *arg;     /* its one argument, or NULL */
+    int status;          /* -1: not run here */
+    const char *text;
+} expectations[] = {
+    { "refusals", NULL, -1, NULL },                   /* proxy_refusals below */
+    { "fault_stream", "20", 0, "fault_stream: ok 20 steps" },
+    { "fault_oob", NULL, 1, "cudaErrorIllegalAddress" },
+    { "cublas", NULL, 1, "CUBLAS_STATUS_" },          /* SASS only: softgpu runs PTX */
+};
+
+typedef struct program_case {
+    char name[32];
+    char build[8];
+} program_case;
+
+static const struct program_expectation *expectation_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof expectations / sizeof expectations[0]; i++)
+        if (strcmp(expectations[i].name, name) == 0)
+            return &expectations[i];
+    return NULL;
+}
+
+/* The programs' names from their sources (tests/programs/NAME.cu, not the
+ * *_kernel.cu files other programs embed); returns the count. */
+static size_t program_names(char names[][32], size_t cap)
+{
+    DIR *d = opendir(RIG_SOURCE_DIR "/tests/programs");
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || len - 3 >= 32 || strcmp(e->d_name + len - 3, ".cu") != 0)
+            continue;
+        if (len > 10 && strcmp(e->d_name + len - 10, "_kernel.cu") == 0)
+            continue;
+        if (n < cap) {
+            memcpy(names[n], e->d_name, len - 3);
+            names[n][len - 3] = 0;
+        }
+        n++;
     }
-ON_SOFTGPU(devicequery, static, "devicequery: ok")
-ON_SOFTGPU(devicequery, shared, "devicequery: ok")
-ON_SOFTGPU(devicequery, ptds, "devicequery: ok")
-ON_SOFTGPU(vecadd, static, "vecadd: ok 10007")
-ON_SOFTGPU(vecadd, shared, "vecadd: ok 10007")
-ON_SOFTGPU(vecadd, ptds, "vecadd: ok 10007")
-ON_SOFTGPU(drvapi, static, "drvapi: ok 5000")
-ON_SOFTGPU(drvapi, shared, "drvapi: ok 5000")
-ON_SOFTGPU(drvapi, ptds, "drvapi: ok 5000")
-ON_SOFTGPU(symbols, static, "symbols: ok 4096")
-ON_SOFTGPU(symbols, shared, "symbols: ok 4096")
-ON_SOFTGPU(symbols, ptds, "symbols: ok 4096")
-ON_SOFTGPU(multidev, static, "multidev: ok 1 devices")
-ON_SOFTGPU(entrypoint, static, "entrypoint: ok")
-ON_SOFTGPU(entrypoint, shared, "entrypoint: ok")
-ON_SOFTGPU(entrypoint, ptds, "entrypoint: ok")
-ON_SOFTGPU(reset, static, "reset: ok 3 rounds")
-ON_SOFTGPU(reset, shared, "reset: ok 3 rounds")
-ON_SOFTGPU(reset, ptds, "reset: ok 3 rounds")
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void free_cases(struct criterion_test_params *crp)
+{
+    cr_free(crp->params);
+}
+
+ParameterizedTestParameters(programs_on_softgpu, every_program_every_build)
+{
+    static const char *const builds[] = { "static", "shared", "ptds" };
+    char names[256][32];
+    size_t n = program_names(names, 256);
+    if (n > 256)
+        n = 256;
+    program_case *cases = cr_calloc(n * 3 + 1, sizeof *cases);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct program_expectation *x = expectation_of(names[i]);
+        if (x && x->status < 0)
+            continue;
+        for (size_t b = 0; b < 3; b++) {
+            snprintf(cases[k].name, sizeof cases[k].name, "%s", names[i]);
+            snprintf(cases[k].build, sizeof cases[k].build, "%s", builds[b]);
+            k++;
+        }
+    }
+    return cr_make_param_array(program_case, cases, k, free_cases);
+}
+
+ParameterizedTest(program_case *c, programs_on_softgpu, every_program_every_build, .timeout = 180)
+{
+    const struct program_expectation *x = expectation_of(c->name);
+    char program[48], ok[48];
+    snprintf(program, sizeof program, "%s.%s", c->name, c->build);
+    snprintf(ok, sizeof ok, "%s: ok", c->name);
+    int want = x ? x->status : 0;
+    const char *text = x ? x->text : ok;
+    char *out = NULL;
+    int st = run_program(program, x ? x->arg : NULL, SOFTGPU_PATH, "2", 120 * 1000, &out);
+    cr_expect_eq(st, want, "%s exited %d, expected %d; its output:\n%s", program, st, want, out);
+    cr_expect(strstr(out, text), "%s printed no \"%s\"; its output:\n%s", program, text, out);
+    free(out);
+}
+
+/* The parameter list above comes from the sources: make sure it found them
+ * (an empty list would run nothing and pass). */
+Test(programs_on_softgpu, every_source_is_built)
+{
+    char names[256][32];
+    size_t n = program_names(names, 256);
+    cr_assert_geq(n, 7, "found %zu programs in tests/programs", n);
+    for (size_t i = 0; i < n && i < 256; i++)
+        for (int b = 0; b < 3; b++) {
+            static const char *const builds[] = { "static", "shared", "ptds" };
+            char path[512];
+            snprintf(path, sizeof path, PROGRAMS "%s.%s", names[i], builds[b]);
+            cr_expect_eq(access(path, X_OK), 0, "%s is not built", path);
+        }
+}
 
 /* Three softgpu devices: the integrity check hashes one record per device,
  * each device has its own primary context and runtime state. */
