@@ -1,0 +1,730 @@
+/* Faults, end to end (issue 5): real programs through the preloaded shim,
+ * a real rig-agent on loopback, and tests/tools/rig-relay between them to
+ * stall, cut or corrupt the path. For each fault the program must end with a
+ * non-zero exit and the root cause on stderr ("rig: job failed: CAUSE")
+ * within its bound (12 s for silence and stalls, 2 s for the rest), never
+ * hang, and the agent must serve the next job. Each case prints one
+ * "fault-table:" line (fault, detection time, message) for the record. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+
+#define PROGRAMS PLAIN_BUILD "/programs/"
+#define BOUND_FAST 2.0       /* seconds: every fault but silence and stalls */
+#define BOUND_SILENCE 12.0   /* seconds: silence and stalled sends */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- a program running through the shim, watched while it runs ---- */
+
+typedef struct job {
+    pid_t pid;
+    int out;                 /* its stdout and stderr */
+    char *text;
+    size_t len, cap;
+    bool eof;
+    int status;              /* exit code, 128 + signal, -1: killed at the timeout */
+    double started, ended;
+    double failed_at;        /* when "rig: job failed" appeared; 0: never */
+} job;
+
+/* Starts argv through the shim against agents_port with key_hex. */
+static void job_start(job *j, char *const argv[], unsigned agents_port, const char *key_hex)
+{
+    memset(j, 0, sizeof *j);
+    char preload[300], agents[96], key[96];
+    shim_env(preload, sizeof preload);
+    snprintf(agents, sizeof agents, "RIG_REMOTE_AGENTS=b=127.0.0.1:%u", agents_port);
+    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", key_hex);
+    char *env[] = { preload, agents, key, "RIG_LOCAL_DRIVER=none", "ASAN_OPTIONS=detect_leaks=0", NULL };
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    fflush(NULL);
+    j->started = now_s();
+    j->pid = fork();
+    cr_assert_geq(j->pid, 0);
+    if (j->pid == 0) {
+        setpgid(0, 0);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        close(p[1]);
+        unsetenv("BXFI_MAP");
+        for (size_t i = 0; env[i]; i++)
+            putenv(env[i]);
+        execv(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(p[1]);
+    j->out = p[0];
+    j->cap = 1 << 16;
+    j->text = calloc(1, j->cap);
+}
+
+/* Reads what the program wrote until `until` or its end of output. */
+static void job_read(job *j, double until)
+{
+    while (!j->eof) {
+        int left = (int)((until - now_s()) * 1000);
+        if (left < 0)
+            return;
+        struct pollfd p = { j->out, POLLIN, 0 };
+        if (poll(&p, 1, left) <= 0)
+            return;
+        if (j->len + 4096 > j->cap)
+            j->text = realloc(j->text, j->cap *= 2);
+        ssize_t n = read(j->out, j->text + j->len, j->cap - j->len - 1);
+        if (n <= 0) {
+            j->eof = true;
+            break;
+        }
+        j->len += (size_t)n;
+        j->text[j->len] = '\0';
+        if (!j->failed_at && strstr(j->text, "rig: job failed"))
+            j->failed_at = now_s();
+    }
+}
+
+/* True once the program printed needle, within timeout_s. */
+static bool job_wait_text(job *j, const char *needle, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    while (!strstr(j->text, needle) && !j->eof && now_s() < until)
+        job_read(j, now_s() + 0.05 < until ? now_s() + 0.05 : until);
+    return strstr(j->text, needle) != NULL;
+}
+
+/* Waits for the program to end, killing it (and its forks) at timeout_s. */
+static void job_finish(job *j, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    job_read(j, until);
+    int st;
+    pid_t got = 0;
+    while ((got = waitpid(j->pid, &st, WNOHANG)) == 0 && now_s() < until)
+        usleep(5000);
+    if (got != j->pid) {
+        kill(-j->pid, SIGKILL);
+        waitpid(j->pid, &st, 0);
+        j->status = -1;
+    } else {
+        j->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    j->ended = now_s();
+    if (!j->eof)
+        job_read(j, now_s() + 0.5);
+    close(j->out);
+}
+
+static void job_free(job *j)
+{
+    free(j->text);
+    j->text = NULL;
+}
+
+/* The end of a program's output, for messages. */
+static const char *tail(const char *text)
+{
+    size_t n = strlen(text);
+    return n > 3000 ? text + n - 3000 : text;
+}
+
+/* ---- the relay ---- */
+
+typedef struct relay {
+    pid_t pid;
+    int in, out;             /* its command and answer pipes */
+    unsigned port;
+    char err[128];           /* its stderr */
+} relay;
+
+static void relay_line(relay *r, char *line, size_t cap)
+{
+    size_t have = 0;
+    double until = now_s() + 5;
+    while (have + 1 < cap) {
+        struct pollfd p = { r->out, POLLIN, 0 };
+        cr_assert_gt(poll(&p, 1, (int)((until - now_s()) * 1000) + 1), 0, "rig-relay did not answer");
+        ssize_t n = read(r->out, line + have, 1);
+        cr_assert_eq(n, 1, "rig-relay ended (see %s)", r->err);
+        if (line[have] == '\n')
+            break;
+        have++;
+    }
+    line[have] = '\0';
+}
+
+static void relay_start(relay *r, const agent_proc *a)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->err, sizeof r->err, "%s/relay.log", a->dir);
+    int in[2], out[2];
+    cr_assert_eq(pipe(in), 0);
+    cr_assert_eq(pipe(out), 0);
+    fflush(NULL);
+    r->pid = fork();
+    cr_assert_geq(r->pid, 0);
+    if (r->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        int e = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(e, 2);
+        close(in[1]);
+        close(out[0]);
+        char to[64];
+        snprintf(to, sizeof to, "127.0.0.1:%u", (unsigned)a->port);
+        execl(RIG_RELAY, "rig-relay", "--to", to, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    r->in = in[1];
+    r->out = out[0];
+    char line[128];
+    relay_line(r, line, sizeof line);
+    cr_assert_eq(sscanf(line, "listening on 127.0.0.1:%u", &r->port), 1, "rig-relay said: %s", line);
+}
+
+/* Sends one command; returns its answer, which must start with "ok". */
+static void relay_cmd(relay *r, char *answer, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void relay_cmd(relay *r, char *answer, size_t cap, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    line[n++] = '\n';
+    cr_assert_eq(write(r->in, line, (size_t)n), n);
+    char buf[256];
+    if (!answer) {
+        answer = buf;
+        cap = sizeof buf;
+    }
+    relay_line(r, answer, cap);
+    cr_assert(strncmp(answer, "ok", 2) == 0, "rig-relay: %.*s -> %s", n - 1, line, answer);
+}
+
+static void relay_stop(relay *r)
+{
+    if (r->pid <= 0)
+        return;
+    close(r->in);
+    for (int i = 0; i < 100 && waitpid(r->pid, NULL, WNOHANG) != r->pid; i++)
+        usleep(10000);
+    kill(r->pid, SIGKILL);
+    waitpid(r->pid, NULL, 0);
+    close(r->out);
+    r->pid = 0;
+}
+
+/* ---- the agent's side ---- */
+
+static size_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+/* The agent's log from byte `from` on, malloc'd. */
+static char *log_since(const agent_proc *a, size_t from)
+{
+    FILE *f = fopen(a->log, "r");
+    char *s = calloc(1, 1);
+    if (!f)
+        return s;
+    fseek(f, (long)from, SEEK_SET);
+    size_t cap = 1, len = 0;
+    for (int c; (c = fgetc(f)) != EOF;) {
+        if (len + 2 > cap)
+            s = realloc(s, cap = cap * 2 + 64);
+        s[len++] = (char)c;
+    }
+    s[len] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* Seconds until the agent's log (from `from`) holds needle, or -1. */
+static double agent_wait_log(const agent_proc *a, size_t from, const char *needle, double timeout_s)
+{
+    double start = now_s();
+    while (now_s() - start < timeout_s) {
+        char *s = log_since(a, from);
+        bool found = strstr(s, needle) != NULL;
+        free(s);
+        if (found)
+            return now_s() - start;
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* Seconds until the agent's log (from `from`) ends a job, or -1. */
+static double agent_wait_end(const agent_proc *a, size_t from, double timeout_s)
+{
+    double start = now_s();
+    while (now_s() - start < timeout_s) {
+        char *s = log_since(a, from);
+        bool found = strstr(s, ": job failed") || strstr(s, ": job closed");
+        free(s);
+        if (found)
+            return now_s() - start;
+        usleep(10000);
+    }
+    return -1;
+}
+
+static long agent_rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* The agent serves a new job that passes. Waits first for the job before to
+ * have ended on the agent (its "job failed"/"job closed" line after from). */
+static void agent_serves_next(const agent_proc *a, size_t from, const char *what)
+{
+    double t = agent_wait_end(a, from, 15);
+    char *log = log_since(a, from);
+    cr_expect_geq(t, 0, "%s: the agent never ended the job:\n%s", what, log);
+    free(log);
+    char *argv[] = { PROGRAMS "fault_stream.static", "3", NULL };
+    job j;
+    job_start(&j, argv, a->port, a->key_hex);
+    job_finish(&j, 30);
+    cr_expect_eq(j.status, 0, "%s: the next job exited %d:\n%s", what, j.status, tail(j.text));
+    cr_expect(strstr(j.text, "fault_stream: ok 3 steps"), "%s: the next job:\n%s", what, tail(j.text));
+    job_free(&j);
+}
+
+/* The first "rig: ..." line the program printed, for the table. */
+static void first_rig_line(const char *text, char *out, size_t cap)
+{
+    const char *at = strstr(text, "rig: ");
+    if (!at) {
+        snprintf(out, cap, "(none)");
+        return;
+    }
+    size_t n = strcspn(at, "\n");
+    snprintf(out, cap, "%.*s", (int)n, at);
+}
+
+static void table_row(const char *fault, double detect, double exit_after, const char *message)
+{
+    fprintf(stderr, "fault-table: %-28s | detected %6.2f s | exited %6.2f s | %s\n", fault, detect, exit_after,
+            message);
+}
+
+/* The common check after a fault injected at t_fault. */
+static void expect_failed(job *j, const char *fault, double t_fault, const char *cause, double bound)
+{
+    char line[512];
+    first_rig_line(j->text, line, sizeof line);
+    double detect = j->failed_at ? j->failed_at - t_fault : -1, exit_after = j->ended - t_fault;
+    table_row(fault, detect, exit_after, line);
+    cr_expect_neq(j->status, -1, "%s: the program hung (killed at the test's timeout):\n%s", fault, tail(j->text));
+    cr_expect_neq(j->status, 0, "%s: the program exited 0:\n%s", fault, tail(j->text));
+    cr_expect(strstr(j->text, cause), "%s: expected \"%s\" on stderr:\n%s", fault, cause, tail(j->text));
+    cr_expect_leq(exit_after, bound, "%s: ended %.2f s after the fault, bound %.0f s:\n%s", fault, exit_after,
+                  bound, tail(j->text));
+    char once[600];
+    snprintf(once, sizeof once, "rig: job failed:");
+    const char *first = strstr(j->text, once);
+    cr_expect(!first || !strstr(first + 1, once), "%s: the root cause was printed more than once:\n%s", fault,
+              j->text);
+}
+
+/* fault_stream through port, until it has done a few steps. */
+static void stream_start(job *j, unsigned port, const agent_proc *a)
+{
+    char *argv[] = { PROGRAMS "fault_stream.static", NULL };
+    job_start(j, argv, port, a->key_hex);
+    cr_assert(job_wait_text(j, "fault_stream: step 5\n", 20), "fault_stream did not get going:\n%s", tail(j->text));
+}
+
+/* ---- 1, 2: the agent killed or stopped ---- */
+
+Test(faults, agent_killed, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    job j;
+    stream_start(&j, a.port, &a);
+    kill(a.pid, SIGKILL);
+    double t = now_s();
+    job_finish(&j, 20);
+    expect_failed(&j, "agent killed (SIGKILL)", t, "rig: job failed: b: closed its connection", BOUND_FAST);
+    job_free(&j);
+    waitpid(a.pid, NULL, 0);
+    a.pid = 0;
+    agent_stop(&a);
+}
+
+Test(faults, agent_stopped, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    size_t from = file_size(a.log);
+    job j;
+    stream_start(&j, a.port, &a);
+    kill(a.pid, SIGSTOP);
+    double t = now_s();
+    job_finish(&j, 20);
+    kill(a.pid, SIGCONT);
+    expect_failed(&j, "agent stopped (SIGSTOP)", t, "rig: job failed: b: silent for 10 s", BOUND_SILENCE);
+    job_free(&j);
+    agent_serves_next(&a, from, "after SIGSTOP/SIGCONT");
+    agent_stop(&a);
+}
+
+/* ---- 3, 4: the connection cut or stalled ---- */
+
+typedef struct cut_case {
+    char cmd[16];
+    char name[40];
+} cut_case;
+
+ParameterizedTestParameters(faults, connection_cut)
+{
+    static cut_case cases[] = { { "cut", "connection cut (FIN)" }, { "cut rst", "connection cut (RST)" } };
+    return cr_make_param_array(cut_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(cut_case *c, faults, connection_cut, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    relay r;
+    relay_start(&r, &a);
+    size_t from = file_size(a.log);
+    job j;
+    stream_start(&j, r.port, &a);
+    relay_cmd(&r, NULL, 0, "%s", c->cmd);
+    double t = now_s();
+    job_finish(&j, 20);
+    expect_failed(&j, c->name, t, "rig: job failed: b: closed its connection", BOUND_FAST);
+    job_free(&j);
+    double seen = agent_wait_log(&a, from, "job failed: controller: closed its connection", BOUND_FAST);
+    char *log = log_since(&a, from);
+    cr_expect_geq(seen, 0, "the agent did not see the cut as a closed connection:\n%s", log);
+    free(log);
+    agent_serves_next(&a, from, c->name);
+    relay_stop(&r);
+    agent_stop(&a);
+}
+
+typedef struct stall_case {
+    char dir[8];
+    char name[40];
+    char cause[2][96];       /* either is right */
+} stall_case;
+
+ParameterizedTestParameters(faults, direction_stalled)
+{
+    static stall_case cases[] = {
+        /* The program hears nothing: its own silence bound. */
+        { "down", "stall agent->controller", { "rig: job failed: b: silent for 10 s", "" } },
+        /* The agent hears nothing and aborts; or the program's send stops
+         * making progress first. */
+        { "up", "stall controller->agent",
+          { "rig: job failed: b aborted: controller: silent for 10 s", "rig: job failed: b: no progress" } },
+    };
+    return cr_make_param_array(stall_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(stall_case *c, faults, direction_stalled, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    relay r;
+    relay_start(&r, &a);
+    size_t from = file_size(a.log);
+    job j;
+    stream_start(&j, r.port, &a);
+    relay_cmd(&r, NULL, 0, "stall %s", c->dir);
+    double t = now_s();
+    job_finish(&j, 20);
+    const char *cause = strstr(j.text, c->cause[0]) || !c->cause[1][0] ? c->cause[0] : c->cause[1];
+    expect_failed(&j, c->name, t, cause, BOUND_SILENCE);
+    job_free(&j);
+    /* Let what is held move again, so the agent sees the program's end. */
+    relay_cmd(&r, NULL, 0, "pass");
+    agent_serves_next(&a, from, c->name);
+    relay_stop(&r);
+    agent_stop(&a);
+}
+
+/* ---- 5: a flipped byte ---- */
+
+typedef struct flip_case {
+    char name[48];
+    char cmd[48];            /* the relay's flip command */
+    char cause[96];
+} flip_case;
+
+ParameterizedTestParameters(faults, byte_flipped)
+{
+    static flip_case cases[] = {
+        /* Headers: kind byte, length beyond 2^62-1, length off by one. */
+        { "flip up header: kind", "flip up header 8 0xff 3",
+          "rig: job failed: b aborted: controller: frame of unknown kind 252" },
+        { "flip down header: kind", "flip down header 8 0xff 5", "rig: job failed: b: frame of unknown kind 250" },
+        { "flip up header: length bit 62", "flip up header 7 0x40 3", "rig: job failed: b aborted: controller: " },
+        { "flip down header: length bit 62", "flip down header 7 0x40 5", "rig: job failed: b: " },
+        { "flip up header: length bit 0", "flip up header 0 0x01 3", "rig: job failed: b aborted: controller: " },
+        /* Payloads: the stream a handover or a word names, made one the job
+         * does not hold (bit 61), or a u64 above 2^62-1 (bit 62). */
+        { "flip up payload: handover stream", "flip up payload 15 0x20 3",
+          "rig: job failed: b aborted: controller: " },
+        { "flip up payload: handover stream bit 62", "flip up payload 15 0x40 3",
+          "rig: job failed: b aborted: controller: malformed handover" },
+        { "flip down payload: word stream", "flip down payload 7 0x20 5",
+          "rig: job failed: b: a word names stream 2305843009213693" },
+        { "flip down payload: word stream bit 62", "flip down payload 7 0x40 5", "rig: job failed: b: " },
+        /* The low bit of a word's stream: names another of the job's
+         * objects, which may be a stream too. */
+        { "flip down payload: word stream bit 0", "flip down payload 0 0x01 5", "rig: job failed: b" },
+    };
+    return cr_make_param_array(flip_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(flip_case *c, faults, byte_flipped, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    relay r;
+    relay_start(&r, &a);
+    size_t from = file_size(a.log);
+    job j;
+    stream_start(&j, r.port, &a);
+    relay_cmd(&r, NULL, 0, "%s", c->cmd);
+    double t = now_s();
+    job_finish(&j, BOUND_FAST + 2);
+    char stats[256];
+    relay_cmd(&r, stats, sizeof stats, "stats");
+    cr_expect(strstr(stats, "flips 1"), "%s: the relay did not flip: %s", c->name, stats);
+    expect_failed(&j, c->name, t, c->cause, BOUND_FAST);
+    job_free(&j);
+    relay_cmd(&r, NULL, 0, "cut");
+    agent_serves_next(&a, from, c->name);
+    relay_stop(&r);
+    agent_stop(&a);
+}
+
+/* ---- 6: a kernel that writes out of bounds ---- */
+
+Test(faults, kernel_out_of_bounds, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    size_t from = file_size(a.log);
+    char *argv[] = { PROGRAMS "fault_oob.static", NULL };
+    job j;
+    job_start(&j, argv, a.port, a.key_hex);
+    cr_assert(job_wait_text(&j, "fault_oob: launching", 20), "%s", tail(j.text));
+    double t = now_s();
+    job_finish(&j, 20);
+    expect_failed(&j, "kernel writes out of bounds", t,
+                  "rig: job failed: b aborted: CUDA:0: CUDA_ERROR_ILLEGAL_ADDRESS in kernel fault_oob_write",
+                  BOUND_FAST);
+    cr_expect(strstr(j.text, "cudaErrorIllegalAddress"), "the program's error is not the kernel's:\n%s", tail(j.text));
+    job_free(&j);
+    agent_serves_next(&a, from, "out of bounds");
+    agent_stop(&a);
+}
+
+/* ---- 7: the program killed mid-job ---- */
+
+Test(faults, program_killed, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    size_t from = file_size(a.log);
+    job j;
+    stream_start(&j, a.port, &a);
+    kill(j.pid, SIGKILL);
+    double t = now_s();
+    job_finish(&j, 10);
+    double seen = agent_wait_log(&a, from, "job failed: controller: closed its connection", 15);
+    double took = seen < 0 ? -1 : now_s() - t;
+    char *log = log_since(&a, from);
+    table_row("program killed (SIGKILL)", took, j.ended - t, "agent: job failed: controller: closed its connection");
+    cr_expect_geq(seen, 0, "the agent did not end the job:\n%s", log);
+    cr_expect_leq(took, BOUND_FAST, "the agent took %.2f s:\n%s", took, log);
+    free(log);
+    job_free(&j);
+    agent_serves_next(&a, from, "program killed");
+    agent_stop(&a);
+}
+
+/* ---- 8: a wrong key ---- */
+
+Test(faults, wrong_key, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    char wrong[65];
+    memset(wrong, 'a', 64);
+    wrong[64] = '\0';
+    char *argv[] = { PROGRAMS "fault_stream.static", "3", NULL };
+    job j;
+    double t = now_s();
+    job_start(&j, argv, a.port, wrong);
+    job_finish(&j, 20);
+    char line[512];
+    first_rig_line(j.text, line, sizeof line);
+    table_row("wrong key", j.ended - t, j.ended - t, line);
+    cr_expect_neq(j.status, 0, "%s", tail(j.text));
+    cr_expect_neq(j.status, -1, "%s", tail(j.text));
+    cr_expect(strstr(j.text, "rig: agent b: refused: wrong key"), "%s", tail(j.text));
+    cr_expect_leq(j.ended - t, BOUND_FAST, "%s", tail(j.text));
+    job_free(&j);
+    char *argv2[] = { PROGRAMS "fault_stream.static", "3", NULL };
+    job_start(&j, argv2, a.port, a.key_hex);
+    job_finish(&j, 30);
+    cr_expect_eq(j.status, 0, "the next job after a wrong key:\n%s", tail(j.text));
+    job_free(&j);
+    agent_stop(&a);
+}
+
+/* ---- 9: a second controller ---- */
+
+Test(faults, second_controller, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    size_t from = file_size(a.log);
+    char *first_argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
+    job first;
+    job_start(&first, first_argv, a.port, a.key_hex);
+    cr_assert(job_wait_text(&first, "fault_stream: step 3\n", 20), "%s", tail(first.text));
+    char *argv[] = { PROGRAMS "fault_stream.static", "3", NULL };
+    job second;
+    double t = now_s();
+    job_start(&second, argv, a.port, a.key_hex);
+    job_finish(&second, 20);
+    char line[512];
+    first_rig_line(second.text, line, sizeof line);
+    table_row("second controller", second.ended - t, second.ended - t, line);
+    cr_expect_neq(second.status, 0, "%s", tail(second.text));
+    cr_expect_neq(second.status, -1, "%s", tail(second.text));
+    cr_expect(strstr(second.text, "rig: agent b: refused: busy: serving a job from 127.0.0.1:"), "%s",
+              second.text);
+    cr_expect_leq(second.ended - t, BOUND_FAST, "%s", tail(second.text));
+    job_free(&second);
+    /* The first goes on to its end, which the agent sees as closed. */
+    job_finish(&first, 40);
+    cr_expect_eq(first.status, 0, "the running job was hurt:\n%s", tail(first.text));
+    cr_expect(strstr(first.text, "fault_stream: ok 60 steps"), "%s", tail(first.text));
+    job_free(&first);
+    cr_expect_geq(agent_wait_log(&a, from, "job closed", 5), 0, "an orderly exit is not a closed job");
+    agent_serves_next(&a, from, "second controller");
+    agent_stop(&a);
+}
+
+/* ---- 10: a fork in the program ---- */
+
+Test(faults, fork_in_program, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    size_t from = file_size(a.log);
+    char *argv[] = { PROGRAMS "fault_fork.static", NULL };
+    job j;
+    job_start(&j, argv, a.port, a.key_hex);
+    job_finish(&j, 20);
+    char line[512];
+    first_rig_line(j.text, line, sizeof line);
+    table_row("fork (child uses device)", j.failed_at ? j.failed_at - j.started : -1, j.ended - j.started, line);
+    cr_expect(strstr(j.text, "rig: job failed: b: this process is a fork of the job's program"), "%s", tail(j.text));
+    cr_expect(strstr(j.text, "fault_fork: child: "), "the child's use did not fail:\n%s", tail(j.text));
+    cr_expect(!strstr(j.text, "fault_fork: child exited 0"), "%s", tail(j.text));
+    cr_expect_eq(j.status, 0, "the parent did not go on:\n%s", tail(j.text));
+    cr_expect(strstr(j.text, "fault_fork: ok parent went on"), "%s", tail(j.text));
+    job_free(&j);
+    cr_expect_geq(agent_wait_log(&a, from, "job closed", 5), 0, "the parent's job did not close in order");
+    agent_serves_next(&a, from, "fork");
+    agent_stop(&a);
+}
+
+/* ---- many failed jobs: the agent's memory ---- */
+
+/* One failed job of kind k: a kernel fault, a cut mid-stream, the program
+ * killed mid-stream. */
+static void fail_one(agent_proc *a, relay *r, int k)
+{
+    job j;
+    size_t from = file_size(a->log);
+    if (k == 0) {
+        char *argv[] = { PROGRAMS "fault_oob.static", "1", NULL };
+        job_start(&j, argv, a->port, a->key_hex);
+        job_finish(&j, 20);
+    } else {
+        char *argv[] = { PROGRAMS "fault_stream.static", NULL };
+        job_start(&j, argv, k == 1 ? r->port : a->port, a->key_hex);
+        cr_assert(job_wait_text(&j, "fault_stream: step 1\n", 20), "%s", tail(j.text));
+        if (k == 1)
+            relay_cmd(r, NULL, 0, "cut");
+        else
+            kill(j.pid, SIGKILL);
+        job_finish(&j, 20);
+    }
+    cr_assert(j.status != 0 && j.status != -1, "failed job of kind %d exited %d:\n%s", k, j.status, tail(j.text));
+    job_free(&j);
+    double t = agent_wait_end(a, from, 15);
+    cr_assert_geq(t, 0, "the agent did not end a failed job of kind %d", k);
+}
+
+Test(faults, hundred_failed_jobs_leave_memory_as_it_was, .timeout = 150)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    relay r;
+    relay_start(&r, &a);
+    /* Warm up: one job of each kind, so lazily made driver state counts as
+     * where it started. */
+    for (int k = 0; k < 3; k++)
+        fail_one(&a, &r, k);
+    long before = agent_rss_kb(a.pid);
+    double t = now_s();
+    for (int i = 0; i < 100; i++)
+        fail_one(&a, &r, i % 3);
+    long after = agent_rss_kb(a.pid);
+    fprintf(stderr, "fault-table: 100 failed jobs in %.1f s: agent RSS %ld kB -> %ld kB (%+.1f%%)\n",
+            now_s() - t, before, after, 100.0 * (double)(after - before) / (double)before);
+    cr_expect_leq(after, before + before / 10, "agent RSS grew from %ld kB to %ld kB over 100 failed jobs", before,
+                  after);
+    agent_serves_next(&a, 0, "after 100 failed jobs");
+    relay_stop(&r);
+    agent_stop(&a);
+}
