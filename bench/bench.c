@@ -1,0 +1,394 @@
+/* make bench's CUDA program: an ordinary driver-API program (it links the
+ * toolkit's stub libcuda.so), so it measures whichever libcuda.so.1 it runs
+ * on: softgpu directly, or the shim with an agent behind it. bench/run runs
+ * it both ways and compares.
+ *
+ *   bench SECTION...     latency launch bw work rss
+ *
+ * BENCH_KERNELS names the directory of kernels.fatbin and big.fatbin;
+ * BENCH_AGENT_PID, when set, is a process whose resident memory the rss
+ * section reports too. Prints "fig" lines (bench/common.h) and "note" lines. */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/common.h"
+
+#define CK(call)                                                               \
+    do {                                                                       \
+        CUresult rc_ = (call);                                                 \
+        if (rc_ != CUDA_SUCCESS) {                                             \
+            const char *name_ = NULL;                                          \
+            cuGetErrorName(rc_, &name_);                                       \
+            die("%s:%d: %s: %s", __FILE__, __LINE__, #call, name_ ? name_ : "?"); \
+        }                                                                      \
+    } while (0)
+
+static CUcontext ctx;
+static CUmodule kernels;
+static CUfunction fn_empty, fn_spin, fn_matmul, fn_reduce;
+static const char *kernel_dir;
+
+static void *read_file(const char *name, size_t *len)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", kernel_dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    void *p = malloc((size_t)n + 1);
+    if (!p || fread(p, 1, (size_t)n, f) != (size_t)n)
+        die("cannot read %s", path);
+    fclose(f);
+    ((char *)p)[n] = 0;
+    *len = (size_t)n;
+    return p;
+}
+
+/* VmRSS of a process in MiB ("self" or a pid), or -1. */
+static double rss_mib(const char *pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%s/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    double kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %lf kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib < 0 ? -1 : kib / 1024.0;
+}
+
+static void start(void)
+{
+    CK(cuInit(0));
+    CUdevice dev;
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    size_t len;
+    void *image = read_file("kernels.fatbin", &len);
+    CK(cuModuleLoadData(&kernels, image));
+    free(image);
+    CK(cuModuleGetFunction(&fn_empty, kernels, "empty"));
+    CK(cuModuleGetFunction(&fn_spin, kernels, "spin"));
+    CK(cuModuleGetFunction(&fn_matmul, kernels, "matmul"));
+    CK(cuModuleGetFunction(&fn_reduce, kernels, "reduce"));
+}
+
+static void launch_empty(CUstream s)
+{
+    CK(cuLaunchKernel(fn_empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+}
+
+/* ---- latency: synchronous round trips, allocation, module load ---- */
+
+static void section_latency(void)
+{
+    enum { N = 2000, WARM = 200 };
+    static double t[N];
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, 4096));
+    CK(cuMemsetD32(d, 7, 1024));
+    uint32_t word = 0;
+    for (int i = -WARM; i < N; i++) {
+        double t0 = now_s();
+        CK(cuMemcpyDtoH(&word, d, 4));
+        if (i >= 0)
+            t[i] = (now_s() - t0) * 1e6;
+    }
+    if (word != 7)
+        die("a 4-byte copy read %u, not 7", word);
+    fig_print("sync_dtoh_4B", "us", t, N);
+
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int i = -WARM; i < N; i++) {
+        double t0 = now_s();
+        launch_empty(s);
+        CK(cuStreamSynchronize(s));
+        if (i >= 0)
+            t[i] = (now_s() - t0) * 1e6;
+    }
+    fig_print("launch_sync", "us", t, N);
+    CK(cuStreamDestroy(s));
+
+    enum { NA = 500 };
+    for (int i = -50; i < NA; i++) {
+        CUdeviceptr p;
+        double t0 = now_s();
+        CK(cuMemAlloc(&p, (size_t)1 << 20));
+        CK(cuMemFree(p));
+        if (i >= 0)
+            t[i] = (now_s() - t0) * 1e6;
+    }
+    fig_print("alloc_free_1MiB", "us", t, NA);
+    CK(cuMemFree(d));
+
+    enum { NM = 7 };
+    size_t len;
+    void *image = read_file("big.fatbin", &len);
+    printf("note module_size %zu bytes\n", len);
+    for (int i = -1; i < NM; i++) {
+        CUmodule m;
+        double t0 = now_s();
+        CK(cuModuleLoadData(&m, image));
+        if (i >= 0)
+            t[i] = (now_s() - t0) * 1e3;
+        CK(cuModuleUnload(m));
+    }
+    fig_print("module_load_1MB", "ms", t, NM);
+    free(image);
+}
+
+/* ---- launch: asynchronous launch rate ---- */
+
+static void section_launch(void)
+{
+    enum { N = 20000, REPS = 7 };
+    double submit[REPS], e2e[REPS];
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 2000; i++)
+        launch_empty(s);
+    CK(cuStreamSynchronize(s));
+    for (int rep = 0; rep < REPS; rep++) {
+        double t0 = now_s();
+        for (int i = 0; i < N; i++)
+            launch_empty(s);
+        double t1 = now_s();
+        CK(cuStreamSynchronize(s));
+        double t2 = now_s();
+        submit[rep] = N / (t1 - t0);
+        e2e[rep] = N / (t2 - t0);
+    }
+    fig_print("launch_submit", "launches/s", submit, REPS);
+    fig_print("launch_e2e", "launches/s", e2e, REPS);
+    CK(cuStreamDestroy(s));
+}
+
+/* ---- bw: synchronous copies of each size, both ways, both host kinds ---- */
+
+static void section_bw(void)
+{
+    static const struct { size_t size; const char *name; int reps; } sizes[] = {
+        { (size_t)4 << 10, "4KiB", 400 },  { (size_t)64 << 10, "64KiB", 200 }, { (size_t)1 << 20, "1MiB", 60 },
+        { (size_t)64 << 20, "64MiB", 7 }, { (size_t)1 << 30, "1GiB", 3 },
+    };
+    const size_t max = (size_t)1 << 30;
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, max));
+    CK(cuMemsetD8(d, 1, max));
+    uint8_t *pageable = malloc(max);
+    void *pinned;
+    CK(cuMemAllocHost(&pinned, max));
+    if (!pageable)
+        die("no memory for %zu bytes", max);
+    memset(pageable, 2, max);
+    memset(pinned, 3, max);
+    static double gbs[400];
+    for (int h = 0; h < 2; h++) {
+        uint8_t *host = h ? pinned : pageable;
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            for (int dir = 0; dir < 2; dir++) {
+                size_t n = sizes[k].size;
+                int reps = sizes[k].reps, warm = reps > 10 ? reps / 10 : 1;
+                for (int i = -warm; i < reps; i++) {
+                    double t0 = now_s();
+                    if (dir == 0)
+                        CK(cuMemcpyHtoD(d, host, n));
+                    else
+                        CK(cuMemcpyDtoH(host, d, n));
+                    if (i >= 0)
+                        gbs[i] = (double)n / (now_s() - t0) / 1e9;
+                }
+                char name[64];
+                snprintf(name, sizeof name, "%s_%s_%s", dir ? "dtoh" : "htod", h ? "pinned" : "pageable",
+                         sizes[k].name);
+                fig_print(name, "GB/s", gbs, (size_t)reps);
+            }
+        }
+    }
+    CK(cuMemFreeHost(pinned));
+    free(pageable);
+    CK(cuMemFree(d));
+}
+
+/* ---- work: a loop of tiled matmuls and reductions with copies ---- */
+
+#define WN 128
+#define WITER 6
+
+static void work_once(CUstream s, CUdeviceptr da, CUdeviceptr db, CUdeviceptr dc, CUdeviceptr de,
+                      CUdeviceptr dsum, float *a, float *b, float *c, float *sums)
+{
+    int n = WN;
+    unsigned tiles = WN / 16, blocks = WN * WN / 256;
+    int count = WN * WN;
+    for (int it = 0; it < WITER; it++) {
+        a[it] = (float)it;          /* each round's input differs a little */
+        CK(cuMemcpyHtoDAsync(da, a, sizeof(float) * WN * WN, s));
+        CK(cuMemcpyHtoDAsync(db, b, sizeof(float) * WN * WN, s));
+        void *p1[] = { &da, &db, &dc, &n };
+        CK(cuLaunchKernel(fn_matmul, tiles, tiles, 1, 16, 16, 1, 0, s, p1, NULL));
+        void *p2[] = { &dc, &db, &de, &n };
+        CK(cuLaunchKernel(fn_matmul, tiles, tiles, 1, 16, 16, 1, 0, s, p2, NULL));
+        void *p3[] = { &de, &dsum, &count };
+        CK(cuLaunchKernel(fn_reduce, blocks, 1, 1, 256, 1, 1, 0, s, p3, NULL));
+        CK(cuMemcpyDtoHAsync(c, dc, sizeof(float) * WN * WN, s));
+        CK(cuMemcpyDtoHAsync(sums, dsum, sizeof(float) * blocks, s));
+        CK(cuStreamSynchronize(s));
+    }
+}
+
+static void section_work(void)
+{
+    enum { REPS = 5 };
+    size_t bytes = sizeof(float) * WN * WN;
+    float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes), *sums = malloc(bytes);
+    for (int i = 0; i < WN * WN; i++) {
+        a[i] = (float)(i % 7) * 0.25f;
+        b[i] = (float)(i % 5) * 0.5f - 1.0f;
+    }
+    CUdeviceptr da, db, dc, de, dsum;
+    CK(cuMemAlloc(&da, bytes));
+    CK(cuMemAlloc(&db, bytes));
+    CK(cuMemAlloc(&dc, bytes));
+    CK(cuMemAlloc(&de, bytes));
+    CK(cuMemAlloc(&dsum, bytes));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    double t[REPS];
+    for (int rep = -1; rep < REPS; rep++) {
+        double t0 = now_s();
+        work_once(s, da, db, dc, de, dsum, a, b, c, sums);
+        if (rep >= 0)
+            t[rep] = (now_s() - t0) * 1e3;
+    }
+    /* The last round's c = a * b, checked on the CPU. */
+    double worst = 0;
+    for (int i = 0; i < WN; i++)
+        for (int j = 0; j < WN; j++) {
+            double ref = 0;
+            for (int k = 0; k < WN; k++)
+                ref += (double)a[i * WN + k] * b[k * WN + j];
+            double err = ref - c[i * WN + j];
+            err = err < 0 ? -err : err;
+            worst = err > worst ? err : worst;
+        }
+    if (worst > 1e-2)
+        die("the workload's matmul is off by %g", worst);
+    fig_print("workload", "ms", t, REPS);
+    CK(cuStreamDestroy(s));
+    CK(cuMemFree(da));
+    CK(cuMemFree(db));
+    CK(cuMemFree(dc));
+    CK(cuMemFree(de));
+    CK(cuMemFree(dsum));
+    free(a);
+    free(b);
+    free(c);
+    free(sums);
+}
+
+/* ---- rss: resident memory idle and with much work outstanding ---- */
+
+#define RSS_STREAMS 1000
+#define RSS_LAUNCHES 100000
+
+/* Seconds one spin(n) takes, synchronously. */
+static double spin_time(CUstream s, CUdeviceptr out, long long n)
+{
+    void *p[] = { &n, &out };
+    double t0 = now_s();
+    CK(cuLaunchKernel(fn_spin, 1, 1, 1, 1, 1, 1, 0, s, p, NULL));
+    CK(cuStreamSynchronize(s));
+    return now_s() - t0;
+}
+
+static void section_rss(double before)
+{
+    const char *agent = getenv("BENCH_AGENT_PID");
+    /* Idle: initialised, a module loaded, one round trip done. */
+    CUdeviceptr out;
+    CK(cuMemAlloc(&out, 64));
+    uint32_t w;
+    CK(cuMemcpyDtoH(&w, out, 4));
+    usleep(200 * 1000);
+    fig_value("rss_before_init", "MiB", before);
+    fig_value("rss_idle", "MiB", rss_mib("self"));
+    if (agent)
+        fig_value("agent_rss_idle", "MiB", rss_mib(agent));
+
+    static CUstream streams[RSS_STREAMS];
+    for (int i = 0; i < RSS_STREAMS; i++)
+        CK(cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING));
+    /* A spin long enough to outlast the submission below holds every
+     * stream back through an event, so all launches stay outstanding. */
+    long long n = 1 << 14;
+    double t;
+    while ((t = spin_time(streams[0], out, n)) < 0.05 && n < (1LL << 40))
+        n *= 2;
+    double hold = getenv("BENCH_SPIN_S") ? atof(getenv("BENCH_SPIN_S")) : 6.0;
+    n = (long long)((double)n * hold / t);
+    CUevent ev;
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    void *p[] = { &n, &out };
+    double t0 = now_s();
+    CK(cuLaunchKernel(fn_spin, 1, 1, 1, 1, 1, 1, 0, streams[0], p, NULL));
+    CK(cuEventRecord(ev, streams[0]));
+    for (int i = 1; i < RSS_STREAMS; i++)
+        CK(cuStreamWaitEvent(streams[i], ev, 0));
+    for (int i = 0; i < RSS_LAUNCHES; i++)
+        launch_empty(streams[i % RSS_STREAMS]);
+    double submitted = now_s() - t0;
+    double rss = rss_mib("self"), agent_rss = agent ? rss_mib(agent) : -1;
+    CUresult q = cuStreamQuery(streams[0]);
+    printf("note rss_outstanding %s (spin of %.1f s, submission took %.2f s)\n",
+           q == CUDA_ERROR_NOT_READY ? "yes" : "NO", hold, submitted);
+    fig_value("rss_loaded", "MiB", rss);
+    if (agent)
+        fig_value("agent_rss_loaded", "MiB", agent_rss);
+    CK(cuCtxSynchronize());
+    fig_value("rss_drained", "MiB", rss_mib("self"));
+    for (int i = 0; i < RSS_STREAMS; i++)
+        CK(cuStreamDestroy(streams[i]));
+    CK(cuEventDestroy(ev));
+    CK(cuMemFree(out));
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    kernel_dir = getenv("BENCH_KERNELS");
+    if (!kernel_dir || argc < 2) {
+        fprintf(stderr, "Usage: BENCH_KERNELS=DIR bench SECTION...   (latency launch bw work rss)\n");
+        return 1;
+    }
+    double before = rss_mib("self");
+    start();
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "latency") == 0)
+            section_latency();
+        else if (strcmp(argv[i], "launch") == 0)
+            section_launch();
+        else if (strcmp(argv[i], "bw") == 0)
+            section_bw();
+        else if (strcmp(argv[i], "work") == 0)
+            section_work();
+        else if (strcmp(argv[i], "rss") == 0)
+            section_rss(before);
+        else
+            die("no section %s", argv[i]);
+    }
+    CK(cuModuleUnload(kernels));
+    CK(cuDevicePrimaryCtxRelease(0));
+    return 0;
+}
