@@ -698,6 +698,14 @@ NO_DRIVER(devicequery, ptds, 3, "cudaErrorNoDevice")
 NO_DRIVER(vecadd, static, 1, "cudaErrorNoDevice")
 NO_DRIVER(drvapi, static, 1, "CUDA_ERROR_NO_DEVICE")
 
+/* A local driver that cannot be loaded is said once, then reads as none. */
+Test(programs_without_driver, driver_path_missing, .timeout = 60)
+{
+    expect_run("devicequery.static", "/nonexistent/libcuda.so.1", 3, "cudaErrorNoDevice");
+    expect_run("devicequery.static", "/nonexistent/libcuda.so.1", 3, "rig: ");
+    expect_run("devicequery.static", "/nonexistent/libcuda.so.1", 3, "/nonexistent/libcuda.so.1");
+}
+
 /* A driver with no devices reads the same to the program. */
 Test(programs_without_driver, softgpu_with_no_devices, .timeout = 60)
 {
