@@ -48,6 +48,7 @@ include proto/module.mk
 include shim/module.mk
 include agent/module.mk
 include tests/module.mk
+include launcher/module.mk
 include bench/module.mk
 
 build-all: $(ALL_TARGETS)

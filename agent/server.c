@@ -25,7 +25,12 @@ static const char usage[] =
     "  --key-file FILE      the job key: owner-only regular file, 16..4096 bytes\n"
     "  --key-stdin          read the job key from standard input instead\n"
     "  --driver PATH        the CUDA driver to replay on (default: this machine's\n"
-    "                       libcuda when it has a device, else softgpu)\n";
+    "                       libcuda when it has a device, else softgpu)\n"
+    "  --probe [--json]     print the driver's devices and whether an agent here is\n"
+    "                       serving a job, then exit (no --listen or key needed)\n";
+
+/* probe.c: what this machine offers; returns the exit status. */
+int agent_probe(FILE *out, const char *driver, bool json);
 
 typedef struct server {
     backend b;
@@ -123,8 +128,10 @@ int agent_main(int argc, char **argv)
     static const struct option opts[] = {
         { "listen", required_argument, NULL, 'l' }, { "key-file", required_argument, NULL, 'k' },
         { "key-stdin", no_argument, NULL, 's' },    { "driver", required_argument, NULL, 'd' },
-        { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
+        { "help", no_argument, NULL, 'h' },         { "probe", no_argument, NULL, 'p' },
+        { "json", no_argument, NULL, 'j' },         { NULL, 0, NULL, 0 },
     };
+    bool probe = false, json = false;
     const char *listen_at = NULL, *key_file = NULL, *driver = NULL;
     bool key_stdin = false;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -133,6 +140,8 @@ int agent_main(int argc, char **argv)
         case 'k': key_file = optarg; break;
         case 's': key_stdin = true; break;
         case 'd': driver = optarg; break;
+        case 'p': probe = true; break;
+        case 'j': json = true; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 1;
         }
@@ -141,6 +150,12 @@ int agent_main(int argc, char **argv)
         fprintf(stderr, "rig-agent: unexpected argument '%s'\n%s", argv[optind], usage);
         return 1;
     }
+    if (json && !probe) {
+        fprintf(stderr, "rig-agent: --json goes with --probe\n%s", usage);
+        return 1;
+    }
+    if (probe)
+        return agent_probe(stdout, driver, json);
     if (!listen_at || (!key_file && !key_stdin) || (key_file && key_stdin)) {
         fprintf(stderr, "rig-agent: %s\n%s",
                 !listen_at ? "--listen is required" : "give exactly one of --key-file and --key-stdin", usage);

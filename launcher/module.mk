@@ -1,0 +1,21 @@
+# launcher: build/rig, the one command (run, agent, key, probe, ls). `rig
+# agent` is rig-agent's own main, linked from build/libagent.a, so build/rig
+# sits beside build/libcudasoft.so and build/librigshim.so and finds both.
+LAUNCHER_SRC := $(wildcard launcher/*.c)
+LAUNCHER_OBJ := $(LAUNCHER_SRC:%.c=$(B)/%.o)
+LAUNCHER_BIN := $(B)/rig
+
+$(LAUNCHER_BIN): $(LAUNCHER_OBJ) $(AGENT_LIB) $(PROTO_LIB)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(LAUNCHER_OBJ) $(AGENT_LIB) $(PROTO_LIB) $(AGENT_LDLIBS) $(PROTO_LDLIBS)
+
+ALL_TARGETS += $(LAUNCHER_BIN)
+
+# End to end: rig run through agents it starts locally and over ssh (a
+# private sshd on a loopback port, started by the test; see tests/tools).
+$(B)/tests/test_launcher: $(B)/tests/test_launcher.o $(B)/tests/harness.o $(B)/tests/support.o \
+  | e2e-programs $(LAUNCHER_BIN) $(B)/libcudasoft.so
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion -ldl
+
+CHECK_TESTS += $(B)/tests/test_launcher

@@ -1,0 +1,384 @@
+/* `rig probe NAME` and `rig ls`: what machines offer, asked live. Each runs
+ * `RIG agent --probe --json` on the machine (over ssh, or here for
+ * `local`) and renders its answer. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launcher/child.h"
+#include "launcher/json.h"
+#include "launcher/launcher.h"
+#include "launcher/targets.h"
+
+#define PROBE_TIMEOUT_MS 20000
+#define PROBE_OUT_MAX (1 << 20)
+
+static const char probe_usage[] =
+    "Usage: rig probe [--json] [--rig PATH] NAME\n"
+    "Shows what target NAME offers: its driver and version, each device's name,\n"
+    "compute capability and memory, and whether an agent there is serving a job.\n"
+    "  --json       print the machine's answer as JSON\n"
+    "  --rig PATH   rig's path on the remote machine (default: rig on its PATH)\n";
+
+static const char ls_usage[] =
+    "Usage: rig ls [--json] [--rig PATH]\n"
+    "Lists every target of the targets file (and `local`), asked live: one line\n"
+    "each with its state (free, busy or down) and devices. `*` marks the default.\n"
+    "  --json       one JSON object per target, in an array\n"
+    "  --rig PATH   rig's path on the remote machines (default: rig on their PATH)\n";
+
+typedef struct probe {
+    const target *t;
+    child c;
+    char *out;
+    size_t outlen;
+    char err[2048];
+    size_t errlen;
+    bool exited;
+    json *answer;
+    char why[700];              /* when there is no answer */
+} probe;
+
+static void start(probe *p, const char *self, const char *rig)
+{
+    const char *argv[TARGETS_SSH_ARGV_MAX];
+    char remote[4400] = "exec ";
+    if (p->t->local) {
+        argv[0] = self;
+        argv[1] = "agent";
+        argv[2] = "--probe";
+        argv[3] = "--json";
+        argv[4] = NULL;
+    } else {
+        shell_quote(remote, sizeof remote, rig);
+        strcat(remote, " agent --probe --json");
+        targets_ssh_argv(p->t, remote, argv);
+    }
+    rig_why why = { "" };
+    p->out = malloc(PROBE_OUT_MAX + 1);
+    if (!p->out || child_spawn(&p->c, argv, &why) < 0) {
+        snprintf(p->why, sizeof p->why, "%s", p->out ? why.text : "out of memory");
+        p->exited = true;
+        return;
+    }
+    close(p->c.in);
+    p->c.in = -1;
+}
+
+/* The last non-empty line of text. */
+static void last_line(const char *text, char *out, size_t cap)
+{
+    size_t n = strlen(text);
+    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+        n--;
+    size_t b = n;
+    while (b && text[b - 1] != '\n')
+        b--;
+    snprintf(out, cap, "%.*s", (int)(n - b), text + b);
+}
+
+static void finish(probe *p, bool timed_out)
+{
+    child_stop(&p->c, 0);
+    if (p->why[0])
+        return;
+    if (timed_out) {
+        snprintf(p->why, sizeof p->why, "no answer within %d s", PROBE_TIMEOUT_MS / 1000);
+        return;
+    }
+    p->out[p->outlen] = '\0';
+    p->err[p->errlen] = '\0';
+    char line[600];
+    last_line(p->out, line, sizeof line);
+    p->answer = json_parse(p->out);
+    if (p->answer && p->answer->type == JSON_OBJECT) {
+        const char *e = json_str(p->answer, "error");
+        if (*e)
+            snprintf(p->why, sizeof p->why, "%s", e);
+        return;
+    }
+    json_free(p->answer);
+    p->answer = NULL;
+    last_line(p->err, line, sizeof line);
+    int st = p->c.status;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && !p->t->local)
+        snprintf(p->why, sizeof p->why, "%s (is rig installed there? --rig PATH names it)",
+                 line[0] ? line : "rig not found");
+    else if (line[0])
+        snprintf(p->why, sizeof p->why, "%s", line);
+    else
+        child_status_text(st, p->why, sizeof p->why);
+}
+
+/* Runs every probe at once until each has answered or the time is up. */
+static void probe_all(probe *ps, size_t n, const char *rig)
+{
+    char self[4096] = "rig";
+    self_path(self, sizeof self);
+    for (size_t i = 0; i < n; i++)
+        start(&ps[i], self, rig);
+    long long until = child_now_ms() + PROBE_TIMEOUT_MS;
+    for (;;) {
+        struct pollfd pf[2 * TARGETS_MAX];
+        size_t k = 0;
+        bool open = false;
+        for (size_t i = 0; i < n; i++) {
+            pf[k++] = (struct pollfd){ ps[i].exited ? -1 : ps[i].c.out, POLLIN, 0 };
+            pf[k++] = (struct pollfd){ ps[i].exited ? -1 : ps[i].c.err, POLLIN, 0 };
+            open |= !ps[i].exited && (ps[i].c.out >= 0 || ps[i].c.err >= 0);
+        }
+        long long left = until - child_now_ms();
+        if (!open || left <= 0)
+            break;
+        poll(pf, (nfds_t)k, (int)left);
+        for (size_t i = 0; i < n; i++) {
+            probe *p = &ps[i];
+            if (p->exited)
+                continue;
+            if (p->c.out >= 0 && (pf[2 * i].revents & (POLLIN | POLLHUP | POLLERR))) {
+                ssize_t r = read(p->c.out, p->out + p->outlen, PROBE_OUT_MAX - p->outlen);
+                if (r > 0)
+                    p->outlen += (size_t)r;
+                else if (r == 0 || errno != EINTR) {
+                    close(p->c.out);
+                    p->c.out = -1;
+                }
+            }
+            if (p->c.err >= 0 && (pf[2 * i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+                char buf[1024];
+                ssize_t r = read(p->c.err, buf, sizeof buf);
+                if (r > 0) {
+                    if (p->errlen + (size_t)r >= sizeof p->err) {   /* keep the end */
+                        size_t drop = p->errlen + (size_t)r - (sizeof p->err - 1);
+                        drop = drop > p->errlen ? p->errlen : drop;
+                        memmove(p->err, p->err + drop, p->errlen - drop);
+                        p->errlen -= drop;
+                    }
+                    size_t take = (size_t)r < sizeof p->err - 1 - p->errlen ? (size_t)r : sizeof p->err - 1 - p->errlen;
+                    memcpy(p->err + p->errlen, buf + r - take, take);
+                    p->errlen += take;
+                } else if (r == 0 || errno != EINTR) {
+                    close(p->c.err);
+                    p->c.err = -1;
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!ps[i].exited)
+            finish(&ps[i], ps[i].c.out >= 0 || ps[i].c.err >= 0);
+}
+
+static void probe_free(probe *p)
+{
+    free(p->out);
+    json_free(p->answer);
+}
+
+static void gib(char *out, size_t cap, double bytes)
+{
+    snprintf(out, cap, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+}
+
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+/* {"target":..,"address":.., then the machine's answer's members, or
+ * "error"}. */
+static void print_probe_json(const probe *p)
+{
+    printf("{\"target\":");
+    print_json_string(p->t->name);
+    printf(",\"address\":");
+    print_json_string(p->t->address);
+    if (p->answer && !p->why[0]) {
+        const char *body = strchr(p->out, '{') + 1;
+        size_t len = strlen(body);
+        while (len && (body[len - 1] == '\n' || body[len - 1] == ' '))
+            len--;
+        printf("%s%.*s", body[0] == '}' ? "" : ",", (int)len, body);
+    } else {
+        printf(",\"error\":");
+        print_json_string(p->why);
+        printf("}");
+    }
+}
+
+static const char *state_of(const probe *p)
+{
+    return p->why[0] ? "down" : json_bool(p->answer, "busy") ? "busy" : "free";
+}
+
+int probe_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "json", no_argument, NULL, 'j' }, { "rig", required_argument, NULL, 'R' },
+        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+    bool as_json = false;
+    const char *rig = "rig";
+    optind = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'j': as_json = true; break;
+        case 'R': rig = optarg; break;
+        case 'h': fputs(probe_usage, stdout); return 0;
+        default: fputs(probe_usage, stderr); return 1;
+        }
+    }
+    if (argc - optind != 1) {
+        fprintf(stderr, "rig probe: %s\n%s", optind == argc ? "name a target" : "one target at a time", probe_usage);
+        return 1;
+    }
+    static targets t;
+    rig_why why = { "" };
+    if (targets_load(&t, &why) < 0) {
+        fprintf(stderr, "rig probe: %s\n", why.text);
+        return RIG_EXIT_OWN_FAILURE;
+    }
+    const target *g = targets_find(&t, argv[optind]);
+    if (!g) {
+        fprintf(stderr, "rig probe: no target named '%s' (targets are in %s; `rig ls` lists them)\n", argv[optind],
+                t.path);
+        return RIG_EXIT_OWN_FAILURE;
+    }
+    probe p = { .t = g, .c = { .in = -1, .out = -1, .err = -1 } };
+    probe_all(&p, 1, rig);
+    int rc = p.why[0] ? RIG_EXIT_OWN_FAILURE : 0;
+    if (as_json) {
+        print_probe_json(&p);
+        putchar('\n');
+    } else if (p.why[0]) {
+        fprintf(stderr, "rig probe: %s: %s\n", g->name, p.why);
+    } else {
+        const json *a = p.answer;
+        int v = (int)json_num(a, "version", 0);
+        printf("%s (%s): host %s, %s %d.%d (%s), %s", g->name, g->address, json_str(a, "host"),
+               json_str(a, "driver"), v / 1000, v % 1000 / 10, json_str(a, "path"), state_of(&p));
+        if (json_bool(a, "busy"))
+            printf(": serving a job%s%s", *json_str(a, "controller") ? " from " : "", json_str(a, "controller"));
+        printf("\n%-8s %-32s %-5s %12s %12s\n", "DEVICE", "NAME", "CC", "MEMORY", "FREE");
+        const json *devs = json_get(a, "devices");
+        for (size_t i = 0; devs && devs->type == JSON_ARRAY && i < devs->count; i++) {
+            const json *d = &devs->items[i];
+            char mem[32], fr[32], dev[24];
+            gib(mem, sizeof mem, json_num(d, "memory", 0));
+            gib(fr, sizeof fr, json_num(d, "free", 0));
+            snprintf(dev, sizeof dev, "CUDA:%d", (int)json_num(d, "ordinal", (double)i));
+            printf("%-8s %-32s %-5s %12s %12s\n", dev, json_str(d, "name"), json_str(d, "cc"), mem, fr);
+        }
+    }
+    probe_free(&p);
+    return rc;
+}
+
+/* "2 x NVIDIA H100 (9.0, 80.0 GiB)" for a machine's devices. */
+static void summary(const json *a, char *out, size_t cap)
+{
+    const json *devs = json_get(a, "devices");
+    size_t off = 0;
+    out[0] = '\0';
+    if (!devs || devs->type != JSON_ARRAY || devs->count == 0) {
+        snprintf(out, cap, "no devices");
+        return;
+    }
+    for (size_t i = 0; i < devs->count; i++) {
+        const json *d = &devs->items[i];
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(json_str(&devs->items[j], "name"), json_str(d, "name")) == 0;
+        if (seen)
+            continue;
+        int same = 0;
+        for (size_t j = i; j < devs->count; j++)
+            same += strcmp(json_str(&devs->items[j], "name"), json_str(d, "name")) == 0;
+        char mem[32];
+        gib(mem, sizeof mem, json_num(d, "memory", 0));
+        if (off < cap)
+            off += (size_t)snprintf(out + off, cap - off, "%s%d x %s (%s, %s)", off ? ", " : "", same,
+                                    json_str(d, "name"), json_str(d, "cc"), mem);
+    }
+}
+
+int ls_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "json", no_argument, NULL, 'j' }, { "rig", required_argument, NULL, 'R' },
+        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+    bool as_json = false;
+    const char *rig = "rig";
+    optind = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'j': as_json = true; break;
+        case 'R': rig = optarg; break;
+        case 'h': fputs(ls_usage, stdout); return 0;
+        default: fputs(ls_usage, stderr); return 1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "rig ls: unexpected argument '%s'\n%s", argv[optind], ls_usage);
+        return 1;
+    }
+    static targets t;
+    rig_why why = { "" };
+    if (targets_load(&t, &why) < 0) {
+        fprintf(stderr, "rig ls: %s\n", why.text);
+        return RIG_EXIT_OWN_FAILURE;
+    }
+    probe *ps = calloc(t.count, sizeof *ps);
+    if (!ps)
+        return RIG_EXIT_OWN_FAILURE;
+    for (size_t i = 0; i < t.count; i++) {
+        ps[i].t = &t.v[i];
+        ps[i].c.in = ps[i].c.out = ps[i].c.err = -1;
+    }
+    probe_all(ps, t.count, rig);
+    size_t wname = 4, waddr = 7;
+    for (size_t i = 0; i < t.count; i++) {
+        wname = strlen(t.v[i].name) + 1 > wname ? strlen(t.v[i].name) + 1 : wname;
+        waddr = strlen(t.v[i].address) > waddr ? strlen(t.v[i].address) : waddr;
+    }
+    if (as_json)
+        printf("[");
+    else
+        printf("%-*s %-*s %-5s %s\n", (int)wname, "NAME", (int)waddr, "ADDRESS", "STATE", "DEVICES");
+    for (size_t i = 0; i < t.count; i++) {
+        probe *p = &ps[i];
+        if (as_json) {
+            printf(i ? ",\n " : "");
+            print_probe_json(p);
+            continue;
+        }
+        char name[NAMES_NAME_MAX + 2], what[1024];
+        bool dflt = strcmp(t.default_name[0] ? t.default_name : "local", p->t->name) == 0;
+        snprintf(name, sizeof name, "%s%s", p->t->name, dflt ? "*" : "");
+        if (p->why[0])
+            snprintf(what, sizeof what, "%s", p->why);
+        else
+            summary(p->answer, what, sizeof what);
+        printf("%-*s %-*s %-5s %s\n", (int)wname, name, (int)waddr, p->t->address, state_of(p), what);
+    }
+    if (as_json)
+        printf("]\n");
+    for (size_t i = 0; i < t.count; i++)
+        probe_free(&ps[i]);
+    free(ps);
+    return 0;
+}

@@ -1,0 +1,146 @@
+/* rig: the one command. `rig run` runs a program here on the GPUs of the
+ * machines it names; the other subcommands serve, name and inspect those
+ * machines. One table of subcommands; each parses its own options. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launcher/launcher.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static int help_main(int argc, char **argv);
+static int version_main(int argc, char **argv);
+
+static const command commands[] = {
+    { "run", run_main, "run a program here with the GPUs of the named machines" },
+    { "agent", agent_cmd_main, "serve jobs on this machine's GPUs (what rig-agent is)" },
+    { "key", key_main, "write a new random 32-byte key file, owner-only" },
+    { "probe", probe_main, "show what a machine offers: devices, memory, driver, busy or free" },
+    { "ls", ls_main, "list the machines of the targets file, live" },
+    { "help", help_main, "show this help, or a command's (rig help run)" },
+    { "version", version_main, "print rig's version" },
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void print_commands(FILE *f)
+{
+    fprintf(f, "Usage: rig COMMAND [OPTIONS]\n\nCommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n`rig help COMMAND` or `rig COMMAND --help` shows a command's options.\n"
+               "Example: rig run --on gpu-box -- ./train --epochs 3\n");
+}
+
+static const command *find(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static int help_main(int argc, char **argv)
+{
+    if (argc > 2) {
+        fprintf(stderr, "Usage: rig help [COMMAND]\n");
+        return 1;
+    }
+    if (argc == 1) {
+        print_commands(stdout);
+        return 0;
+    }
+    const command *c = find(argv[1]);
+    if (!c || c->fn == help_main) {
+        if (c) {
+            print_commands(stdout);
+            return 0;
+        }
+        fprintf(stderr, "rig: no command '%s'\n", argv[1]);
+        print_commands(stderr);
+        return 1;
+    }
+    if (c->fn == version_main) {
+        printf("Usage: rig version\n       rig --version\n");
+        return 0;
+    }
+    char *sub[] = { argv[1], "--help", NULL };
+    return c->fn(2, sub);
+}
+
+static int version_main(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "Usage: rig version\n");
+        return 1;
+    }
+    printf("rig %s\n", RIG_VERSION);
+    return 0;
+}
+
+int self_path(char *out, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0)
+        return -1;
+    out[n] = '\0';
+    return 0;
+}
+
+bool shell_quote(char *out, size_t cap, const char *s)
+{
+    size_t off = strlen(out);
+    bool plain = *s != '\0';
+    for (const char *p = s; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-", *p))
+            plain = false;
+    if (plain) {
+        size_t n = strlen(s);
+        if (off + n + 1 > cap)
+            return false;
+        memcpy(out + off, s, n + 1);
+        return true;
+    }
+    if (off + 3 > cap)
+        return false;
+    out[off++] = '\'';
+    for (const char *p = s; *p; p++) {
+        const char *piece = *p == '\'' ? "'\\''" : NULL;
+        size_t n = piece ? 4 : 1;
+        if (off + n + 2 > cap)
+            return false;
+        if (piece)
+            memcpy(out + off, piece, n);
+        else
+            out[off] = *p;
+        off += n;
+    }
+    out[off++] = '\'';
+    out[off] = '\0';
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_commands(stderr);
+        return 1;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0)
+        return version_main(1, argv + 1);
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
+        return help_main(1, argv + 1);
+    const command *c = find(name);
+    if (!c) {
+        fprintf(stderr, "rig: no command '%s'\n", name);
+        print_commands(stderr);
+        return 1;
+    }
+    return c->fn(argc - 1, argv + 1);
+}

@@ -1,0 +1,737 @@
+/* `rig run`: runs a program here with the GPUs of the named machines. For
+ * each attempt it makes a fresh key, starts an agent on every machine (over
+ * ssh, or as a child for `local`), hands each its key on standard input,
+ * learns its address from its output, runs the program with the preload
+ * and the job's variables, and reads the report lines of the controller
+ * and the agents. A job that fails is started again, up to --retries times,
+ * with fresh agents and a fresh key. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launcher/child.h"
+#include "launcher/launcher.h"
+#include "launcher/targets.h"
+#include "proto/key.h"
+#include "proto/names.h"
+
+static const char usage[] =
+    "Usage: rig run [--on NAMES] [--retries N] [--rig PATH] [--dry-run] [-v] -- PROG [ARGS...]\n"
+    "Runs PROG here with the GPUs of the named machines as its CUDA devices.\n"
+    "  --on NAMES     targets, comma-separated (default: $RIG_ON, else the targets\n"
+    "                 file's default, else local); `rig ls` lists them\n"
+    "  --retries N    start a failed job again up to N times (default 3)\n"
+    "  --rig PATH     rig's path on the remote machines (default: rig on their PATH)\n"
+    "  --dry-run      print what would run, start nothing\n"
+    "  -v, --verbose  relay the agents' logs\n"
+    "Each attempt makes a fresh key and starts an agent on each machine (over ssh\n"
+    "in batch mode, or here for `local`); the key reaches an agent on its standard\n"
+    "input only. PROG gets LD_PRELOAD, RIG_REMOTE_AGENTS, RIG_REMOTE_KEY and\n"
+    "RIG_REMOTE_REPORT (and RIG_LOCAL_DRIVER=none with `local`, so this machine's\n"
+    "GPUs are seen once, through its agent).\n"
+    "Exit status: PROG's own, or 128 + the signal that ended it; 255 when rig\n"
+    "itself failed (no agent, no shim, PROG not found); 1 on a usage error.\n"
+    "A job that fails (the program exits non-zero after its job reported\n"
+    "`failed`) runs again; a program that exits 0 has succeeded.\n"
+    "Environment: RIG_TARGETS (the targets file), RIG_SSH_CONFIG (an ssh config\n"
+    "file, ssh -F), RIG_SSH (the ssh program), RIG_SHIM (the library to preload;\n"
+    "default librigshim.so beside rig).\n";
+
+#define START_TIMEOUT_MS 30000
+#define STOP_GRACE_MS 3000
+#define LINE_MAX_BYTES 4400
+
+enum { END_NONE, END_CLOSED, END_FAILED };
+
+typedef struct reporter {        /* one process's report lines */
+    bool started;
+    int end;
+    char why[LINE_MAX_BYTES];
+} reporter;
+
+typedef struct line_buf {
+    char b[LINE_MAX_BYTES];
+    size_t n;
+} line_buf;
+
+typedef struct agent_run {
+    const target *t;
+    child c;
+    line_buf out, err;
+    char last_err[512];         /* its last non-empty line of stderr */
+    char address[NAMES_TEXT_MAX];
+    bool listening, exited, stopping;
+    reporter rep;
+} agent_run;
+
+typedef struct run_opts {
+    const char *on, *rig;
+    int retries;
+    bool dry_run, verbose;
+    char **prog;                /* PROG ARGS..., NULL-terminated */
+} run_opts;
+
+typedef struct run_state {
+    const run_opts *o;
+    const target *targets[TARGETS_MAX];
+    size_t n;
+    bool any_local;
+    char self[4096], shim[4200];
+    agent_run *agents;
+    pid_t prog;                 /* 0 when not running */
+    int prog_status;
+    int report_fd;
+    line_buf report;
+    reporter ctl;
+    int sigfd;
+    int interrupted;            /* the signal that asked rig to stop */
+} run_state;
+
+/* ---- lines ---- */
+
+/* Parses a report line into r; false when it is not one. */
+static bool report_line(reporter *r, const char *line)
+{
+    if (strcmp(line, "started") == 0) {
+        r->started = true;
+    } else if (strcmp(line, "closed") == 0) {
+        if (r->end == END_NONE)
+            r->end = END_CLOSED;
+    } else if (strncmp(line, "failed ", 7) == 0) {
+        if (r->end == END_NONE) {
+            r->end = END_FAILED;
+            snprintf(r->why, sizeof r->why, "%s", line + 7);
+        }
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void agent_out_line(run_state *s, agent_run *a, char *line)
+{
+    static const char listening[] = "listening on ";
+    if (!a->listening && strncmp(line, listening, sizeof listening - 1) == 0) {
+        const char *at = line + sizeof listening - 1;
+        names_address addr;
+        rig_why why = { "" };
+        if (names_parse_address(at, strlen(at), &addr, &why) < 0) {
+            snprintf(a->last_err, sizeof a->last_err, "the agent said it listens on '%s': %s", at, why.text);
+            return;
+        }
+        /* An agent on every address is dialled where rig reaches it. */
+        if (strcmp(addr.host, "0.0.0.0") == 0 || strcmp(addr.host, "::") == 0)
+            snprintf(addr.host, sizeof addr.host, "%s", addr.ipv6 ? "::1" : "127.0.0.1");
+        snprintf(a->address, sizeof a->address, addr.ipv6 ? "[%s]:%u" : "%s:%u", addr.host, addr.port);
+        a->listening = true;
+        if (s->o->verbose)
+            fprintf(stderr, "rig: %s: agent listening on %s\n", a->t->name, a->address);
+    } else if (!report_line(&a->rep, line) && s->o->verbose) {
+        fprintf(stderr, "rig: %s: %s\n", a->t->name, line);
+    }
+}
+
+static void agent_err_line(run_state *s, agent_run *a, char *line)
+{
+    if (!*line)
+        return;
+    snprintf(a->last_err, sizeof a->last_err, "%s", line);
+    if (s->o->verbose)
+        fprintf(stderr, "rig: %s: %s\n", a->t->name, line);
+}
+
+/* Reads what fd has into lb and hands on each whole line; false at EOF. */
+static bool read_lines(int fd, line_buf *lb, void (*fn)(run_state *, void *, char *), run_state *s, void *ctx)
+{
+    ssize_t r = read(fd, lb->b + lb->n, sizeof lb->b - 1 - lb->n);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (r > 0)
+        lb->n += (size_t)r;
+    for (;;) {
+        char *nl = memchr(lb->b, '\n', lb->n);
+        bool full = lb->n == sizeof lb->b - 1;
+        if (!nl && !(full || (r <= 0 && lb->n)))
+            break;
+        size_t len = nl ? (size_t)(nl - lb->b) : lb->n;
+        lb->b[len] = '\0';
+        fn(s, ctx, lb->b);
+        size_t used = nl ? len + 1 : len;
+        memmove(lb->b, lb->b + used, lb->n - used);
+        lb->n -= used;
+    }
+    return r > 0;
+}
+
+static void on_agent_out(run_state *s, void *a, char *line) { agent_out_line(s, a, line); }
+static void on_agent_err(run_state *s, void *a, char *line) { agent_err_line(s, a, line); }
+static void on_report(run_state *s, void *ctx, char *line)
+{
+    (void)ctx;
+    report_line(&s->ctl, line);
+}
+
+/* ---- the event loop ---- */
+
+static void reap(run_state *s)
+{
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (pid == s->prog) {
+            s->prog = 0;
+            s->prog_status = st;
+            continue;
+        }
+        for (size_t i = 0; i < s->n; i++)
+            if (s->agents[i].c.pid == pid) {
+                s->agents[i].c.pid = 0;
+                s->agents[i].c.status = st;
+                s->agents[i].exited = true;
+            }
+    }
+}
+
+/* Waits up to ms for something to happen and handles it. */
+static void pump(run_state *s, int ms)
+{
+    struct pollfd p[2 + 2 * TARGETS_MAX];
+    int n = 0;
+    p[n++] = (struct pollfd){ s->sigfd, POLLIN, 0 };
+    p[n++] = (struct pollfd){ s->report_fd, POLLIN, 0 };
+    for (size_t i = 0; i < s->n; i++) {
+        p[n++] = (struct pollfd){ s->agents[i].c.out, POLLIN, 0 };
+        p[n++] = (struct pollfd){ s->agents[i].c.err, POLLIN, 0 };
+    }
+    if (poll(p, (nfds_t)n, ms) < 0)
+        return;
+    if (p[0].revents & POLLIN) {
+        struct signalfd_siginfo si;
+        while (read(s->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            if (si.ssi_signo == SIGCHLD)
+                continue;
+            s->interrupted = (int)si.ssi_signo;
+            /* A Ctrl-C from the terminal reaches the program itself (the
+             * kernel sent it to the whole group); one sent to rig alone is
+             * passed on. */
+            if (s->prog > 0 && si.ssi_code != SI_KERNEL)
+                kill(s->prog, (int)si.ssi_signo);
+        }
+    }
+    reap(s);
+    if (s->report_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+        !read_lines(s->report_fd, &s->report, on_report, s, NULL)) {
+        close(s->report_fd);
+        s->report_fd = -1;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        agent_run *a = &s->agents[i];
+        if (a->c.out >= 0 && (p[2 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)) &&
+            !read_lines(a->c.out, &a->out, on_agent_out, s, a)) {
+            close(a->c.out);
+            a->c.out = -1;
+        }
+        if (a->c.err >= 0 && (p[3 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)) &&
+            !read_lines(a->c.err, &a->err, on_agent_err, s, a)) {
+            close(a->c.err);
+            a->c.err = -1;
+        }
+    }
+}
+
+/* True once a has exited and said all it will. */
+static bool agent_gone(const agent_run *a)
+{
+    return a->exited && a->c.out < 0 && a->c.err < 0;
+}
+
+/* Lets agent a finish saying why it ended (up to ms). */
+static void settle(run_state *s, agent_run *a, int ms)
+{
+    long long until = child_now_ms() + ms;
+    while (!agent_gone(a) && child_now_ms() < until)
+        pump(s, 50);
+}
+
+/* Ends every agent: closes its lifeline, waits, then signals its group. */
+static void stop_agents(run_state *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        agent_run *a = &s->agents[i];
+        a->stopping = true;
+        if (a->c.in >= 0) {
+            close(a->c.in);
+            a->c.in = -1;
+        }
+    }
+    for (int round = 0; round < 3; round++) {
+        long long until = child_now_ms() + (round == 0 ? STOP_GRACE_MS : 1000);
+        for (;;) {
+            bool all = true;
+            for (size_t i = 0; i < s->n; i++)
+                all &= s->agents[i].exited || s->agents[i].c.pid <= 0;
+            if (all || child_now_ms() >= until)
+                break;
+            pump(s, 50);
+        }
+        for (size_t i = 0; i < s->n; i++) {
+            agent_run *a = &s->agents[i];
+            if (!a->exited && a->c.pid > 0 && round < 2) {
+                kill(-a->c.pid, round == 0 ? SIGTERM : SIGKILL);
+                kill(a->c.pid, round == 0 ? SIGTERM : SIGKILL);
+            }
+        }
+    }
+    for (size_t i = 0; i < s->n; i++)
+        child_close_fds(&s->agents[i].c);
+}
+
+/* ---- one attempt ---- */
+
+typedef enum outcome {
+    OUT_DONE,          /* PROG ran; its status is final */
+    OUT_JOB_FAILED,    /* PROG ran and its job failed: try again */
+    OUT_START_FAILED,  /* an agent did not start: try again */
+    OUT_ABORT,         /* rig cannot go on (or was interrupted) */
+} outcome;
+
+static void agent_command(const run_state *s, const target *t, char *remote, size_t cap, const char *argv[])
+{
+    if (t->local) {
+        int n = 0;
+        argv[n++] = s->self;
+        argv[n++] = "agent";
+        argv[n++] = "--lifeline";
+        argv[n++] = "--listen";
+        argv[n++] = "127.0.0.1:0";
+        argv[n] = NULL;
+        return;
+    }
+    snprintf(remote, cap, "exec ");
+    shell_quote(remote, cap, s->o->rig);
+    size_t off = strlen(remote);
+    snprintf(remote + off, cap - off, " agent --lifeline");
+    targets_ssh_argv(t, remote, argv);
+}
+
+/* Why agent a did not start. */
+static void start_failure(run_state *s, agent_run *a, char *cause, size_t cap)
+{
+    settle(s, a, 2000);
+    char st[96] = "";
+    if (a->exited)
+        child_status_text(a->c.status, st, sizeof st);
+    bool ssh = !a->t->local;
+    if (a->exited && ssh && WIFEXITED(a->c.status) && WEXITSTATUS(a->c.status) == 127)
+        snprintf(cause, cap, "%s: %s (is rig installed there? --rig PATH names it)", a->t->name,
+                 a->last_err[0] ? a->last_err : "rig not found");
+    else if (a->last_err[0])
+        snprintf(cause, cap, "%s: %s", a->t->name, a->last_err);
+    else if (a->exited)
+        snprintf(cause, cap, "%s: the agent %s before listening", a->t->name, st);
+    else
+        snprintf(cause, cap, "%s: the agent did not say where it listens within %d s", a->t->name,
+                 START_TIMEOUT_MS / 1000);
+}
+
+static outcome start_agents(run_state *s, const char *key_hex, char *cause, size_t cap)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        agent_run *a = &s->agents[i];
+        memset(a, 0, sizeof *a);
+        a->t = s->targets[i];
+        a->c.in = a->c.out = a->c.err = -1;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        agent_run *a = &s->agents[i];
+        const char *argv[TARGETS_SSH_ARGV_MAX];
+        char remote[4400];
+        agent_command(s, a->t, remote, sizeof remote, argv);
+        rig_why why = { "" };
+        if (child_spawn(&a->c, argv, &why) < 0) {
+            snprintf(cause, cap, "%s: %s", a->t->name, why.text);
+            return OUT_START_FAILED;
+        }
+        a->exited = false;
+        char line[KEY_HEX_LEN + 2];
+        snprintf(line, sizeof line, "%s\n", key_hex);
+        ssize_t w = write(a->c.in, line, strlen(line));
+        explicit_bzero(line, sizeof line);
+        if (w != (ssize_t)(KEY_HEX_LEN + 1)) {
+            start_failure(s, a, cause, cap);
+            return OUT_START_FAILED;
+        }
+    }
+    long long until = child_now_ms() + START_TIMEOUT_MS;
+    for (;;) {
+        bool all = true;
+        for (size_t i = 0; i < s->n; i++) {
+            agent_run *a = &s->agents[i];
+            if (!a->listening && (a->exited || a->c.out < 0)) {
+                start_failure(s, a, cause, cap);
+                return OUT_START_FAILED;
+            }
+            all &= a->listening;
+        }
+        if (all)
+            return OUT_DONE;
+        if (s->interrupted) {
+            snprintf(cause, cap, "interrupted by %s while starting agents", strsignal(s->interrupted));
+            return OUT_ABORT;
+        }
+        if (child_now_ms() >= until) {
+            for (size_t i = 0; i < s->n; i++)
+                if (!s->agents[i].listening) {
+                    start_failure(s, &s->agents[i], cause, cap);
+                    break;
+                }
+            return OUT_START_FAILED;
+        }
+        pump(s, 100);
+    }
+}
+
+/* The program's environment additions, in the child. */
+static void program_env(run_state *s, const char *key_hex, int report_fd)
+{
+    char agents[NAMES_AGENTS_MAX * (NAMES_NAME_MAX + NAMES_TEXT_MAX + 2)];
+    size_t off = 0;
+    agents[0] = '\0';
+    for (size_t i = 0; i < s->n; i++)
+        off += (size_t)snprintf(agents + off, sizeof agents - off, "%s%s=%s", i ? "," : "", s->agents[i].t->name,
+                                s->agents[i].address);
+    const char *old = getenv("LD_PRELOAD");
+    char preload[8400];
+    snprintf(preload, sizeof preload, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", s->shim);
+    char fd[16];
+    snprintf(fd, sizeof fd, "%d", report_fd);
+    setenv("LD_PRELOAD", preload, 1);
+    setenv("RIG_REMOTE_AGENTS", agents, 1);
+    setenv("RIG_REMOTE_KEY", key_hex, 1);
+    setenv("RIG_REMOTE_REPORT", fd, 1);
+    unsetenv("RIG_KEY_FILE");
+    if (s->any_local)
+        setenv("RIG_LOCAL_DRIVER", "none", 1);
+}
+
+static outcome run_program(run_state *s, const char *key_hex, char *cause, size_t cap, int *status)
+{
+    int rp[2], ep[2];
+    if (pipe2(rp, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+        snprintf(cause, cap, "pipe: %s", strerror(errno));
+        return OUT_ABORT;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        int fd = dup(rp[1]);   /* without close-on-exec: PROG's to write */
+        program_env(s, key_hex, fd);
+        execvp(s->o->prog[0], s->o->prog);
+        int e = errno;
+        ssize_t w = write(ep[1], &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
+    close(rp[1]);
+    close(ep[1]);
+    if (pid < 0) {
+        snprintf(cause, cap, "fork: %s", strerror(errno));
+        close(rp[0]);
+        close(ep[0]);
+        return OUT_ABORT;
+    }
+    s->prog = pid;
+    int e = 0;
+    ssize_t r;
+    do
+        r = read(ep[0], &e, sizeof e);
+    while (r < 0 && errno == EINTR);
+    close(ep[0]);
+    s->report_fd = rp[0];
+    s->report.n = 0;
+    memset(&s->ctl, 0, sizeof s->ctl);
+    while (s->prog > 0)
+        pump(s, 200);
+    /* Lines PROG wrote are in the pipe now; a child it left behind may
+     * hold the pipe open, so read what is there and no more. */
+    fcntl(s->report_fd, F_SETFL, O_NONBLOCK);
+    while (s->report_fd >= 0 && read_lines(s->report_fd, &s->report, on_report, s, NULL))
+        ;
+    if (s->report_fd >= 0) {
+        close(s->report_fd);
+        s->report_fd = -1;
+    }
+    if (r == (ssize_t)sizeof e) {
+        snprintf(cause, cap, "cannot run %s: %s", s->o->prog[0], strerror(e));
+        *status = RIG_EXIT_OWN_FAILURE;
+        return OUT_ABORT;
+    }
+    int st = s->prog_status;
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : RIG_EXIT_OWN_FAILURE;
+    if (s->interrupted || s->ctl.end != END_FAILED || *status == 0)
+        return OUT_DONE;
+    snprintf(cause, cap, "%s", s->ctl.why);
+    /* An agent that ended by itself during the job says how. */
+    for (size_t i = 0; i < s->n; i++) {
+        agent_run *a = &s->agents[i];
+        char st_text[96];
+        size_t off = strlen(cause);
+        if (a->exited && off < cap)
+            snprintf(cause + off, cap - off, " (the agent on %s %s%s%s)", a->t->name,
+                     child_status_text(a->c.status, st_text, sizeof st_text), a->last_err[0] ? ": " : "",
+                     a->last_err);
+        else if (a->rep.end == END_FAILED && !strstr(cause, a->rep.why) && off < cap)
+            snprintf(cause + off, cap - off, " (%s: %s)", a->t->name, a->rep.why);
+    }
+    return OUT_JOB_FAILED;
+}
+
+static outcome attempt(run_state *s, char *cause, size_t cap, int *status)
+{
+    rig_key key;
+    rig_why why = { "" };
+    char hex[KEY_HEX_LEN + 1];
+    *status = RIG_EXIT_OWN_FAILURE;
+    if (key_generate(&key, &why) < 0 || key_to_hex(&key, hex, &why) < 0) {
+        key_wipe(&key);
+        snprintf(cause, cap, "cannot make a key: %s", why.text);
+        return OUT_ABORT;
+    }
+    key_wipe(&key);
+    outcome out = start_agents(s, hex, cause, cap);
+    if (out == OUT_DONE)
+        out = run_program(s, hex, cause, cap, status);
+    explicit_bzero(hex, sizeof hex);
+    stop_agents(s);
+    return out;
+}
+
+/* ---- setup ---- */
+
+static bool find_shim(run_state *s)
+{
+    const char *env = getenv("RIG_SHIM");
+    if (env && *env) {
+        snprintf(s->shim, sizeof s->shim, "%s", env);
+        return access(s->shim, R_OK) == 0;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", s->self);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    static const char *const places[] = { "%s/librigshim.so", "%s/../lib/rig/librigshim.so" };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(s->shim, sizeof s->shim, places[i], dir);
+        if (access(s->shim, R_OK) == 0)
+            return true;
+    }
+    snprintf(s->shim, sizeof s->shim, places[0], dir);
+    return false;
+}
+
+/* True when PROG can be run: a path to an executable, or found in PATH. */
+static bool program_exists(const char *prog)
+{
+    if (strchr(prog, '/'))
+        return access(prog, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        const char *colon = strchr(path, ':');
+        size_t len = colon ? (size_t)(colon - path) : strlen(path);
+        char full[4200];
+        snprintf(full, sizeof full, "%.*s/%s", (int)len, len ? path : ".", prog);
+        struct stat st;
+        if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0)
+            return true;
+        if (!colon)
+            break;
+        path = colon + 1;
+    }
+    return false;
+}
+
+static void print_quoted(const char *s)
+{
+    char q[8400] = "";
+    shell_quote(q, sizeof q, s);
+    fputs(q, stdout);
+}
+
+static int dry_run(run_state *s)
+{
+    printf("rig run --dry-run: nothing is started. Up to %d attempt%s, each with a fresh key:\n",
+           s->o->retries + 1, s->o->retries ? "s" : "");
+    for (size_t i = 0; i < s->n; i++) {
+        const char *argv[TARGETS_SSH_ARGV_MAX];
+        char remote[4400];
+        agent_command(s, s->targets[i], remote, sizeof remote, argv);
+        printf("agent %s:", s->targets[i]->name);
+        for (size_t j = 0; argv[j]; j++) {
+            putchar(' ');
+            print_quoted(argv[j]);
+        }
+        printf("   (the key on its standard input)\n");
+    }
+    printf("program: LD_PRELOAD=");
+    const char *old = getenv("LD_PRELOAD");
+    char preload[8400];
+    snprintf(preload, sizeof preload, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", s->shim);
+    print_quoted(preload);
+    printf(" RIG_REMOTE_AGENTS=");
+    for (size_t i = 0; i < s->n; i++)
+        printf("%s%s=<its agent's address>", i ? "," : "", s->targets[i]->name);
+    printf(" RIG_REMOTE_KEY=<the key> RIG_REMOTE_REPORT=<a descriptor>%s",
+           s->any_local ? " RIG_LOCAL_DRIVER=none" : "");
+    for (char **a = s->o->prog; *a; a++) {
+        putchar(' ');
+        print_quoted(*a);
+    }
+    putchar('\n');
+    return 0;
+}
+
+int run_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "on", required_argument, NULL, 'o' },  { "retries", required_argument, NULL, 'r' },
+        { "rig", required_argument, NULL, 'R' }, { "dry-run", no_argument, NULL, 'n' },
+        { "verbose", no_argument, NULL, 'v' },   { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    run_opts o = { .rig = "rig", .retries = 3 };
+    optind = 0;
+    for (int c; (c = getopt_long(argc, argv, "+vh", opts, NULL)) != -1;) {
+        char *end;
+        switch (c) {
+        case 'o': o.on = optarg; break;
+        case 'r':
+            errno = 0;
+            o.retries = (int)strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || o.retries < 0 || o.retries > 1000) {
+                fprintf(stderr, "rig run: --retries takes a count from 0 to 1000, not '%s'\n%s", optarg, usage);
+                return 1;
+            }
+            break;
+        case 'R': o.rig = optarg; break;
+        case 'n': o.dry_run = true; break;
+        case 'v': o.verbose = true; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 1;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "rig run: no program to run\n%s", usage);
+        return 1;
+    }
+    o.prog = argv + optind;
+    if (!*o.rig) {
+        fprintf(stderr, "rig run: --rig needs a path\n%s", usage);
+        return 1;
+    }
+
+    run_state *s = calloc(1, sizeof *s);
+    targets *t = calloc(1, sizeof *t);
+    int rc = RIG_EXIT_OWN_FAILURE;
+    rig_why why = { "" };
+    if (!s || !t || !(s->agents = calloc(TARGETS_MAX, sizeof *s->agents))) {
+        fprintf(stderr, "rig run: out of memory\n");
+        goto out;
+    }
+    s->o = &o;
+    s->report_fd = -1;
+    s->sigfd = -1;
+    if (targets_load(t, &why) < 0 || targets_select(t, o.on, s->targets, &s->n, &why) < 0) {
+        fprintf(stderr, "rig run: %s\n", why.text);
+        goto out;
+    }
+    for (size_t i = 0; i < s->n; i++)
+        s->any_local |= s->targets[i]->local;
+    if (self_path(s->self, sizeof s->self) < 0) {
+        fprintf(stderr, "rig run: cannot find this program (/proc/self/exe)\n");
+        goto out;
+    }
+    if (!find_shim(s)) {
+        fprintf(stderr, "rig run: no shim to preload at %s (RIG_SHIM names one)\n", s->shim);
+        goto out;
+    }
+    if (o.dry_run) {
+        rc = dry_run(s);
+        goto out;
+    }
+    if (!program_exists(o.prog[0])) {
+        fprintf(stderr, "rig run: %s: %s\n", o.prog[0], strchr(o.prog[0], '/') ? strerror(errno) : "command not found");
+        goto out;
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t mask;
+    sigemptyset(&mask);
+    int sigs[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&mask, sigs[i]);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (s->sigfd < 0) {
+        fprintf(stderr, "rig run: signalfd: %s\n", strerror(errno));
+        goto out;
+    }
+
+    int attempts = o.retries + 1;
+    for (int i = 1; i <= attempts; i++) {
+        char cause[LINE_MAX_BYTES + 1024] = "";
+        int status;
+        outcome out = attempt(s, cause, sizeof cause, &status);
+        if (out == OUT_DONE) {
+            rc = status;
+            break;
+        }
+        if (out == OUT_ABORT) {
+            fprintf(stderr, "rig run: %s\n", cause);
+            rc = s->interrupted ? 128 + s->interrupted : status;
+            break;
+        }
+        rc = status;
+        if (s->interrupted) {
+            rc = out == OUT_START_FAILED ? 128 + s->interrupted : status;
+            break;
+        }
+        if (i == attempts) {
+            fprintf(stderr, "rig run: giving up after %d attempt%s: %s\n", attempts, attempts == 1 ? "" : "s",
+                    cause);
+            break;
+        }
+        fprintf(stderr, "rig run: attempt %d of %d failed: %s\nrig run: starting the job again with fresh agents "
+                        "and a fresh key\n", i, attempts, cause);
+        long long until = child_now_ms() + 200LL * i;
+        while (child_now_ms() < until && !s->interrupted)
+            pump(s, 50);
+        if (s->interrupted) {
+            rc = 128 + s->interrupted;
+            break;
+        }
+    }
+out:
+    if (s && s->sigfd >= 0)
+        close(s->sigfd);
+    if (s)
+        free(s->agents);
+    free(s);
+    free(t);
+    return rc;
+}

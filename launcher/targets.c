@@ -1,0 +1,166 @@
+/* The targets file; see targets.h. */
+#include "launcher/targets.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int set_path(targets *t, bool *explicit, rig_why *why)
+{
+    const char *env = getenv("RIG_TARGETS");
+    *explicit = env && *env;
+    if (*explicit) {
+        snprintf(t->path, sizeof t->path, "%s", env);
+        return 0;
+    }
+    const char *xdg = getenv("XDG_CONFIG_HOME");
+    const char *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(t->path, sizeof t->path, "%s/rig/targets", xdg);
+    else if (home && *home)
+        snprintf(t->path, sizeof t->path, "%s/.config/rig/targets", home);
+    else
+        return why_set(why, RIG_E_INVALID, "HOME is not set: cannot find the targets file (set RIG_TARGETS)");
+    return 0;
+}
+
+static int add(targets *t, const char *name, const char *address, const char *where, rig_why *why)
+{
+    if (!names_valid_name(name, strlen(name)) || strcmp(name, "default") == 0)
+        return why_set(why, RIG_E_INVALID,
+                       "%s: '%s' is not a target name (letters, digits, '.', '_', '-'; at most %d)", where, name,
+                       NAMES_NAME_MAX);
+    if (targets_find(t, name))
+        return why_set(why, RIG_E_INVALID, "%s: target '%s' is named twice", where, name);
+    if (strlen(address) >= TARGET_ADDRESS_MAX || address[0] == '-')
+        return why_set(why, RIG_E_INVALID, "%s: '%s' is not an ssh destination", where, address);
+    if (t->count == TARGETS_MAX)
+        return why_set(why, RIG_E_TOO_LONG, "%s: more than %d targets", where, TARGETS_MAX);
+    target *g = &t->v[t->count++];
+    snprintf(g->name, sizeof g->name, "%s", name);
+    snprintf(g->address, sizeof g->address, "%s", address);
+    g->local = strcmp(address, "local") == 0;
+    return 0;
+}
+
+int targets_load(targets *t, rig_why *why)
+{
+    memset(t, 0, sizeof *t);
+    bool explicit;
+    int rc = set_path(t, &explicit, why);
+    if (rc < 0)
+        return rc;
+    FILE *f = fopen(t->path, "r");
+    if (!f && (errno != ENOENT || explicit))
+        return why_set(why, RIG_E_IO, "targets file %s: %s", t->path, strerror(errno));
+    if (f) {
+        t->have_file = true;
+        char line[2048];
+        for (int no = 1; fgets(line, sizeof line, f); no++) {
+            char where[4200];
+            snprintf(where, sizeof where, "%s:%d", t->path, no);
+            char *hash = strchr(line, '#');
+            if (hash)
+                *hash = '\0';
+            char *save = NULL, *a = strtok_r(line, " \t\r\n", &save);
+            char *b = a ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+            char *c = b ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+            if (!a)
+                continue;
+            if (!b || c) {
+                rc = why_set(why, RIG_E_INVALID, "%s: expected 'NAME ADDRESS' or 'default NAME'", where);
+                break;
+            }
+            if (strcmp(a, "default") == 0) {
+                if (!names_valid_name(b, strlen(b))) {
+                    rc = why_set(why, RIG_E_INVALID, "%s: '%s' is not a target name", where, b);
+                    break;
+                }
+                snprintf(t->default_name, sizeof t->default_name, "%s", b);
+            } else if ((rc = add(t, a, b, where, why)) < 0) {
+                break;
+            }
+        }
+        fclose(f);
+        if (rc < 0)
+            return rc;
+    }
+    if (!targets_find(t, "local") && (rc = add(t, "local", "local", t->path, why)) < 0)
+        return rc;
+    if (t->default_name[0] && !targets_find(t, t->default_name))
+        return why_set(why, RIG_E_INVALID, "%s: the default target '%s' is not in the file", t->path,
+                       t->default_name);
+    return 0;
+}
+
+const target *targets_find(const targets *t, const char *name)
+{
+    for (size_t i = 0; i < t->count; i++)
+        if (strcmp(t->v[i].name, name) == 0)
+            return &t->v[i];
+    return NULL;
+}
+
+int targets_select(const targets *t, const char *on, const target *out[static TARGETS_MAX], size_t *n,
+                   rig_why *why)
+{
+    const char *from = "--on";
+    if (!on || !*on) {
+        on = getenv("RIG_ON");
+        from = "RIG_ON";
+    }
+    if (!on || !*on) {
+        on = t->default_name[0] ? t->default_name : "local";
+        from = t->default_name[0] ? "the default target" : "the built-in target";
+    }
+    *n = 0;
+    const char *p = on;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char name[NAMES_NAME_MAX + 1];
+        if (len == 0 || len > NAMES_NAME_MAX)
+            return why_set(why, RIG_E_INVALID, "%s '%s': %s", from, on,
+                           len ? "a name is too long" : "an empty name");
+        memcpy(name, p, len);
+        name[len] = '\0';
+        const target *g = targets_find(t, name);
+        if (!g)
+            return why_set(why, RIG_E_INVALID, "%s: no target named '%s' (targets are in %s; `rig ls` lists them)",
+                           from, name, t->path);
+        for (size_t i = 0; i < *n; i++)
+            if (out[i] == g)
+                return why_set(why, RIG_E_INVALID, "%s: target '%s' is given twice", from, name);
+        if (*n == TARGETS_MAX)
+            return why_set(why, RIG_E_TOO_LONG, "%s: more than %d targets", from, TARGETS_MAX);
+        out[(*n)++] = g;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+int targets_ssh_argv(const target *t, const char *remote_command, const char *argv[static TARGETS_SSH_ARGV_MAX])
+{
+    static const char *const fixed[] = {
+        "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=5",
+        "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR",
+    };
+    size_t n = 0;
+    const char *ssh = getenv("RIG_SSH");
+    argv[n++] = ssh && *ssh ? ssh : "ssh";
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        argv[n++] = fixed[i];
+    const char *config = getenv("RIG_SSH_CONFIG");
+    if (config && *config) {
+        argv[n++] = "-F";
+        argv[n++] = config;
+    }
+    argv[n++] = "--";
+    argv[n++] = t->address;
+    argv[n++] = remote_command;
+    argv[n] = NULL;
+    return (int)n;
+}

@@ -1,0 +1,55 @@
+/* The targets file: which machines `rig` can run on.
+ *   ~/.config/rig/targets   (RIG_TARGETS names another file)
+ *   NAME ADDRESS            ADDRESS: an ssh destination (host, user@host,
+ *                           ssh://user@host:port, a Host of ssh's config)
+ *                           or `local` (an agent started here, no ssh)
+ *   default NAME            the target of a command given no --on
+ *   # comment
+ * The target `local` exists even without a file. */
+#ifndef RIG_LAUNCHER_TARGETS_H
+#define RIG_LAUNCHER_TARGETS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "proto/error.h"
+#include "proto/names.h"
+
+#define TARGETS_MAX 256
+#define TARGET_ADDRESS_MAX 512
+
+typedef struct target {
+    char name[NAMES_NAME_MAX + 1];
+    char address[TARGET_ADDRESS_MAX];
+    bool local;                  /* address is `local` */
+} target;
+
+typedef struct targets {
+    char path[4096];             /* the file read (or that would be) */
+    bool have_file;
+    size_t count;
+    target v[TARGETS_MAX];       /* in file order; `local` added last if absent */
+    char default_name[NAMES_NAME_MAX + 1];   /* "" when the file names none */
+} targets;
+
+/* Reads the targets file. A missing file is fine unless RIG_TARGETS names
+ * it. Errors name the file and line. */
+int targets_load(targets *t, rig_why *why);
+
+/* The target called name, or NULL. */
+const target *targets_find(const targets *t, const char *name);
+
+/* The machines of a command: on (a comma-separated list of names; NULL:
+ * RIG_ON, else the file's default, else `local`) resolved into out, in
+ * order. Refuses unknown and repeated names. */
+int targets_select(const targets *t, const char *on, const target *out[static TARGETS_MAX], size_t *n,
+                   rig_why *why);
+
+#define TARGETS_SSH_ARGV_MAX 24
+/* The ssh command line that runs remote_command on t (a non-local target):
+ * `ssh -T -o BatchMode=yes ... [-F $RIG_SSH_CONFIG] -- ADDRESS CMD`
+ * ($RIG_SSH instead of ssh when set), NULL-terminated; returns the count.
+ * The strings are t's, remote_command and constants. */
+int targets_ssh_argv(const target *t, const char *remote_command, const char *argv[static TARGETS_SSH_ARGV_MAX]);
+
+#endif
