@@ -403,6 +403,19 @@ static void parse_decl(ptx_parser *p, decl *d)
                  ptx_tok_is(p->t, ".surfref") ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_PTX,
                  p->t->line, "unsupported variable type '%.*s'", (int)p->t->len, p->t->s);
     p->t++;
+    /* sm_100 PTX puts pointer attributes after the type: .u64 .ptr .align 1 */
+    while (ptx_tok_is(p->t, ".ptr") || ptx_tok_is(p->t, ".global") ||
+           ptx_tok_is(p->t, ".shared") || ptx_tok_is(p->t, ".const") ||
+           ptx_tok_is(p->t, ".local") || ptx_tok_is(p->t, ".align")) {
+        if (ptx_tok_is(p->t, ".align")) {
+            p->t++;
+            uint64_t a = expect_uint(p, 4096);
+            if (a == 0 || (a & (a - 1)))
+                ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "bad alignment");
+        } else {
+            p->t++;
+        }
+    }
     d->name = expect_ident(p);
     while (accept(p, '[')) {
         d->is_array = true;

@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const tp_modes[] = { "default", "fast", "debug", "nocomp", "speed", "size" };
-#define TP_NMODES 6
+static const char *const tp_modes[] = { "default", "fast", "debug", "nocomp", "speed", "size",
+                                        "sm90" };
+#define TP_NMODES 7
 
 /* ---- the buffer table ---- */
 

@@ -1,10 +1,10 @@
 # tests/kernels: CUDA kernels compiled by nvcc at build time, each in every
-# mode, into $(B)/kernels/K.M.fatbin (nvcc -fatbin) and $(B)/kernels/K.M.ptx
+# mode (sm90: what nvcc emits for a Hopper target), into $(B)/kernels/K.M.fatbin (nvcc -fatbin) and $(B)/kernels/K.M.ptx
 # (nvcc -ptx, same flags). Names are stable: the driver layer's tests load
 # the fatbins, the engine's tests parse the PTX.
 KERNEL_SRC   := $(wildcard tests/kernels/*.cu)
 KERNEL_NAMES := $(patsubst tests/kernels/%.cu,%,$(KERNEL_SRC))
-KERNEL_MODES := default fast debug nocomp speed size
+KERNEL_MODES := default fast debug nocomp speed size sm90
 
 KFLAGS_default :=
 KFLAGS_fast    := -O3 --use_fast_math
@@ -12,6 +12,7 @@ KFLAGS_debug   := -G
 KFLAGS_nocomp  := --compress-mode=none
 KFLAGS_speed   := --compress-mode=speed
 KFLAGS_size    := --compress-mode=size
+KFLAGS_sm90    := -arch=sm_90
 
 KERNEL_FATBINS := $(foreach k,$(KERNEL_NAMES),$(foreach m,$(KERNEL_MODES),$(B)/kernels/$(k).$(m).fatbin))
 KERNEL_PTX     := $(foreach k,$(KERNEL_NAMES),$(foreach m,$(KERNEL_MODES),$(B)/kernels/$(k).$(m).ptx))
