@@ -14,6 +14,7 @@
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
 static _Atomic int initialized;
+static _Atomic int forked;   /* this process is a fork of one that had initialised */
 static int ndevices = 1;
 static uint64_t total_memory = SOFT_DEFAULT_MEMORY;
 static _Atomic uint64_t used[SOFT_MAX_DEVICES];
@@ -42,6 +43,14 @@ static bool parse_bytes(const char *s, uint64_t *out)
     return true;
 }
 
+/* In a child of fork: the streams' workers did not come along, so nothing
+ * queued would ever run. As with the driver, the child cannot use CUDA. */
+static void after_fork(void)
+{
+    atomic_store(&initialized, 0);
+    atomic_store(&forked, 1);
+}
+
 static void init_now(void)
 {
     const char *d = getenv("SOFTGPU_DEVICES");
@@ -62,8 +71,10 @@ static void init_now(void)
         return;
     }
     init_result = ndevices ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
-    if (init_result == CUDA_SUCCESS)
+    if (init_result == CUDA_SUCCESS) {
         atomic_store(&initialized, 1);
+        pthread_atfork(NULL, NULL, after_fork);
+    }
 }
 
 SOFT_API CUresult CUDAAPI cuInit(unsigned int Flags)
@@ -71,6 +82,10 @@ SOFT_API CUresult CUDAAPI cuInit(unsigned int Flags)
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&init_once, init_now);
+    if (atomic_load(&forked)) {
+        soft_log("cuInit in a child of fork: its parent's devices cannot be used here");
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
     return init_result;
 }
 

@@ -67,3 +67,33 @@ Test(fault, primary_context_reset_clears_the_sticky_error)
     cr_expect_eq(cuModuleGetFunction(&(CUfunction){ 0 }, mod, "vecadd"), CUDA_ERROR_INVALID_HANDLE);
     OK(cuDevicePrimaryCtxRelease(0));
 }
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+Test(fault, a_forked_child_gets_errors_not_a_hang, .timeout = 30)
+{
+    CUcontext c;
+    OK(cuCtxCreate(&c, NULL, 0, 0));
+    CUdeviceptr d;
+    OK(cuMemAlloc(&d, 64));
+    OK(cuMemsetD8Async(d, 1, 64, NULL));
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        /* No stream worker came along: every call must fail at once. */
+        int bad = 0;
+        bad += cuCtxSynchronize() == CUDA_SUCCESS;
+        bad += cuMemsetD8(d, 2, 64) == CUDA_SUCCESS;
+        bad += cuStreamSynchronize(NULL) == CUDA_SUCCESS;
+        bad += cuInit(0) == CUDA_SUCCESS;
+        _exit(bad ? 1 : 0);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+    /* The parent goes on. */
+    OK(cuMemsetD8(d, 3, 64));
+    OK(cuCtxSynchronize());
+    OK(cuCtxDestroy(c));
+}
