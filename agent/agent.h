@@ -97,7 +97,9 @@ typedef struct job job;
 extern int agent_stdout_pipe;
 
 /* Serves one job on a proven connection until it ends; returns the line to
- * log about how it ended. */
-void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen);
+ * log about how it ended. `ending(ctx)` is called once the controller's
+ * side is over, before the job's objects are freed. */
+void job_serve(backend *b, int fd, uint32_t index, void (*ending)(void *ctx), void *ctx, char *ended,
+               size_t endedlen);
 
 #endif

@@ -848,8 +848,50 @@ static const char *op_name(uint32_t op)
     return info ? info->symbol : "an unknown operation";
 }
 
+/* Puts a marker for (stream, value) behind the work enqueued so far. */
+static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *staging, size_t staging_len)
+{
+    note *n = note_new(j);
+    if (!n) {
+        if (staging)
+            j->b->drv.fn_cuMemFreeHost(staging);
+        job_fail(j, "agent: out of memory");
+        return false;
+    }
+    n->stream = stream;
+    n->value = value;
+    n->bytes = s->u.stream.bytes;
+    n->staging = staging;
+    n->len = staging_len;
+    pthread_mutex_lock(&j->q_lock);
+    j->pending_markers++;
+    pthread_mutex_unlock(&j->q_lock);
+    CUresult rc = j->b->drv.fn_cuLaunchHostFunc(real_stream(s), marker, n);
+    if (rc) {
+        pthread_mutex_lock(&j->q_lock);
+        j->pending_markers--;
+        pthread_mutex_unlock(&j->q_lock);
+        if (staging)
+            j->b->drv.fn_cuMemFreeHost(staging);
+        free(n);
+        fail_with_driver_error(j, s->device, rc, "following the stream (cuLaunchHostFunc)");
+        return false;
+    }
+    return true;
+}
+
+/* The streams a frame touched and their last value not yet marked: a
+ * frame of many records costs one marker per stream, not one per record. */
+#define TOUCHED_MAX 64
+typedef struct touched {
+    agent_obj *s;
+    uint64_t stream, value;
+} touched;
+
 static void replay_handover(job *j, const frame *f)
 {
+    touched t[TOUCHED_MAX];
+    size_t nt = 0;
     wire_reader fr = wire_reader_init(f->payload, f->len);
     while (wire_remaining(&fr) && !job_failed(j)) {
         uint32_t op = wire_get_u32(&fr), len = wire_get_u32(&fr);
@@ -890,29 +932,31 @@ static void replay_handover(job *j, const frame *f)
         if (!value)
             continue;
         s->u.stream.bytes += len;
-        note *n = note_new(j);
-        if (!n) {
-            job_fail(j, "agent: out of memory");
-            return;
+        size_t i = 0;
+        while (i < nt && t[i].s != s)
+            i++;
+        /* Copies into the program carry bytes and host functions run in the
+         * program when reached: each gets its own marker, at once. */
+        if (staging || op == JOB_OP_MARK) {
+            if (!mark(j, s, stream, value, staging, staging_len))
+                return;
+            if (i < nt)
+                t[i].value = 0;
+            continue;
         }
-        n->stream = stream;
-        n->value = value;
-        n->bytes = s->u.stream.bytes;
-        n->staging = staging;
-        n->len = staging_len;
-        pthread_mutex_lock(&j->q_lock);
-        j->pending_markers++;
-        pthread_mutex_unlock(&j->q_lock);
-        rc = j->b->drv.fn_cuLaunchHostFunc(real_stream(s), marker, n);
-        if (rc) {
-            pthread_mutex_lock(&j->q_lock);
-            j->pending_markers--;
-            pthread_mutex_unlock(&j->q_lock);
-            free(n);
-            fail_with_driver_error(j, s->device, rc, "following the stream (cuLaunchHostFunc)");
-            return;
+        if (i == nt) {
+            if (nt == TOUCHED_MAX) {
+                if (!mark(j, s, stream, value, NULL, 0))
+                    return;
+                continue;
+            }
+            t[nt++] = (touched){ s, stream, 0 };
         }
+        t[i].value = value;
     }
+    for (size_t i = 0; i < nt && !job_failed(j); i++)
+        if (t[i].value && !mark(j, t[i].s, t[i].stream, t[i].value, NULL, 0))
+            return;
 }
 
 static void replay_drop(job *j, const frame *f)
@@ -1085,7 +1129,8 @@ static void linger(job *j)
     }
 }
 
-void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen)
+void job_serve(backend *b, int fd, uint32_t index, void (*ending)(void *ctx), void *ctx, char *ended,
+               size_t endedlen)
 {
     job *j = calloc(1, sizeof *j);
     rig_why why = { "" };
@@ -1135,6 +1180,8 @@ void job_serve(backend *b, int fd, uint32_t index, char *ended, size_t endedlen)
         if (closed)
             break;
     }
+    if (ending)
+        ending(ctx);
     bool failed = job_failed(j);
     unsigned broken = 0;
     if (!failed) {

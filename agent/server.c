@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -36,7 +37,9 @@ typedef struct server {
     backend b;
     rig_key key;
     pthread_mutex_t lock;
+    pthread_cond_t idle;
     bool busy;
+    bool ending;           /* the job's controller is gone; cleanup runs */
     char peer[128];
 } server;
 
@@ -60,6 +63,17 @@ static int admit_controller(void *ctx, uint32_t dialing, uint32_t accepting, cha
     return 0;
 }
 
+static void *refuse_main(void *arg);
+
+static void job_ending(void *ctx)
+{
+    server *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    s->ending = true;
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+}
+
 static void *job_main(void *arg)
 {
     connection *c = arg;
@@ -74,7 +88,7 @@ static void *job_main(void *arg)
         fprintf(stderr, "rig-agent: job from %s (agent %u)\n", c->peer, peers.accepting);
         report_started();
         char ended[600];
-        job_serve(&s->b, c->fd, peers.accepting, ended, sizeof ended);
+        job_serve(&s->b, c->fd, peers.accepting, job_ending, s, ended, sizeof ended);
         fprintf(stderr, "rig-agent: %s: %s\n", c->peer, ended);
         static const char failed[] = "job failed: ";
         if (strncmp(ended, failed, sizeof failed - 1) == 0)
@@ -84,9 +98,43 @@ static void *job_main(void *arg)
     }
     pthread_mutex_lock(&s->lock);
     s->busy = false;
+    s->ending = false;
+    pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->lock);
     free(c);
     return NULL;
+}
+
+/* A controller that arrives while the last job is ending (its program
+ * gone, its cleanup running) is the next job, not a second one: it waits
+ * for the cleanup (10 s at most) instead of being refused. One that arrives
+ * while the job still runs is refused, after half a second in which the job
+ * may yet turn out to be ending. */
+static void *next_job_main(void *arg)
+{
+    connection *c = arg;
+    server *s = c->s;
+    struct timespec now, grace, until;
+    clock_gettime(CLOCK_REALTIME, &now);
+    grace = until = now;
+    grace.tv_nsec += 500 * 1000 * 1000;
+    if (grace.tv_nsec >= 1000000000) {
+        grace.tv_sec++;
+        grace.tv_nsec -= 1000000000;
+    }
+    until.tv_sec += 10;
+    pthread_mutex_lock(&s->lock);
+    while (s->busy && !s->ending && pthread_cond_timedwait(&s->idle, &s->lock, &grace) == 0)
+        ;
+    while (s->busy && s->ending && pthread_cond_timedwait(&s->idle, &s->lock, &until) == 0)
+        ;
+    bool free_now = !s->busy;
+    if (free_now) {
+        s->busy = true;
+        snprintf(s->peer, sizeof s->peer, "%s", c->peer);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return free_now ? job_main(c) : refuse_main(c);
 }
 
 static void *refuse_main(void *arg)
@@ -170,6 +218,7 @@ int agent_main(int argc, char **argv)
 
     server *s = calloc(1, sizeof *s);
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->idle, NULL);
     rig_why why = { "" };
     if (key_file && key_read_file(&s->key, key_file, &why) < 0) {
         fprintf(stderr, "rig-agent: %s\n", why.text);
@@ -224,7 +273,7 @@ int agent_main(int argc, char **argv)
         c->fd = fd;
         peer_name(fd, c->peer, sizeof c->peer);
         pthread_mutex_lock(&s->lock);
-        bool busy = s->busy;
+        bool busy = s->busy;   /* if so, next_job_main decides: wait or refuse */
         if (!busy) {
             s->busy = true;
             snprintf(s->peer, sizeof s->peer, "%s", c->peer);
@@ -234,7 +283,7 @@ int agent_main(int argc, char **argv)
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_create(&t, &attr, busy ? refuse_main : job_main, c);
+        pthread_create(&t, &attr, !busy ? job_main : next_job_main, c);
         pthread_attr_destroy(&attr);
     }
 }

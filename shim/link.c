@@ -23,6 +23,15 @@
 #include "shim/log.h"
 
 #define UNREPORTED_LIMIT ((uint64_t)64 << 20)
+/* Handover records smaller than BATCH_RECORD are gathered into one frame;
+ * the batch goes out when it reaches BATCH_FLUSH bytes, when anything needs
+ * an answer or a wait, when the program submits after a pause of
+ * BATCH_PAUSE_NS (an isolated launch leaves at once), or at the keeper's
+ * next 1 ms tick. */
+#define BATCH_CAP ((size_t)256 << 10)
+#define BATCH_FLUSH ((size_t)128 << 10)
+#define BATCH_RECORD ((size_t)16 << 10)
+#define BATCH_PAUSE_NS 50000
 
 struct pending_answer {
     pending_answer *next;
@@ -126,6 +135,7 @@ static void linger(agent_link *l)
 /* ---- the keeper: beats and aborts for every link ---- */
 
 static CUresult send_frame(agent_link *l, frame_kind kind, const struct iovec *iov, int n);
+static CUresult flush_locked(agent_link *l);
 
 static agent_link *registered[256];
 static size_t registered_count;
@@ -144,14 +154,15 @@ static void send_abort(agent_link *l)
     shutdown(l->c.fd, SHUT_WR);
 }
 
-/* Every 100 ms: a beat on each link that sent nothing for JOB_BEAT_MS, and
- * the abort of each link that failed here. A link busy sending is skipped:
- * its bytes are its beat. */
+/* Every millisecond: batched records left behind by a burst go out, a beat
+ * goes on each link that sent nothing for JOB_BEAT_MS, and the abort of each
+ * link that failed here. A link busy sending is skipped: its bytes are its
+ * beat. */
 static void *keeper_main(void *arg)
 {
     (void)arg;
     for (;;) {
-        struct timespec tick = { 0, 100 * 1000 * 1000 };
+        struct timespec tick = { 0, 1000 * 1000 };
         nanosleep(&tick, NULL);
         pthread_mutex_lock(&registry_lock);
         size_t n = registered_count;
@@ -176,6 +187,8 @@ static void *keeper_main(void *arg)
             }
             if (abort_now)
                 send_abort(l);
+            else if (l->batch_len)
+                flush_locked(l);
             else if (deadline_now_ms() - l->c.last_send_ms >= JOB_BEAT_MS)
                 send_frame(l, FRAME_BEAT, NULL, 0);
             pthread_mutex_unlock(&l->send_lock);
@@ -414,6 +427,28 @@ static CUresult send_frame(agent_link *l, frame_kind kind, const struct iovec *i
     return CUDA_SUCCESS;
 }
 
+/* Sends the batched records; the caller holds send_lock. */
+static CUresult flush_locked(agent_link *l)
+{
+    if (!l->batch_len)
+        return CUDA_SUCCESS;
+    struct iovec iov = { l->batch, l->batch_len };
+    CUresult rc = send_frame(l, FRAME_HANDOVER, &iov, 1);
+    __atomic_store_n(&l->batch_len, 0, __ATOMIC_RELEASE);
+    l->last_flush_ns = now_ns();
+    return rc;
+}
+
+CUresult link_flush(agent_link *l)
+{
+    if (!__atomic_load_n(&l->batch_len, __ATOMIC_ACQUIRE))
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&l->send_lock);
+    CUresult rc = flush_locked(l);
+    pthread_mutex_unlock(&l->send_lock);
+    return rc;
+}
+
 /* Splits an answer payload: u8 0 + u32 result + outputs, or u8 1 + why. */
 static CUresult read_answer(agent_link *l, const frame *f, const uint8_t **out, size_t *out_len)
 {
@@ -461,7 +496,9 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
     l->calls++;
     l->round_trips++;
     pthread_mutex_unlock(&l->lock);
-    CUresult rc = send_frame(l, FRAME_REQUEST, iov, n);
+    CUresult rc = flush_locked(l);
+    if (rc == CUDA_SUCCESS)
+        rc = send_frame(l, FRAME_REQUEST, iov, n);
     pthread_mutex_unlock(&l->send_lock);
 
     pthread_mutex_lock(&l->lock);
@@ -489,7 +526,11 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
 
 bool link_reached(proxy_obj *stream, uint64_t value)
 {
-    return atomic_load(&stream->u.stream.tl.reached) >= value;
+    if (atomic_load(&stream->u.stream.tl.reached) >= value)
+        return true;
+    /* Whoever asks is about to wait or poll: what they wait for must leave. */
+    link_flush(stream->link);
+    return false;
 }
 
 CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value)
@@ -572,8 +613,27 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
     wire_put_u32(&w, (uint32_t)record);
     wire_put_u64(&w, s ? s->id : h->object);
     wire_put_u64(&w, v);
-    struct iovec iov[3] = { { head, sizeof head }, { (void *)h->body, h->body_len }, { (void *)h->data, h->data_len } };
-    CUresult rc = send_frame(l, FRAME_HANDOVER, iov, h->data_len ? 3 : 2);
+    CUresult rc;
+    if (record >= BATCH_RECORD || !l->batch) {
+        /* Large: straight from the caller's memory, no copy. */
+        rc = flush_locked(l);
+        struct iovec iov[3] = { { head, sizeof head }, { (void *)h->body, h->body_len }, { (void *)h->data, h->data_len } };
+        if (rc == CUDA_SUCCESS)
+            rc = send_frame(l, FRAME_HANDOVER, iov, h->data_len ? 3 : 2);
+        l->last_flush_ns = now_ns();
+    } else {
+        if (l->batch_len + sizeof head + record > BATCH_CAP)
+            flush_locked(l);
+        uint8_t *at = l->batch + l->batch_len;
+        memcpy(at, head, sizeof head);
+        memcpy(at + sizeof head, h->body, h->body_len);
+        if (h->data_len)
+            memcpy(at + sizeof head + h->body_len, h->data, h->data_len);
+        __atomic_store_n(&l->batch_len, l->batch_len + sizeof head + record, __ATOMIC_RELEASE);
+        rc = CUDA_SUCCESS;
+        if (l->batch_len >= BATCH_FLUSH || now_ns() - l->last_flush_ns > BATCH_PAUSE_NS)
+            rc = flush_locked(l);
+    }
     pthread_mutex_unlock(&l->send_lock);
     if (value)
         *value = v;
@@ -589,6 +649,8 @@ CUresult link_drop(agent_link *l, uint32_t op, uint64_t object)
     struct iovec iov = { body, sizeof body };
     pthread_mutex_lock(&l->send_lock);
     CUresult rc = link_status(l);
+    if (!rc)
+        rc = flush_locked(l);
     if (!rc)
         rc = send_frame(l, FRAME_DROP, &iov, 1);
     pthread_mutex_unlock(&l->send_lock);
@@ -720,6 +782,7 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
         close(fd);
         return rc;
     }
+    l->batch = malloc(BATCH_CAP);   /* without it every record goes alone */
 
     for (;;) {
         uint64_t base = take_candidate();
@@ -770,7 +833,7 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
 void link_close(agent_link *l)
 {
     pthread_mutex_lock(&l->send_lock);
-    if (!link_status(l)) {
+    if (!link_status(l) && flush_locked(l) == CUDA_SUCCESS) {
         struct iovec none = { NULL, 0 };
         send_frame(l, FRAME_CLOSE, &none, 0);
     }

@@ -43,6 +43,9 @@ struct agent_link {
     int device_count;
     int first_device;                /* the program's ordinal of device 0 */
     uint64_t unreported_bytes;       /* handed over, not yet reached */
+    uint8_t *batch;                  /* small handover records not yet sent */
+    size_t batch_len;                /* under send_lock; read unlocked as a hint */
+    int64_t last_flush_ns;
     /* statistics for RIG_STATS */
     uint64_t calls, round_trips;
     uint64_t wait_ns;
@@ -89,6 +92,9 @@ CUresult link_wait_program_writes(agent_link *l, proxy_obj *stream);
 
 /* Sends a drop (no answer). */
 CUresult link_drop(agent_link *l, uint32_t op, uint64_t object);
+
+/* Sends the handover records still batched; cheap when there are none. */
+CUresult link_flush(agent_link *l);
 
 /* Waits until stream reaches value (the receiver ran its host functions
  * and wrote its bytes); the job's error if it fails first. */

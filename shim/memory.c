@@ -634,7 +634,7 @@ static CUresult proxy_attribute(void *data, CUpointer_attribute a, CUdeviceptr p
     case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = (CUcontext)d->primary; break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_DEVICE; break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = p; break;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = NULL; break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(int *)data = 1; break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = base; break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = 0; break;
@@ -652,23 +652,75 @@ static CUresult proxy_attribute(void *data, CUpointer_attribute a, CUdeviceptr p
     return CUDA_SUCCESS;
 }
 
+/* Zero of an attribute's own size: what the driver reports for memory it
+ * does not know. */
+static void zero_attribute(void *data, CUpointer_attribute a)
+{
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        memset(data, 0, 8);
+        break;
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+        memset(data, 0, sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS));
+        break;
+    default:
+        memset(data, 0, 4);
+        break;
+    }
+}
+
+/* Host memory allocated on a proxy context, or (with no local driver to
+ * ask) any other host memory. */
+static CUresult host_attribute(void *data, CUpointer_attribute a, CUdeviceptr p)
+{
+    host_block *b = host_find((const void *)(uintptr_t)p, false);
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!b)
+        return CUDA_ERROR_INVALID_VALUE;   /* unregistered memory, as the driver says */
+    proxy_obj *ctx = shim_proxy_current();
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = ctx ? (CUcontext)shim_device_at(ctx->device)->primary : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_HOST; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = (void *)(uintptr_t)p; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = ctx ? ctx->device : 0; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = (CUdeviceptr)(uintptr_t)b->p; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = b->size; break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *(int *)data = 1; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
 SHIM_EXPORT(cuPointerGetAttribute)
 {
-    if (shim_device_of_pointer(ptr) < 0)
-        return SHIM_LOCAL(cuPointerGetAttribute);
-    return proxy_attribute(data, attribute, ptr);
+    if (shim_device_of_pointer(ptr) >= 0)
+        return proxy_attribute(data, attribute, ptr);
+    if (host_find((const void *)(uintptr_t)ptr, false) || !shim_local_driver())
+        return host_attribute(data, attribute, ptr);
+    return SHIM_LOCAL(cuPointerGetAttribute);
 }
 
 SHIM_EXPORT(cuPointerGetAttributes)
 {
-    if (shim_device_of_pointer(ptr) < 0)
+    bool proxy = shim_device_of_pointer(ptr) >= 0;
+    if (!proxy && shim_local_driver() && !host_find((const void *)(uintptr_t)ptr, false))
         return SHIM_LOCAL(cuPointerGetAttributes);
     if (!attributes || !data)
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < numAttributes; i++) {
-        /* An attribute that cannot be given is left as the caller set it. */
-        if (data[i])
-            (void)proxy_attribute(data[i], attributes[i], ptr);
+        /* An attribute that cannot be given reads as zero, as the driver's
+         * do: unregistered host memory is memory type 0. */
+        if (data[i] && (proxy ? proxy_attribute(data[i], attributes[i], ptr)
+                              : host_attribute(data[i], attributes[i], ptr)) != CUDA_SUCCESS)
+            zero_attribute(data[i], attributes[i]);
     }
     return CUDA_SUCCESS;
 }

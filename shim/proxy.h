@@ -130,10 +130,19 @@ void shim_alloc_add(uint64_t base, uint64_t size, int device);
 bool shim_alloc_remove(uint64_t base, uint64_t *size, int *device);
 bool shim_alloc_find(uint64_t p, uint64_t *base, uint64_t *size, int *device);
 
-/* Calls the local driver's symbol with the export's own arguments. */
+/* Calls the local driver's symbol with the export's own arguments. Without
+ * a local driver, a call that names no proxy object and finds no proxy
+ * context current has no context to act on. */
 #define SHIM_LOCAL(sym)                                                         \
     (shim_local_driver() && shim_local_driver()->fn_##sym                       \
          ? shim_local_driver()->fn_##sym RIG_ARGS_##sym                         \
-         : CUDA_ERROR_NO_DEVICE)
+         : shim_no_local())
+
+/* What a call meant for the local driver returns when there is none. */
+static inline CUresult shim_no_local(void)
+{
+    return shim_initialized() ? (shim_local_driver() ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_CONTEXT)
+                              : CUDA_ERROR_NOT_INITIALIZED;
+}
 
 #endif
