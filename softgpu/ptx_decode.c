@@ -747,8 +747,12 @@ static void dec_cvt(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     if (dt == T_NONE || st == T_NONE)
         invalid(p, m, "needs two types");
     if (dt == T_PRED || st == T_PRED || dt == T_B128 || st == T_B128 || dt == T_F16X2 ||
-        st == T_F16X2 || dt == T_BF16 || st == T_BF16)
+        st == T_F16X2)
         unsupported(p, m, "type");
+    if ((dt == T_BF16 && st != T_F32) || (st == T_BF16 && dt != T_F32))
+        unsupported(p, m, "bf16 converts only to and from f32");
+    if (dt == T_BF16 && in->mode != RND_RN && in->mode != RND_RZ)
+        unsupported(p, m, "rounding to bf16 other than .rn and .rz");
     dt = norm_int(dt);
     st = norm_int(st);
     bool dfl = ptx_type_float(dt), sfl = ptx_type_float(st);
@@ -975,7 +979,8 @@ bool ptx_known_opcode(const ptx_tok *op)
         "exit", "trap", "bar", "barrier", "membar", "fence", "nanosleep", "pmevent",
         "atom", "red", "shfl", "vote", "activemask", "popc", "clz", "brev", "bfind", "bfe",
         "bfi", "prmt", "lop3", "copysign", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin",
-        "cos", "tanh", "fma", "testp", "shf", "match",
+        "cos", "tanh", "fma", "testp", "shf", "match", "redux", "dp4a", "prefetch",
+        "prefetchu", "isspacep",
     };
     const char *dot = memchr(op->s, '.', op->len);
     size_t n = dot ? (size_t)(dot - op->s) : op->len;
@@ -1228,6 +1233,52 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         dec_math(p, m, &in, o, n, op);
     } else if (IS("fma")) {
         dec_fma(p, m, &in, o, n);
+    } else if (IS("redux")) {
+        bool sync = take(m, "sync");
+        static const char *const ops[] = { "add", "min", "max", "and", "or", "xor" };
+        int op = take_one(m, ops, 6);
+        ptx_type t = norm_int(take_type(m));
+        finish_mods(p, m);
+        if (!sync || op < 0 || (op < 3 ? (t != T_U32 && t != T_S32) : t != T_U32))
+            unsupported(p, m, NULL);
+        need(p, m, n, 3);
+        in.op = OP_REDUX;
+        in.mode = (uint8_t)op;
+        in.type = (uint8_t)t;
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], t);
+    } else if (IS("dp4a")) {
+        ptx_type ta = norm_int(take_type(m)), tb = norm_int(take_type(m));
+        finish_mods(p, m);
+        if ((ta != T_U32 && ta != T_S32) || (tb != T_U32 && tb != T_S32))
+            unsupported(p, m, NULL);
+        need(p, m, n, 4);
+        in.op = OP_DP4A;
+        in.type = (uint8_t)ta;
+        in.type2 = (uint8_t)tb;
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], T_U32);
+        in.b = src(p, m, &o[2], T_U32);
+        in.c = src(p, m, &o[3], T_U32);
+    } else if (IS("prefetch") || IS("prefetchu")) {
+        /* a hint: nothing to do on a CPU, and it never faults */
+        for (unsigned i = 0; i < m->n; i++)
+            m->used[i] = true;
+        need(p, m, n, 1);
+        if (o[0].kind != OPD_ADDR)
+            invalid(p, m, "expected an address");
+        in.op = OP_NOP;
+    } else if (IS("isspacep")) {
+        int space = take_space(m);
+        finish_mods(p, m);
+        need(p, m, n, 2);
+        if (space == SP_GENERIC || space == SP_PARAM)
+            unsupported(p, m, "state space");
+        in.op = OP_ISSPACEP;
+        in.space = (uint8_t)space;
+        in.type = T_PRED;
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], T_U64);
     } else if (IS("testp")) {
         static const char *const kinds[] = { "finite", "infinite", "number", "notanumber",
                                              "normal", "subnormal" };

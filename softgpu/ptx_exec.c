@@ -1309,6 +1309,61 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             }
             break;
         }
+        case OP_REDUX: {
+            uint32_t acc = in->mode == 3 ? ~0u : 0;
+            bool first = true;
+            EACH({
+                uint32_t v = (uint32_t)A[l];
+                switch (in->mode) {
+                case 0: acc += v; break;
+                case 1: acc = first ? v : type == T_S32 ? ((int32_t)v < (int32_t)acc ? v : acc) : (v < acc ? v : acc); break;
+                case 2: acc = first ? v : type == T_S32 ? ((int32_t)v > (int32_t)acc ? v : acc) : (v > acc ? v : acc); break;
+                case 3: acc &= v; break;
+                case 4: acc |= v; break;
+                default: acc ^= v; break;
+                }
+                first = false;
+            });
+            EACH(D[l] = acc);
+            break;
+        }
+        case OP_DP4A: {
+            bool sa = type == T_S32, sb = in->type2 == T_S32;
+            EACH({
+                uint32_t a = (uint32_t)A[l], b = (uint32_t)B[l];
+                int64_t acc = (int32_t)(uint32_t)C[l];
+                for (unsigned i = 0; i < 4; i++) {
+                    int32_t x = sa ? (int8_t)(a >> (8 * i)) : (int32_t)((a >> (8 * i)) & 0xff);
+                    int32_t y = sb ? (int8_t)(b >> (8 * i)) : (int32_t)((b >> (8 * i)) & 0xff);
+                    acc += (int64_t)x * y;
+                }
+                D[l] = (uint32_t)acc;
+            });
+            break;
+        }
+        case OP_ISSPACEP: {
+            uint64_t s = (uintptr_t)k->smem, lb = (uintptr_t)k->lmem;
+            uint64_t sn = run->shared_bytes, ln = (uint64_t)run->block_threads * run->lstride;
+            EACH({
+                uint64_t a = A[l];
+                bool sh = k->smem && a >= s && a - s < sn, lo = k->lmem && a >= lb && a - lb < ln;
+                bool r;
+                switch (in->space) {
+                case SP_SHARED: r = sh; break;
+                case SP_LOCAL: r = lo; break;
+                case SP_CONST: {
+                    r = false;
+                    for (uint32_t i = 0; i < g->nglobals && !r; i++)
+                        r = g->globals[i].info.space == SOFT_SPACE_CONST && a >= g->globals[i].addr &&
+                            a - g->globals[i].addr < g->globals[i].info.size;
+                    break;
+                }
+                default: r = !sh && !lo; break;
+                }
+                D[l] = r;
+            });
+            break;
+        }
         case OP_ACTIVEMASK:
             EACH(D[l] = mask);
             break;

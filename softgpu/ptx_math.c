@@ -179,6 +179,28 @@ static uint64_t float_to_int(double x, ptx_type dt)
 uint64_t ptx_cvt(uint64_t v, ptx_type dt, ptx_type st, int rnd, unsigned flags,
                  unsigned dwidth)
 {
+    if (st == T_BF16)   /* to f32: exact */
+        return (uint64_t)((uint32_t)(uint16_t)v << 16);
+    if (dt == T_BF16) {   /* from f32, .rn or .rz */
+        uint32_t u = (uint32_t)v;
+        if ((flags & F_FTZ) && (u & 0x7f800000u) == 0)
+            u &= 0x80000000u;
+        uint16_t h;
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            h = (uint16_t)((u >> 16) | 0x40);   /* quiet NaN */
+        else if (rnd == RND_RZ)
+            h = (uint16_t)(u >> 16);
+        else
+            h = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+        if (flags & F_SAT) {
+            float g = ptx_f32((uint64_t)h << 16);
+            if (isnan(g) || g < 0)
+                h = 0;
+            else if (g > 1)
+                h = 0x3f80;
+        }
+        return h;
+    }
     bool dfl = ptx_type_float(dt), sfl = ptx_type_float(st);
     if (!dfl && !sfl) {
         uint64_t r;

@@ -470,3 +470,62 @@ Test(ptx_isa, divergence_and_barrier)
         cr_assert_eq(out[t].w[1], s2, "value from thread %d after the barrier", t ^ 63);
     }
 }
+
+Test(ptx_isa, redux_dp4a_bf16_isspacep)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    for (int t = 0; t < NT; t++)
+        in[t].f[6] = t == 0 ? NAN : tp_randf(-1e5f, 1e5f);
+    run_body(
+        "redux.sync.add.u32 %r4, %r1, -1;\nredux.sync.max.s32 %r5, %r1, -1;\n"
+        "redux.sync.xor.b32 %r6, %r1, -1;\nredux.sync.min.u32 %r12, %r1, -1;\n"
+        "dp4a.s32.u32 %r7, %r1, %r2, %r3;\n"
+        "cvt.rn.bf16.f32 %h1, %f1;\ncvt.f32.bf16 %f3, %h1;\n"
+        "cvt.rz.bf16.f32 %h2, %f1;\ncvt.f32.bf16 %f4, %h2;\n"
+        "prefetch.global.L2 [%rd1];\n"
+        "mov.u64 %rd9, sh;\ncvta.shared.u64 %rd10, %rd9;\n"
+        "isspacep.shared %p1, %rd10;\nisspacep.global %p2, %rd10;\nisspacep.global %p3, %rd27;\n"
+        "selp.u32 %r8, 1, 0, %p1;\nselp.u32 %r9, 2, 0, %p2;\nselp.u32 %r10, 4, 0, %p3;\n"
+        "or.b32 %r8, %r8, %r9;\nor.b32 %r8, %r8, %r10;\n"
+        "st.global.u32 [%rd27], %r4;\nst.global.u32 [%rd27+4], %r5;\nst.global.u32 [%rd27+8], %r6;\n"
+        "st.global.u32 [%rd27+12], %r7;\nst.global.f32 [%rd27+16], %f3;\nst.global.f32 [%rd27+20], %f4;\n"
+        "st.global.u32 [%rd27+24], %r8;\nst.global.u32 [%rd27+28], %r12;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        int w0 = t & ~31;
+        uint32_t sum = 0, x = 0, mn = UINT32_MAX;
+        int32_t mx = INT32_MIN;
+        for (int j = w0; j < w0 + 32; j++) {
+            uint32_t v = (uint32_t)in[j].u[0];
+            sum += v;
+            x ^= v;
+            mn = v < mn ? v : mn;
+            mx = (int32_t)v > mx ? (int32_t)v : mx;
+        }
+        cr_assert_eq(out[t].w[0], sum, "redux.add");
+        cr_assert_eq((int32_t)out[t].w[1], mx, "redux.max.s32");
+        cr_assert_eq(out[t].w[2], x, "redux.xor");
+        cr_assert_eq(out[t].w[7], mn, "redux.min.u32");
+        uint32_t a = (uint32_t)in[t].u[0], b = (uint32_t)in[t].u[1];
+        int32_t acc = (int32_t)(uint32_t)in[t].u[2];
+        for (int i = 0; i < 4; i++)
+            acc = (int32_t)((uint32_t)acc + (uint32_t)((int32_t)(int8_t)(a >> (8 * i)) * (int32_t)((b >> (8 * i)) & 0xff)));
+        cr_assert_eq((int32_t)out[t].w[3], acc, "dp4a.s32.u32");
+        float f = in[t].f[6];
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        uint32_t rn = ((u + 0x7fffu + ((u >> 16) & 1)) >> 16) << 16, rz = (u >> 16) << 16;
+        float frn, frz;
+        memcpy(&frn, &rn, 4);
+        memcpy(&frz, &rz, 4);
+        if (isnan(f)) {
+            cr_assert(isnan(out[t].f[4]) && isnan(out[t].f[5]), "bf16 NaN");
+        } else {
+            cr_assert_eq(out[t].f[4], frn, "bf16 rn of %g", f);
+            cr_assert_eq(out[t].f[5], frz, "bf16 rz of %g", f);
+            cr_assert(fabsf(frn - f) <= fabsf(f) / 256, "bf16 rn close");
+        }
+        cr_assert_eq(out[t].w[6], 1u | 4u, "isspacep");
+    }
+}
