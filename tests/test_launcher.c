@@ -1,0 +1,624 @@
+/* rig, the launcher, end to end: `rig run` through agents it starts here
+ * (`local`) and over real ssh (a private sshd on a loopback port, see
+ * tests/tools/sshd-start), restarts after an agent is killed mid-job, gives
+ * up after its retries, exit statuses, Ctrl-C, --dry-run; `rig key`,
+ * `rig probe`, `rig ls`, help and usage errors.
+ *
+ * The program of several tests is this test binary itself: run with
+ * RIG_TEST_ROLE set, a constructor plays that role through the preloaded
+ * shim (found with dlsym) and exits before Criterion starts. */
+#include <criterion/criterion.h>
+#include <cuda.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+#include "tests/support.h"
+
+#define RIG RIG_BUILD_DIR "/rig"
+#define VECADD PLAIN_BUILD "/programs/vecadd.static"
+#define SSHD_START RIG_SOURCE_DIR "/tests/tools/sshd-start"
+#define SSHD_STOP RIG_SOURCE_DIR "/tests/tools/sshd-stop"
+
+/* ---- the program's roles ---- */
+
+/* The port of the first agent of RIG_REMOTE_AGENTS. */
+static unsigned first_agent_port(void)
+{
+    const char *a = getenv("RIG_REMOTE_AGENTS");
+    const char *colon = a ? strrchr(a, ':') : NULL;
+    const char *comma = a ? strchr(a, ',') : NULL;
+    if (comma)
+        for (colon = comma; colon > a && *colon != ':'; colon--)
+            ;
+    return colon ? (unsigned)strtoul(colon + 1, NULL, 10) : 0;
+}
+
+/* The process listening on 127.0.0.1:port, found through /proc. */
+static pid_t listener_of(unsigned port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    unsigned long inode = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned lport, st;
+        unsigned long ino;
+        if (sscanf(line, " %*d: %*8x:%x %*s %x %*s %*s %*s %*s %*s %lu", &lport, &st, &ino) == 3 &&
+            lport == port && st == 0x0A)
+            inode = ino;
+    }
+    fclose(f);
+    if (!inode)
+        return -1;
+    char want[64];
+    snprintf(want, sizeof want, "socket:[%lu]", inode);
+    DIR *d = opendir("/proc");
+    pid_t found = -1;
+    for (struct dirent *e; d && found < 0 && (e = readdir(d));) {
+        char fdpath[300];
+        snprintf(fdpath, sizeof fdpath, "/proc/%s/fd", e->d_name);
+        DIR *fds = opendir(fdpath);
+        for (struct dirent *g; fds && (g = readdir(fds));) {
+            char link[600], target[64];
+            snprintf(link, sizeof link, "%s/%s", fdpath, g->d_name);
+            ssize_t n = readlink(link, target, sizeof target - 1);
+            if (n > 0) {
+                target[n] = '\0';
+                if (strcmp(target, want) == 0) {
+                    found = atoi(e->d_name);
+                    break;
+                }
+            }
+        }
+        if (fds)
+            closedir(fds);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+#define SYM(name) __typeof__(name) *p_##name = (__typeof__(name) *)dlsym(RTLD_DEFAULT, #name)
+
+/* Starts the job, kills its agent, and fails as a program does when its
+ * GPU goes away. */
+static int role_kill_agent(void)
+{
+    SYM(cuInit);
+    SYM(cuDeviceGet);
+    SYM(cuDevicePrimaryCtxRetain);
+    SYM(cuCtxSetCurrent);
+    SYM(cuMemAlloc_v2);
+    SYM(cuMemFree_v2);
+    if (!p_cuInit || p_cuInit(0) != CUDA_SUCCESS) {
+        printf("helper: cuInit failed\n");
+        return 4;
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    if (p_cuDeviceGet(&dev, 0) || p_cuDevicePrimaryCtxRetain(&ctx, dev) || p_cuCtxSetCurrent(ctx)) {
+        printf("helper: no device\n");
+        return 4;
+    }
+    pid_t agent = listener_of(first_agent_port());
+    if (agent <= 0) {
+        printf("helper: no agent listening on port %u\n", first_agent_port());
+        return 4;
+    }
+    kill(agent, SIGKILL);
+    printf("helper: killed the agent (pid %d)\n", (int)agent);
+    fflush(stdout);
+    for (int i = 0; i < 100; i++) {
+        CUdeviceptr p;
+        CUresult rc = p_cuMemAlloc_v2(&p, 1 << 20);
+        if (rc != CUDA_SUCCESS) {
+            printf("helper: CUDA error %d once the agent was gone\n", rc);
+            return 3;
+        }
+        p_cuMemFree_v2(p);
+        usleep(50000);
+    }
+    printf("helper: the job went on without its agent\n");
+    return 5;
+}
+
+static int role(const char *r)
+{
+    if (strcmp(r, "kill-agent-once") == 0) {
+        const char *mark = getenv("RIG_TEST_MARK");
+        int fd = open(mark, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (fd < 0) {   /* the second attempt: a real program */
+            char *argv[] = { VECADD, NULL };
+            unsetenv("RIG_TEST_ROLE");
+            execv(argv[0], argv);
+            return 127;
+        }
+        close(fd);
+        return role_kill_agent();
+    }
+    if (strcmp(r, "kill-agent") == 0)
+        return role_kill_agent();
+    if (strcmp(r, "wait") == 0) {
+        SYM(cuInit);
+        if (!p_cuInit || p_cuInit(0) != CUDA_SUCCESS)
+            return 4;
+        FILE *f = fopen(getenv("RIG_TEST_READY"), "w");
+        fprintf(f, "%u\n", first_agent_port());
+        fclose(f);
+        for (;;)
+            pause();
+    }
+    if (strcmp(r, "env") == 0) {
+        const char *key = getenv("RIG_REMOTE_KEY");
+        const char *report = getenv("RIG_REMOTE_REPORT");
+        printf("LD_PRELOAD=%s\nRIG_REMOTE_AGENTS=%s\nRIG_LOCAL_DRIVER=%s\nkey length %zu\n",
+               getenv("LD_PRELOAD"), getenv("RIG_REMOTE_AGENTS"), getenv("RIG_LOCAL_DRIVER"),
+               key ? strlen(key) : 0);
+        if (report && fcntl(atoi(report), F_GETFD) >= 0)
+            printf("report descriptor open\n");
+        /* The key is on no command line and in no other process's
+         * environment. */
+        DIR *d = opendir("/proc");
+        for (struct dirent *e; key && d && (e = readdir(d));) {
+            if (atoi(e->d_name) <= 0 || atoi(e->d_name) == getpid())
+                continue;
+            static const char *const files[] = { "cmdline", "environ" };
+            for (int i = 0; i < 2; i++) {
+                char path[300];
+                snprintf(path, sizeof path, "/proc/%s/%s", e->d_name, files[i]);
+                int fd = open(path, O_RDONLY);
+                if (fd < 0)
+                    continue;
+                static char buf[1 << 16];
+                ssize_t n = read(fd, buf, sizeof buf - 1);
+                close(fd);
+                if (n > 0 && memmem(buf, (size_t)n, key, strlen(key)))
+                    printf("the key is in %s\n", path);
+            }
+        }
+        if (d)
+            closedir(d);
+        return 0;
+    }
+    fprintf(stderr, "helper: no role %s\n", r);
+    return 2;
+}
+
+__attribute__((constructor)) static void maybe_play_a_role(void)
+{
+    const char *r = getenv("RIG_TEST_ROLE");
+    if (r && *r) {
+        int rc = role(r);
+        fflush(NULL);
+        _exit(rc);
+    }
+}
+
+/* ---- running rig ---- */
+
+typedef struct rig_result {
+    int status;         /* exit code, 128 + signal, -1 on timeout */
+    char out[1 << 16];  /* stdout and stderr together */
+    double seconds;
+} rig_result;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Runs rig with argv (argv[0] is "rig") and env_add, in a process group of
+ * its own like a shell's job. With ready set, sends SIGINT to the group
+ * (what Ctrl-C does) once that file exists. */
+static void rig_exec(rig_result *r, char *const argv[], char *const env_add[], int timeout_s, const char *ready)
+{
+    memset(r, 0, sizeof *r);
+    int out[2];
+    cr_assert_eq(pipe(out), 0);
+    fflush(NULL);
+    double start = now_s();
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(out[1], 1);
+        dup2(out[1], 2);
+        close(out[0]);
+        close(out[1]);
+        unsetenv("BXFI_MAP");
+        for (size_t i = 0; env_add && env_add[i]; i++)
+            putenv(env_add[i]);
+        /* The test binary as the program: the shim comes after its ASan. */
+        putenv("ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0");
+        execv(RIG, argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(out[1]);
+    size_t have = 0;
+    bool sent = false, timed_out = false;
+    for (;;) {
+        if (ready && !sent && access(ready, F_OK) == 0) {
+            usleep(100000);
+            kill(-pid, SIGINT);
+            sent = true;
+        }
+        int left = (int)((start + timeout_s - now_s()) * 1000);
+        if (left <= 0) {
+            timed_out = true;
+            kill(-pid, SIGKILL);
+            break;
+        }
+        struct pollfd p = { out[0], POLLIN, 0 };
+        if (poll(&p, 1, left < 50 ? left : 50) <= 0)
+            continue;
+        ssize_t n = read(out[0], r->out + have, sizeof r->out - 1 - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+    }
+    r->out[have] = '\0';
+    close(out[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    r->seconds = now_s() - start;
+    r->status = timed_out ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A directory of the test's own with a targets file. */
+typedef struct setup {
+    char dir[64];
+    char targets[128];
+    char targets_env[160];
+    char ssh_config_env[160];
+    char ssh_dir[128];
+    bool sshd;
+} setup;
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    fclose(f);
+}
+
+static void setup_begin(setup *s, const char *targets_text)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "/tmp/rig-launcher-XXXXXX");
+    cr_assert_not_null(mkdtemp(s->dir));
+    snprintf(s->targets, sizeof s->targets, "%s/targets", s->dir);
+    snprintf(s->targets_env, sizeof s->targets_env, "RIG_TARGETS=%s", s->targets);
+    write_file(s->targets, targets_text);
+}
+
+/* Starts the private sshd; targets name it as `rig-test-ssh` (a Host of the
+ * ssh config RIG_SSH_CONFIG names). */
+static void setup_sshd(setup *s)
+{
+    snprintf(s->ssh_dir, sizeof s->ssh_dir, "%s/ssh", s->dir);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, SSHD_START " %s >%s/port", s->ssh_dir, s->dir);
+    cr_assert_eq(system(cmd), 0, "could not start sshd (%s)", cmd);
+    s->sshd = true;
+    snprintf(s->ssh_config_env, sizeof s->ssh_config_env, "RIG_SSH_CONFIG=%s/ssh_config", s->ssh_dir);
+}
+
+static void setup_end(setup *s)
+{
+    char cmd[512];
+    if (s->sshd) {
+        snprintf(cmd, sizeof cmd, SSHD_STOP " %s", s->ssh_dir);
+        cr_expect_eq(system(cmd), 0);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+static bool port_open(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(0x7f000001) };
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static char self_exe[4096];
+
+static const char *self(void)
+{
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    cr_assert_gt(n, 0);
+    self_exe[n] = '\0';
+    return self_exe;
+}
+
+/* ---- the command ---- */
+
+Test(launcher, help_version_and_usage_errors, .timeout = 30)
+{
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "--version", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strncmp(r.out, "rig ", 4) == 0, "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "help", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "run ") && strstr(r.out, "probe") && strstr(r.out, "ls"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "help", "run", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "Usage: rig run") && strstr(r.out, "--retries"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.out, "Usage: rig"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "frobnicate", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.out, "no command 'frobnicate'"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.out, "no program to run") && strstr(r.out, "Usage: rig run"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", "--retries", "many", "--", "true", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.out, "--retries takes a count"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "probe", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.out, "Usage: rig probe"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "agent", "--help", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "--key-stdin"), "%s", r.out);
+}
+
+Test(launcher, key_file_is_new_random_and_owner_only, .timeout = 30)
+{
+    setup s;
+    setup_begin(&s, "");
+    char path[128];
+    snprintf(path, sizeof path, "%s/key", s.dir);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "key", path, NULL }, NULL, 10, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_expect_eq(st.st_size, 32);
+    cr_expect_eq(st.st_mode & 0777, 0600);
+    char first[32], second[32];
+    FILE *f = fopen(path, "rb");
+    cr_assert_eq(fread(first, 1, 32, f), 32u);
+    fclose(f);
+    rig_exec(&r, (char *[]){ "rig", "key", path, NULL }, NULL, 10, NULL);
+    cr_expect_neq(r.status, 0, "an existing key was replaced without --force");
+    cr_expect(strstr(r.out, "--force"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "key", "--force", path, NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    f = fopen(path, "rb");
+    cr_assert_eq(fread(second, 1, 32, f), 32u);
+    fclose(f);
+    cr_expect_neq(memcmp(first, second, 32), 0, "the same key twice");
+    setup_end(&s);
+}
+
+Test(launcher, targets_file_errors_are_clear, .timeout = 30)
+{
+    setup s;
+    setup_begin(&s, "# machines\ngpu some-host\ndefault gpu\nbroken line here\n");
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "gpu", "--", "true", NULL }, (char *[]){ s.targets_env, NULL },
+             10, NULL);
+    cr_expect_eq(r.status, 255);
+    cr_expect(strstr(r.out, "targets:4: expected 'NAME ADDRESS' or 'default NAME'"), "%s", r.out);
+    write_file(s.targets, "gpu some-host\n");
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "nosuch", "--", "true", NULL },
+             (char *[]){ s.targets_env, NULL }, 10, NULL);
+    cr_expect_eq(r.status, 255);
+    cr_expect(strstr(r.out, "no target named 'nosuch'"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "gpu,gpu", "--", "true", NULL },
+             (char *[]){ s.targets_env, NULL }, 10, NULL);
+    cr_expect_eq(r.status, 255);
+    cr_expect(strstr(r.out, "given twice"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "local", "--", "/no/such/program", NULL },
+             (char *[]){ s.targets_env, NULL }, 10, NULL);
+    cr_expect_eq(r.status, 255);
+    cr_expect(strstr(r.out, "/no/such/program"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, dry_run_prints_what_would_run, .timeout = 30)
+{
+    setup s;
+    setup_begin(&s, "gpu user@gpu-host.invalid\nbox local\ndefault gpu\n");
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--dry-run", "--rig", "/opt/rig/bin/rig", "--", "./train", "a b", NULL },
+             (char *[]){ s.targets_env, NULL }, 10, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "agent gpu: ssh -T -o BatchMode=yes"), "%s", r.out);
+    cr_expect(strstr(r.out, "-- user@gpu-host.invalid 'exec /opt/rig/bin/rig agent --lifeline'"), "%s", r.out);
+    cr_expect(strstr(r.out, "RIG_REMOTE_AGENTS=gpu=") && strstr(r.out, "./train 'a b'"), "%s", r.out);
+    cr_expect(!strstr(r.out, "RIG_LOCAL_DRIVER"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", "--dry-run", "--on", "gpu,box", "--", "true", NULL },
+             (char *[]){ s.targets_env, NULL }, 10, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "agent box: " RIG " agent --lifeline --listen 127.0.0.1:0"), "%s", r.out);
+    cr_expect(strstr(r.out, "RIG_REMOTE_AGENTS=gpu=<its agent's address>,box=") &&
+              strstr(r.out, "RIG_LOCAL_DRIVER=none"), "%s", r.out);
+    setup_end(&s);
+}
+
+/* ---- local agents ---- */
+
+Test(launcher, local_agent_runs_a_program, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--", VECADD, NULL }, (char *[]){ s.targets_env, NULL }, 40, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "vecadd: ok"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, program_gets_the_job_and_the_key_stays_private, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "local", "--", (char *)self(), NULL },
+             (char *[]){ s.targets_env, "RIG_TEST_ROLE=env", NULL }, 40, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "librigshim.so\n"), "%s", r.out);
+    cr_expect(strstr(r.out, "RIG_REMOTE_AGENTS=local=127.0.0.1:"), "%s", r.out);
+    cr_expect(strstr(r.out, "RIG_LOCAL_DRIVER=none"), "%s", r.out);
+    cr_expect(strstr(r.out, "key length 64"), "%s", r.out);
+    cr_expect(strstr(r.out, "report descriptor open"), "%s", r.out);
+    cr_expect(!strstr(r.out, "the key is in"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, exit_status_is_the_programs, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--", "sh", "-c", "exit 7", NULL }, (char *[]){ s.targets_env, NULL },
+             30, NULL);
+    cr_expect_eq(r.status, 7, "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", "--", "sh", "-c", "kill -TERM $$", NULL },
+             (char *[]){ s.targets_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 128 + SIGTERM, "%s", r.out);
+    /* A program that fails on its own (no job failure) is not run again. */
+    cr_expect(!strstr(r.out, "attempt"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, ctrl_c_reaches_the_program_and_ends_the_agents, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    char ready[128], ready_env[160];
+    snprintf(ready, sizeof ready, "%s/ready", s.dir);
+    snprintf(ready_env, sizeof ready_env, "RIG_TEST_READY=%s", ready);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--", (char *)self(), NULL },
+             (char *[]){ s.targets_env, "RIG_TEST_ROLE=wait", ready_env, NULL }, 40, ready);
+    cr_expect_eq(r.status, 128 + SIGINT, "%s", r.out);
+    cr_expect(!strstr(r.out, "attempt"), "an interrupted job was started again:\n%s", r.out);
+    char *text = support_read_file(ready, NULL);
+    cr_assert_not_null(text);
+    unsigned port = (unsigned)atoi(text);
+    free(text);
+    cr_expect_gt(port, 0u);
+    cr_expect(!port_open(port), "the agent on port %u still listens", port);
+    setup_end(&s);
+}
+
+Test(launcher, probe_and_ls_show_the_local_machine, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "nowhere user@host.invalid\n");
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "probe", "--json", "local", NULL }, (char *[]){ s.targets_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "{\"target\":\"local\",\"address\":\"local\",\"host\":"), "%s", r.out);
+    cr_expect(strstr(r.out, "\"devices\":[{\"ordinal\":0,\"name\":\"softgpu\",\"cc\":\"7.5\""), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "probe", "local", NULL }, (char *[]){ s.targets_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "CUDA:0   softgpu"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "ls", NULL }, (char *[]){ s.targets_env, "RIG_SSH_CONFIG=/dev/null", NULL }, 40,
+             NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "NAME"), "%s", r.out);
+    cr_expect(strstr(r.out, "local*") && strstr(r.out, "1 x softgpu (7.5"), "%s", r.out);
+    cr_expect(strstr(r.out, "nowhere ") && strstr(r.out, " down "), "%s", r.out);
+    setup_end(&s);
+}
+
+/* ---- over ssh ---- */
+
+static const char ssh_targets[] = "gpu rig-test-ssh\ndefault gpu\n";
+
+Test(launcher, ssh_agent_runs_a_program, .timeout = 90)
+{
+    setup s;
+    setup_begin(&s, ssh_targets);
+    setup_sshd(&s);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "gpu", "--rig", RIG, "--", VECADD, NULL },
+             (char *[]){ s.targets_env, s.ssh_config_env, NULL }, 60, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "vecadd: ok"), "%s", r.out);
+    /* The default target is the file's; probe goes over ssh too. */
+    rig_exec(&r, (char *[]){ "rig", "probe", "--rig", RIG, "gpu", NULL },
+             (char *[]){ s.targets_env, s.ssh_config_env, NULL }, 60, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "gpu (rig-test-ssh): host ") && strstr(r.out, "CUDA:0   softgpu"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, agent_killed_mid_job_restarts_and_succeeds, .timeout = 120)
+{
+    setup s;
+    setup_begin(&s, ssh_targets);
+    setup_sshd(&s);
+    char mark[160];
+    snprintf(mark, sizeof mark, "RIG_TEST_MARK=%s/killed-once", s.dir);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--rig", RIG, "--", (char *)self(), NULL },
+             (char *[]){ s.targets_env, s.ssh_config_env, "RIG_TEST_ROLE=kill-agent-once", mark, NULL }, 100, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "helper: killed the agent"), "%s", r.out);
+    cr_expect(strstr(r.out, "rig run: attempt 1 of 4 failed: gpu: "), "%s", r.out);
+    cr_expect(strstr(r.out, "starting the job again"), "%s", r.out);
+    cr_expect(strstr(r.out, "vecadd: ok"), "%s", r.out);
+    cr_expect(!strstr(r.out, "attempt 2 of"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, job_that_always_fails_gives_up_with_the_last_cause, .timeout = 120)
+{
+    setup s;
+    setup_begin(&s, ssh_targets);
+    setup_sshd(&s);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--retries", "1", "--rig", RIG, "--", (char *)self(), NULL },
+             (char *[]){ s.targets_env, s.ssh_config_env, "RIG_TEST_ROLE=kill-agent", NULL }, 100, NULL);
+    cr_expect_eq(r.status, 3, "%s", r.out);
+    cr_expect(strstr(r.out, "rig run: attempt 1 of 2 failed: gpu: "), "%s", r.out);
+    cr_expect(strstr(r.out, "rig run: giving up after 2 attempts: gpu: "), "%s", r.out);
+    cr_expect(!strstr(r.out, "attempt 2 of 2 failed"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, ssh_failure_is_rigs_own_with_the_cause, .timeout = 120)
+{
+    setup s;
+    setup_begin(&s, "gpu rig-test-ssh\n");
+    setup_sshd(&s);
+    rig_result r;
+    /* No rig at that path there: the remote shell says so. */
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "gpu", "--retries", "0", "--rig", "/nonexistent/rig", "--", VECADD,
+                             NULL },
+             (char *[]){ s.targets_env, s.ssh_config_env, NULL }, 60, NULL);
+    cr_expect_eq(r.status, 255, "%s", r.out);
+    cr_expect(strstr(r.out, "giving up after 1 attempt: gpu: ") && strstr(r.out, "/nonexistent/rig"), "%s", r.out);
+    cr_expect(strstr(r.out, "--rig PATH"), "%s", r.out);
+    setup_end(&s);
+}
