@@ -445,7 +445,8 @@ ParameterizedTest(cut_case *c, faults, connection_cut, .timeout = 60)
 
 typedef struct stall_case {
     char dir[8];
-    char name[40];
+    int mib;                 /* 0: fault_stream; else fault_bigcopy MIB DIR, stalled mid-copy */
+    char name[48];
     char cause[2][96];       /* either is right */
 } stall_case;
 
@@ -453,13 +454,29 @@ ParameterizedTestParameters(faults, direction_stalled)
 {
     static stall_case cases[] = {
         /* The program hears nothing: its own silence bound. */
-        { "down", "stall agent->controller", { "rig: job failed: b: silent for 10 s", "" } },
+        { "down", 0, "stall agent->controller", { "rig: job failed: b: silent for 10 s", "" } },
         /* The agent hears nothing and aborts; or the program's send stops
          * making progress first. */
-        { "up", "stall controller->agent",
+        { "up", 0, "stall controller->agent",
           { "rig: job failed: b aborted: controller: silent for 10 s", "rig: job failed: b: no progress" } },
+        /* In the middle of a large frame: a send that stops progressing. */
+        { "up", 64, "stall controller->agent mid-send",
+          { "rig: job failed: b: no progress", "rig: job failed: b aborted: controller: silent for 10 s" } },
+        { "down", 64, "stall agent->controller mid-send",
+          { "rig: job failed: b: silent for 10 s", "rig: job failed: b aborted: controller: no progress" } },
     };
     return cr_make_param_array(stall_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+/* fault_bigcopy MIB DIR through the relay, once its copy is under way. */
+static void bigcopy_start(job *j, relay *r, const agent_proc *a, int mib, const char *dir)
+{
+    char mib_s[16], dir_s[8];
+    snprintf(mib_s, sizeof mib_s, "%d", mib);
+    snprintf(dir_s, sizeof dir_s, "%s", dir);
+    char *argv[] = { PROGRAMS "fault_bigcopy.static", mib_s, dir_s, NULL };
+    job_start(j, argv, r->port, a->key_hex);
+    cr_assert(job_wait_text(j, "fault_bigcopy: copying", 20), "fault_bigcopy did not get going:\n%s", tail(j->text));
 }
 
 ParameterizedTest(stall_case *c, faults, direction_stalled, .timeout = 60)
@@ -470,7 +487,14 @@ ParameterizedTest(stall_case *c, faults, direction_stalled, .timeout = 60)
     relay_start(&r, &a);
     size_t from = file_size(a.log);
     job j;
-    stream_start(&j, r.port, &a);
+    if (c->mib) {
+        /* Slowed first, so the copy's frame is surely still going out. */
+        relay_cmd(&r, NULL, 0, "slow %s 4000000", c->dir);
+        bigcopy_start(&j, &r, &a, c->mib, c->dir);
+        usleep(500 * 1000);
+    } else {
+        stream_start(&j, r.port, &a);
+    }
     relay_cmd(&r, NULL, 0, "stall %s", c->dir);
     double t = now_s();
     job_finish(&j, 20);
@@ -480,6 +504,37 @@ ParameterizedTest(stall_case *c, faults, direction_stalled, .timeout = 60)
     /* Let what is held move again, so the agent sees the program's end. */
     relay_cmd(&r, NULL, 0, "pass");
     agent_serves_next(&a, from, c->name);
+    relay_stop(&r);
+    agent_stop(&a);
+}
+
+/* A slow link is not a stalled one: a frame that takes longer than the stall
+ * bound to cross, but never stops moving, must not fail the job. 32 MiB at
+ * 2 MB/s takes 16 s; the sender's socket holds at most 4 MiB of it. */
+ParameterizedTestParameters(faults, slow_link_keeps_the_job)
+{
+    static char dirs[][8] = { "up", "down" };
+    return cr_make_param_array(char[8], dirs, sizeof dirs / sizeof dirs[0]);
+}
+
+ParameterizedTest(char (*dir)[8], faults, slow_link_keeps_the_job, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    relay r;
+    relay_start(&r, &a);
+    relay_cmd(&r, NULL, 0, "slow %s 2000000", *dir);
+    job j;
+    bigcopy_start(&j, &r, &a, 32, *dir);
+    double t = now_s();
+    job_finish(&j, 40);
+    char line[512], name[48];
+    first_rig_line(j.text, line, sizeof line);
+    snprintf(name, sizeof name, "slow link %s (2 MB/s, 32 MiB)", *dir);
+    table_row(name, j.failed_at ? j.failed_at - t : -1, j.ended - t, line);
+    cr_expect_eq(j.status, 0, "%s: a copy that kept moving failed the job:\n%s", name, tail(j.text));
+    cr_expect(strstr(j.text, "fault_bigcopy: ok"), "%s:\n%s", name, tail(j.text));
+    job_free(&j);
     relay_stop(&r);
     agent_stop(&a);
 }
@@ -680,7 +735,7 @@ Test(faults, fork_in_program, .timeout = 60)
 /* ---- many failed jobs: the agent's memory ---- */
 
 /* One failed job of kind k: a kernel fault, a cut mid-stream, the program
- * killed mid-stream. */
+ * killed mid-stream, a flipped header mid-stream. */
 static void fail_one(agent_proc *a, relay *r, int k)
 {
     job j;
@@ -691,12 +746,14 @@ static void fail_one(agent_proc *a, relay *r, int k)
         job_finish(&j, 20);
     } else {
         char *argv[] = { PROGRAMS "fault_stream.static", NULL };
-        job_start(&j, argv, k == 1 ? r->port : a->port, a->key_hex);
+        job_start(&j, argv, k == 2 ? a->port : r->port, a->key_hex);
         cr_assert(job_wait_text(&j, "fault_stream: step 1\n", 20), "%s", tail(j.text));
         if (k == 1)
             relay_cmd(r, NULL, 0, "cut");
-        else
+        else if (k == 2)
             kill(j.pid, SIGKILL);
+        else
+            relay_cmd(r, NULL, 0, "flip up header 8 0xff 3");
         job_finish(&j, 20);
     }
     cr_assert(j.status != 0 && j.status != -1, "failed job of kind %d exited %d:\n%s", k, j.status, tail(j.text));
@@ -711,14 +768,14 @@ Test(faults, hundred_failed_jobs_leave_memory_as_it_was, .timeout = 150)
     agent_start(&a, NULL, NULL);
     relay r;
     relay_start(&r, &a);
-    /* Warm up: one job of each kind, so lazily made driver state counts as
-     * where it started. */
-    for (int k = 0; k < 3; k++)
-        fail_one(&a, &r, k);
+    /* Warm up: three jobs of each kind, so lazily made driver state and the
+     * allocator's arenas count as where it started. */
+    for (int i = 0; i < 12; i++)
+        fail_one(&a, &r, i % 4);
     long before = agent_rss_kb(a.pid);
     double t = now_s();
     for (int i = 0; i < 100; i++)
-        fail_one(&a, &r, i % 3);
+        fail_one(&a, &r, i % 4);
     long after = agent_rss_kb(a.pid);
     fprintf(stderr, "fault-table: 100 failed jobs in %.1f s: agent RSS %ld kB -> %ld kB (%+.1f%%)\n",
             now_s() - t, before, after, 100.0 * (double)(after - before) / (double)before);
@@ -727,4 +784,17 @@ Test(faults, hundred_failed_jobs_leave_memory_as_it_was, .timeout = 150)
     agent_serves_next(&a, 0, "after 100 failed jobs");
     relay_stop(&r);
     agent_stop(&a);
+}
+
+/* Most of these tests wait on timers, not CPUs: run four at a time unless
+ * told otherwise (-j). */
+__attribute__((visibility("default"))) int main(int argc, char *argv[])
+{
+    struct criterion_test_set *tests = criterion_initialize();
+    criterion_options.jobs = 4;
+    int result = 0;
+    if (criterion_handle_args(argc, argv, true))
+        result = !criterion_run_all_tests(tests);
+    criterion_finalize(tests);
+    return result;
 }

@@ -48,6 +48,10 @@
 #define RELAY_LINKS 64
 #define RELAY_FLIPS 8
 #define HEADER_SIZE 9
+/* The relay's receive windows: small and fixed, so what it holds back stays
+ * held at the sender (whose send then stops progressing) rather than in a
+ * window that loopback autotuning grows to tens of MiB. */
+#define RELAY_SOCKBUF (256 * 1024)
 
 enum { UP, DOWN };
 static const char *const dir_names[] = { "up", "down" };
@@ -242,6 +246,9 @@ static void accept_one(int lfd, const struct sockaddr_in *to)
     if (c < 0)
         return;
     int a = socket(AF_INET, SOCK_STREAM, 0);
+    int small = RELAY_SOCKBUF;
+    if (a >= 0)
+        setsockopt(a, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     if (a < 0 || connect(a, (const struct sockaddr *)to, sizeof *to) < 0) {
         fprintf(stderr, "rig-relay: cannot reach the agent: %s\n", strerror(errno));
         if (a >= 0)
@@ -448,6 +455,8 @@ int main(int argc, char **argv)
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int small = RELAY_SOCKBUF;       /* accepted sockets inherit it */
+    setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     socklen_t sl = sizeof at;
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&at, sizeof at) < 0 || listen(lfd, 16) < 0 ||
         getsockname(lfd, (struct sockaddr *)&at, &sl) < 0) {
