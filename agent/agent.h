@@ -34,6 +34,7 @@ typedef enum agent_obj_type {
     AOBJ_MODULE,
     AOBJ_LIBRARY,
     AOBJ_FUNCTION,
+    AOBJ_MEMORY,          /* a physical allocation of the program's VMM calls */
 } agent_obj_type;
 
 typedef struct agent_obj {
@@ -44,6 +45,7 @@ typedef struct agent_obj {
         struct { CUevent real; } event;
         struct { CUmodule real; } module;
         struct { CUlibrary real; } library;
+        struct { CUmemGenericAllocationHandle real; } memory;
         struct {
             uint64_t module;          /* id of its module or library */
             char *name;
@@ -72,6 +74,8 @@ typedef struct window {
     bool reserved;
     window_block *blocks;     /* mapped allocations, by address */
     window_block *holes;      /* free ranges, by address */
+    window_block *ranges;     /* ranges the program reserved (VMM calls) */
+    window_block *maps;       /* its mappings inside them */
 } window;
 
 /* Reserves exactly [base, base + size) through the driver; false when the
@@ -83,6 +87,13 @@ CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdevice
 CUresult window_free(window *w, backend *b, CUdeviceptr p);
 /* Unmaps everything and gives the range back. */
 void window_release(window *w, backend *b);
+
+/* The program's own VMM calls: a range reserved in the window (the hint
+ * honoured when free), given back, and physical memory mapped into it. */
+CUresult window_take_range(window *w, backend *b, uint64_t size, uint64_t align, uint64_t hint, CUdeviceptr *out);
+CUresult window_give_range(window *w, CUdeviceptr p, uint64_t size);
+CUresult window_map(window *w, backend *b, CUdeviceptr p, uint64_t size, CUmemGenericAllocationHandle h);
+CUresult window_unmap(window *w, backend *b, CUdeviceptr p, uint64_t size);
 
 /* ---- server.c ---- */
 /* rig-agent's command line (`rig agent` runs the same); returns the exit

@@ -40,7 +40,8 @@ int backend_open(backend *b, const char *path, char *why, size_t whylen)
     memset(b, 0, sizeof *b);
     int rc = -1;
     if (path) {
-        rc = try_open(b, path, "driver", why, whylen);
+        const char *base = strrchr(path, '/');
+        rc = try_open(b, path, strstr(base ? base : path, "cudasoft") ? "softgpu" : "driver", why, whylen);
     } else {
         for (size_t i = 0; i < sizeof system_paths / sizeof system_paths[0] && rc < 0; i++)
             if (access(system_paths[i], R_OK) == 0)

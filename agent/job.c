@@ -386,6 +386,20 @@ static void load_module(job *j, uint32_t op, wire_reader *r)
             objects_remove(&j->objs, id);
     }
     free(copy);
+    if (rc == CUDA_ERROR_NOT_SUPPORTED || rc == CUDA_ERROR_NO_BINARY_FOR_GPU || rc == CUDA_ERROR_INVALID_PTX ||
+        rc == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || rc == CUDA_ERROR_INVALID_IMAGE) {
+        /* The reason the program will see in its log: the driver keeps its
+         * own message to itself (or to this agent's stderr). */
+        char why[300];
+        int n = snprintf(why, sizeof why, "the agent's driver (%s) has no code it can run in this module%s",
+                         j->b->kind,
+                         strcmp(j->b->kind, "softgpu") == 0 ? " (softgpu runs PTX up to its ISA, not SASS)" : "");
+        uint8_t out[320];
+        wire_writer w = wire_writer_init(out, sizeof out);
+        wire_put_string(&w, why, (size_t)n < sizeof why ? (size_t)n : sizeof why - 1);
+        answer(j, rc, out, w.off);
+        return;
+    }
     answer(j, rc, NULL, 0);
 }
 
@@ -481,6 +495,120 @@ static void get_global(job *j, uint32_t op, wire_reader *r)
 }
 
 static CUstream real_stream(agent_obj *s);
+static const char *op_name(uint32_t op);
+
+/* The program's own virtual memory calls, inside its window. */
+static void replay_vmm(job *j, uint32_t op, wire_reader *r)
+{
+    const cuda_driver *d = &j->b->drv;
+    CUresult rc = CUDA_SUCCESS;
+    uint64_t out = 0;
+    bool has_out = false;
+    switch (op) {
+    case CUDA_OP_cuMemGetAllocationGranularity: {
+        uint32_t device = wire_get_u32(r), option = wire_get_u32(r);
+        if (wire_reader_finish(r) || device >= (uint32_t)j->b->device_count)
+            goto malformed;
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)device } };
+        size_t g = 0;
+        rc = d->fn_cuMemGetAllocationGranularity(&g, &prop, (CUmemAllocationGranularity_flags)option);
+        /* Ranges in the window are cut at the agent's own granularity. */
+        if (rc == CUDA_SUCCESS && g < j->b->granularity)
+            g = j->b->granularity;
+        out = g;
+        has_out = true;
+        break;
+    }
+    case CUDA_OP_cuMemAddressReserve: {
+        uint64_t size = wire_get_u64(r), align = wire_get_u64(r), hint = wire_get_u64(r);
+        if (wire_reader_finish(r))
+            goto malformed;
+        CUdeviceptr p = 0;
+        rc = window_take_range(&j->win, j->b, size, align, hint, &p);
+        out = p;
+        has_out = true;
+        break;
+    }
+    case CUDA_OP_cuMemAddressFree: {
+        uint64_t p = wire_get_u64(r), size = wire_get_u64(r);
+        if (wire_reader_finish(r))
+            goto malformed;
+        rc = window_give_range(&j->win, p, size);
+        break;
+    }
+    case CUDA_OP_cuMemCreate: {
+        uint64_t id = wire_get_u64(r);
+        uint32_t device = wire_get_u32(r);
+        uint64_t size = wire_get_u64(r);
+        if (wire_reader_finish(r) || device >= (uint32_t)j->b->device_count)
+            goto malformed;
+        agent_obj *o = objects_put(&j->objs, id, AOBJ_MEMORY, (int)device);
+        if (!o) {
+            job_fail(j, "controller: memory object %llu is taken or invalid", (unsigned long long)id);
+            refuse(j, "memory object %llu is taken or invalid", (unsigned long long)id);
+            return;
+        }
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)device } };
+        rc = d->fn_cuMemCreate(&o->u.memory.real, size, &prop, 0);
+        if (rc)
+            objects_remove(&j->objs, id);
+        break;
+    }
+    case CUDA_OP_cuMemRelease: {
+        uint64_t id = wire_get_u64(r);
+        agent_obj *o = objects_get(&j->objs, id, AOBJ_MEMORY);
+        if (wire_reader_finish(r) || !o)
+            goto malformed;
+        rc = d->fn_cuMemRelease(o->u.memory.real);
+        if (rc == CUDA_SUCCESS)
+            objects_remove(&j->objs, id);
+        break;
+    }
+    case CUDA_OP_cuMemMap: {
+        uint64_t p = wire_get_u64(r), size = wire_get_u64(r), offset = wire_get_u64(r);
+        agent_obj *o = objects_get(&j->objs, wire_get_u64(r), AOBJ_MEMORY);
+        if (wire_reader_finish(r) || !o || offset != 0)
+            goto malformed;
+        rc = window_map(&j->win, j->b, p, size, o->u.memory.real);
+        break;
+    }
+    case CUDA_OP_cuMemUnmap: {
+        uint64_t p = wire_get_u64(r), size = wire_get_u64(r);
+        if (wire_reader_finish(r))
+            goto malformed;
+        rc = window_unmap(&j->win, j->b, p, size);
+        break;
+    }
+    case CUDA_OP_cuMemSetAccess: {
+        uint64_t p = wire_get_u64(r), size = wire_get_u64(r);
+        uint32_t count = wire_get_u32(r);
+        CUmemAccessDesc desc[16];
+        if (count == 0 || count > 16)
+            goto malformed;
+        for (uint32_t i = 0; i < count; i++) {
+            uint32_t device = wire_get_u32(r), flags = wire_get_u32(r);
+            if (device >= (uint32_t)j->b->device_count)
+                goto malformed;
+            desc[i] = (CUmemAccessDesc){ .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)device },
+                                         .flags = (CUmemAccess_flags)flags };
+        }
+        if (wire_reader_finish(r))
+            goto malformed;
+        rc = d->fn_cuMemSetAccess(p, size, desc, count);
+        break;
+    }
+    }
+    {
+        uint8_t buf[8];
+        wire_store_u64(buf, out);
+        answer(j, rc, rc || !has_out ? NULL : buf, rc || !has_out ? 0 : 8);
+    }
+    return;
+malformed:
+    refuse(j, "malformed or unknown-object %s request", op_name(op));
+}
 
 /* The generic path's view of this job's objects. */
 static bool generic_handle(void *ctx, char kind, uint64_t id, int device, void **real)
@@ -580,6 +708,16 @@ static void replay_request(job *j, const frame *f)
     case CUDA_OP_cuModuleLoadData:
     case CUDA_OP_cuLibraryLoadData:
         load_module(j, op, &r);
+        return;
+    case CUDA_OP_cuMemGetAllocationGranularity:
+    case CUDA_OP_cuMemAddressReserve:
+    case CUDA_OP_cuMemAddressFree:
+    case CUDA_OP_cuMemCreate:
+    case CUDA_OP_cuMemRelease:
+    case CUDA_OP_cuMemMap:
+    case CUDA_OP_cuMemUnmap:
+    case CUDA_OP_cuMemSetAccess:
+        replay_vmm(j, op, &r);
         return;
     case CUDA_OP_cuModuleGetFunction:
     case CUDA_OP_cuLibraryGetKernel:
@@ -1083,6 +1221,7 @@ static void cleanup(job *j)
         case AOBJ_EVENT: d->fn_cuEventDestroy_v2(o->u.event.real); break;
         case AOBJ_MODULE: d->fn_cuModuleUnload(o->u.module.real); break;
         case AOBJ_LIBRARY: d->fn_cuLibraryUnload(o->u.library.real); break;
+        case AOBJ_MEMORY: d->fn_cuMemRelease(o->u.memory.real); break;
         default: break;
         }
         objects_remove(&j->objs, id);

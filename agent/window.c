@@ -39,6 +39,118 @@ bool window_reserve(window *w, backend *b, uint64_t base, uint64_t size)
     return true;
 }
 
+/* Takes [at, at + size) out of the hole h (which holds it), splitting h. */
+static bool carve(window *w, window_block **hp, CUdeviceptr at, uint64_t size)
+{
+    window_block *h = *hp;
+    uint64_t before = at - h->base, after = h->base + h->size - (at + size);
+    if (before && after) {
+        window_block *tail = calloc(1, sizeof *tail);
+        if (!tail)
+            return false;
+        tail->base = at + size;
+        tail->size = after;
+        tail->next = h->next;
+        h->next = tail;
+        h->size = before;
+    } else if (before) {
+        h->size = before;
+    } else if (after) {
+        h->base = at + size;
+        h->size = after;
+    } else {
+        *hp = h->next;
+        free(h);
+    }
+    (void)w;
+    return true;
+}
+
+CUresult window_take_range(window *w, backend *b, uint64_t size, uint64_t align, uint64_t hint, CUdeviceptr *out)
+{
+    uint64_t g = b->granularity;
+    if (size == 0 || size % g != 0 || (align && (align & (align - 1))))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (align < g)
+        align = g;
+    for (window_block **hp = &w->holes; *hp; hp = &(*hp)->next) {
+        window_block *h = *hp;
+        /* The hint is honoured when it is free, as the driver does. */
+        CUdeviceptr at = hint && hint >= h->base && hint + size <= h->base + h->size && hint % align == 0
+                             ? hint
+                             : (h->base + align - 1) / align * align;
+        if (at + size > h->base + h->size)
+            continue;
+        if (!carve(w, hp, at, size))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        window_block *r = calloc(1, sizeof *r);
+        if (!r)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        r->base = at;
+        r->size = size;
+        r->next = w->ranges;
+        w->ranges = r;
+        *out = at;
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void add_hole(window *w, CUdeviceptr base, uint64_t size);
+
+CUresult window_give_range(window *w, CUdeviceptr p, uint64_t size)
+{
+    for (window_block **rp = &w->ranges; *rp; rp = &(*rp)->next)
+        if ((*rp)->base == p && (*rp)->size == size) {
+            for (window_block *m = w->maps; m; m = m->next)
+                if (m->base >= p && m->base < p + size)
+                    return CUDA_ERROR_INVALID_VALUE;   /* still mapped */
+            window_block *r = *rp;
+            *rp = r->next;
+            free(r);
+            add_hole(w, p, size);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult window_map(window *w, backend *b, CUdeviceptr p, uint64_t size, CUmemGenericAllocationHandle h)
+{
+    bool inside = false;
+    for (window_block *r = w->ranges; r && !inside; r = r->next)
+        inside = p >= r->base && p + size <= r->base + r->size;
+    if (!inside)
+        return CUDA_ERROR_INVALID_VALUE;
+    window_block *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = b->drv.fn_cuMemMap(p, size, 0, h, 0);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    m->base = p;
+    m->size = size;
+    m->next = w->maps;
+    w->maps = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult window_unmap(window *w, backend *b, CUdeviceptr p, uint64_t size)
+{
+    for (window_block **mp = &w->maps; *mp; mp = &(*mp)->next)
+        if ((*mp)->base == p && (*mp)->size == size) {
+            window_block *m = *mp;
+            CUresult rc = b->drv.fn_cuMemUnmap(p, size);
+            if (rc)
+                return rc;
+            *mp = m->next;
+            free(m);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdeviceptr *out)
 {
     uint64_t g = b->granularity;
@@ -147,6 +259,17 @@ CUresult window_free(window *w, backend *b, CUdeviceptr p)
 
 void window_release(window *w, backend *b)
 {
+    while (w->maps) {
+        window_block *m = w->maps;
+        w->maps = m->next;
+        b->drv.fn_cuMemUnmap(m->base, m->size);
+        free(m);
+    }
+    while (w->ranges) {
+        window_block *r = w->ranges;
+        w->ranges = r->next;
+        free(r);
+    }
     while (w->blocks) {
         window_block *blk = w->blocks;
         w->blocks = blk->next;

@@ -42,7 +42,9 @@ static CUresult simple_request(agent_link *l, const uint8_t *body, size_t n, con
     return rc;
 }
 
-static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device)
+/* Loads m on the agent. A refusal comes with the driver's reason, which
+ * goes to *why (the caller names the kernel that needed the module). */
+static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device, char *why, size_t whylen)
 {
     if (m->u.module.loaded & link_bit(l))
         return CUDA_SUCCESS;
@@ -51,10 +53,34 @@ static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device)
     wire_put_u32(&w, m->u.module.library ? CUDA_OP_cuLibraryLoadData : CUDA_OP_cuModuleLoadData);
     wire_put_u64(&w, m->id);
     wire_put_u32(&w, (uint32_t)remote_device);
-    CUresult rc = simple_request(l, body, w.off, m->u.module.image, m->u.module.image_len);
-    if (rc == CUDA_SUCCESS)
+    struct iovec iov[2] = { { body, w.off }, { m->u.module.image, m->u.module.image_len } };
+    frame f;
+    const uint8_t *o;
+    size_t on;
+    CUresult rc = link_request(l, iov, 2, &f, &o, &on);
+    if (rc == CUDA_SUCCESS) {
         __atomic_or_fetch(&m->u.module.loaded, link_bit(l), __ATOMIC_RELEASE);
+    } else if (why && f.payload) {
+        wire_reader r = wire_reader_init(o, on);
+        const uint8_t *text;
+        size_t n = wire_get_string(&r, &text, 1024);
+        snprintf(why, whylen, "%.*s", r.err ? 0 : (int)n, r.err ? "" : (const char *)text);
+    }
+    frame_release(&f);
     return rc;
+}
+
+/* Says once, for each function, why an agent could not run it: the call
+ * fails with a CUDA error the program may not print, so this line is how
+ * the user learns which kernel and why. */
+static void tell_unrunnable(proxy_obj *f, shim_device *d, CUresult rc, const char *why)
+{
+    if (__atomic_exchange_n(&f->u.fn.told, true, __ATOMIC_RELAXED))
+        return;
+    const char *name = NULL;
+    cuGetErrorName(rc, &name);
+    shim_log(SHIM_LOG_ERROR, "kernel %s on %s: %s%s%s", f->u.fn.name, d->label, name ? name : "error",
+             why && why[0] ? ": " : "", why ? why : "");
 }
 
 static CUresult resolve(proxy_obj *f, shim_device *d);
@@ -78,9 +104,12 @@ static CUresult resolve(proxy_obj *f, shim_device *d)
     if (__atomic_load_n(&f->u.fn.resolved, __ATOMIC_ACQUIRE) & link_bit(l))
         return CUDA_SUCCESS;
     proxy_obj *m = f->u.fn.module;
-    CUresult rc = load_on(m, l, d->remote_ordinal);
-    if (rc)
+    char why[1100] = "";
+    CUresult rc = load_on(m, l, d->remote_ordinal, why, sizeof why);
+    if (rc) {
+        tell_unrunnable(f, d, rc, why[0] ? why : "its module cannot load there");
         return rc;
+    }
     size_t name_len = strlen(f->u.fn.name);
     uint8_t body[24];
     wire_writer w = wire_writer_init(body, sizeof body);
@@ -93,6 +122,8 @@ static CUresult resolve(proxy_obj *f, shim_device *d)
     const uint8_t *o;
     size_t on;
     rc = link_request(l, iov, 2, &fr, &o, &on);
+    if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_DEVICE_UNAVAILABLE)
+        tell_unrunnable(f, d, rc, rc == CUDA_ERROR_NOT_FOUND ? "no such kernel in its module" : NULL);
     if (rc == CUDA_SUCCESS && !f->u.fn.params) {
         wire_reader r = wire_reader_init(o, on);
         uint32_t n = wire_get_u32(&r);
@@ -146,8 +177,11 @@ static CUresult module_load(CUmodule *out, const void *image, size_t len_hint)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->u.module.image = (uint8_t *)data;   /* only read during the load below */
     m->u.module.image_len = len;
-    CUresult rc = load_on(m, m->link, shim_device_at(ctx->device)->remote_ordinal);
+    char why[1100] = "";
+    CUresult rc = load_on(m, m->link, shim_device_at(ctx->device)->remote_ordinal, why, sizeof why);
     m->u.module.image = NULL;
+    if (rc && why[0])
+        shim_log(SHIM_LOG_ERROR, "module load on %s: %s", shim_current_device_label(), why);
     if (rc) {
         arena_free(m);
         return rc;
@@ -258,7 +292,7 @@ static CUresult get_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *
     if (!name || strlen(name) > JOB_NAME_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&resolve_lock);
-    CUresult rc = load_on(m, d->link, d->remote_ordinal);
+    CUresult rc = load_on(m, d->link, d->remote_ordinal, NULL, 0);
     pthread_mutex_unlock(&resolve_lock);
     if (rc)
         return rc;

@@ -54,6 +54,7 @@ typedef enum proxy_type {
     PROXY_EVENT,
     PROXY_MODULE,      /* also libraries: a library is a module here */
     PROXY_FUNCTION,    /* also kernels */
+    PROXY_MEMORY,      /* a physical allocation of the VMM calls */
 } proxy_type;
 
 /* A kernel parameter as the agent reported it. */
@@ -72,6 +73,7 @@ struct proxy_obj {
         struct { bool primary; unsigned flags; } ctx;
         struct { timeline tl; unsigned flags; int priority; bool per_thread; } stream;
         struct { proxy_obj *stream; uint64_t value; unsigned flags; bool recorded; } event;
+        struct { uint64_t size; } mem;
         struct {
             bool library;          /* context-free: loaded on each agent when first used */
             uint64_t loaded;       /* bit i: loaded on agent i + 1 */
@@ -89,6 +91,7 @@ struct proxy_obj {
             uint32_t attr_count;
             char *name;            /* malloc'd */
             CUkernel local;        /* kernels of libraries also loaded locally */
+            bool told;             /* why it cannot run was logged */
         } fn;
     } u;
 };
