@@ -248,6 +248,10 @@ static void rig_exec(rig_result *r, char *const argv[], char *const env_add[], i
             putenv(env_add[i]);
         /* The test binary as the program: the shim comes after its ASan. */
         putenv("ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0");
+#ifdef __SANITIZE_ADDRESS__
+        /* Programs are never sanitized: they preload the plain shim. */
+        putenv("RIG_SHIM=" PLAIN_BUILD "/librigshim.so");
+#endif
         execv(RIG, argv);
         _exit(127);
     }
