@@ -149,12 +149,13 @@ static void agent_err_line(run_state *s, agent_run *a, char *line)
         fprintf(stderr, "rig: %s: %s\n", a->t->name, line);
 }
 
-/* Reads what fd has into lb and hands on each whole line; false at EOF. */
-static bool read_lines(int fd, line_buf *lb, void (*fn)(run_state *, void *, char *), run_state *s, void *ctx)
+/* Reads what fd has into lb and hands on each whole line; returns 1 after
+ * reading, 0 at EOF (or an error), -1 when nothing is there now. */
+static int read_lines(int fd, line_buf *lb, void (*fn)(run_state *, void *, char *), run_state *s, void *ctx)
 {
     ssize_t r = read(fd, lb->b + lb->n, sizeof lb->b - 1 - lb->n);
     if (r < 0 && (errno == EINTR || errno == EAGAIN))
-        return true;
+        return -1;
     if (r > 0)
         lb->n += (size_t)r;
     for (;;) {
@@ -229,19 +230,19 @@ static void pump(run_state *s, int ms)
     }
     reap(s);
     if (s->report_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-        !read_lines(s->report_fd, &s->report, on_report, s, NULL)) {
+        read_lines(s->report_fd, &s->report, on_report, s, NULL) == 0) {
         close(s->report_fd);
         s->report_fd = -1;
     }
     for (size_t i = 0; i < s->n; i++) {
         agent_run *a = &s->agents[i];
         if (a->c.out >= 0 && (p[2 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)) &&
-            !read_lines(a->c.out, &a->out, on_agent_out, s, a)) {
+            read_lines(a->c.out, &a->out, on_agent_out, s, a) == 0) {
             close(a->c.out);
             a->c.out = -1;
         }
         if (a->c.err >= 0 && (p[3 + 2 * i].revents & (POLLIN | POLLHUP | POLLERR)) &&
-            !read_lines(a->c.err, &a->err, on_agent_err, s, a)) {
+            read_lines(a->c.err, &a->err, on_agent_err, s, a) == 0) {
             close(a->c.err);
             a->c.err = -1;
         }
@@ -274,7 +275,9 @@ static void stop_agents(run_state *s)
         }
     }
     for (int round = 0; round < 3; round++) {
-        long long until = child_now_ms() + (round == 0 ? STOP_GRACE_MS : 1000);
+        /* Interrupted, rig does not wait long for agents to end by themselves. */
+        int grace = s->interrupted ? 300 : STOP_GRACE_MS;
+        long long until = child_now_ms() + (round == 0 ? grace : 1000);
         for (;;) {
             bool all = true;
             for (size_t i = 0; i < s->n; i++)
@@ -468,7 +471,7 @@ static outcome run_program(run_state *s, const char *key_hex, char *cause, size_
     /* Lines PROG wrote are in the pipe now; a child it left behind may
      * hold the pipe open, so read what is there and no more. */
     fcntl(s->report_fd, F_SETFL, O_NONBLOCK);
-    while (s->report_fd >= 0 && read_lines(s->report_fd, &s->report, on_report, s, NULL))
+    while (read_lines(s->report_fd, &s->report, on_report, s, NULL) > 0)
         ;
     if (s->report_fd >= 0) {
         close(s->report_fd);
