@@ -434,9 +434,11 @@ ParameterizedTest(cut_case *c, faults, connection_cut, .timeout = 60)
     job_finish(&j, 20);
     expect_failed(&j, c->name, t, "rig: job failed: b: closed its connection", BOUND_FAST);
     job_free(&j);
-    double seen = agent_wait_log(&a, from, "job failed: controller: closed its connection", BOUND_FAST);
+    double seen = agent_wait_end(&a, from, BOUND_FAST);
     char *log = log_since(&a, from);
-    cr_expect_geq(seen, 0, "the agent did not see the cut as a closed connection:\n%s", log);
+    cr_expect_geq(seen, 0, "the agent did not end the job within %.0f s:\n%s", BOUND_FAST, log);
+    cr_expect(strstr(log, "job failed: controller: closed its connection"),
+              "the agent's cause is not \"controller: closed its connection\":\n%s", log);
     free(log);
     agent_serves_next(&a, from, c->name);
     relay_stop(&r);
@@ -630,11 +632,16 @@ Test(faults, program_killed, .timeout = 60)
     kill(j.pid, SIGKILL);
     double t = now_s();
     job_finish(&j, 10);
-    double seen = agent_wait_log(&a, from, "job failed: controller: closed its connection", 15);
+    double seen = agent_wait_end(&a, from, 15);
     double took = seen < 0 ? -1 : now_s() - t;
     char *log = log_since(&a, from);
-    table_row("program killed (SIGKILL)", took, j.ended - t, "agent: job failed: controller: closed its connection");
+    const char *end = strstr(log, ": job failed");
+    char line[256];
+    snprintf(line, sizeof line, "agent%.*s", end ? (int)strcspn(end, "\n") : 0, end ? end : "");
+    table_row("program killed (SIGKILL)", took, j.ended - t, line);
     cr_expect_geq(seen, 0, "the agent did not end the job:\n%s", log);
+    cr_expect(strstr(log, "job failed: controller: closed its connection"),
+              "the agent's cause is not \"controller: closed its connection\":\n%s", log);
     cr_expect_leq(took, BOUND_FAST, "the agent took %.2f s:\n%s", took, log);
     free(log);
     job_free(&j);

@@ -79,6 +79,7 @@ typedef struct direction {
     uint64_t stream_off;    /* stream offset of buf[parsed] */
     uint64_t payload_left, payload_off;
     int aim;                /* index of the flip aimed at this frame, or -1 */
+    int aim_kind;
 } direction;
 
 typedef struct relay_link {
@@ -191,15 +192,18 @@ static void parse(direction *d, int which)
                 if (!f->armed || f->dir != which || (f->kind && f->kind != kind))
                     continue;
                 if (f->header && f->offset < HEADER_SIZE) {
+                    uint8_t was = h[f->offset];
                     h[f->offset] ^= f->mask;
                     f->armed = false;
                     flips_done++;
-                    fprintf(stderr, "rig-relay: flipped %s header byte %llu of a kind %d frame of %llu bytes\n",
-                            dir_names[which], (unsigned long long)f->offset, kind, (unsigned long long)len);
+                    fprintf(stderr, "rig-relay: flipped %s header byte %llu (0x%02x -> 0x%02x) of a kind %d frame of %llu bytes\n",
+                            dir_names[which], (unsigned long long)f->offset, was, h[f->offset], kind,
+                            (unsigned long long)len);
                     break;
                 }
                 if (!f->header && f->offset < len) {
                     d->aim = i;
+                    d->aim_kind = kind;
                     f->armed = false;
                     break;
                 }
@@ -220,10 +224,12 @@ static void parse(direction *d, int which)
             if (d->aim >= 0) {
                 flip *f = &flips[d->aim];
                 if (f->offset >= d->payload_off && f->offset < d->payload_off + n) {
-                    d->buf[d->parsed + (f->offset - d->payload_off)] ^= f->mask;
+                    uint8_t *b = &d->buf[d->parsed + (f->offset - d->payload_off)];
+                    uint8_t was = *b;
+                    *b ^= f->mask;
                     flips_done++;
-                    fprintf(stderr, "rig-relay: flipped %s payload byte %llu\n", dir_names[which],
-                            (unsigned long long)f->offset);
+                    fprintf(stderr, "rig-relay: flipped %s payload byte %llu (0x%02x -> 0x%02x) of a kind %d frame\n",
+                            dir_names[which], (unsigned long long)f->offset, was, *b, d->aim_kind);
                     d->aim = -1;
                 }
             }
