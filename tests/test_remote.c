@@ -19,8 +19,15 @@ typedef struct case_t {
 
 ParameterizedTestParameters(remote, program_runs_through_one_agent)
 {
+    /* Every program of tests/programs but streams (its host function holds
+     * a stream, which rig does not do: see the closing note of issue 4),
+     * errors and launch (they fail on softgpu itself), peer (two devices,
+     * below), cublas (below) and the fault programs (test_faults). */
     static case_t cases[] = {
         BUILDS("devicequery"), BUILDS("vecadd"), BUILDS("drvapi"), BUILDS("symbols"), BUILDS("multidev"),
+        BUILDS("atomics"), BUILDS("defaultstream"), BUILDS("entrypoint"), BUILDS("hostfunc"),
+        BUILDS("int64"), BUILDS("mathfn"), BUILDS("matmul"), BUILDS("memops"), BUILDS("printf"),
+        BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -51,10 +58,12 @@ ParameterizedTest(case_t *c, remote, program_runs_through_one_agent, .timeout = 
     agent_proc a;
     agent_start(&a, NULL, NULL);
     program_result r = run_through(&a, 1, c->program, c->build, NULL);
-    char ok[64];
+    char ok[64], done[64];
     snprintf(ok, sizeof ok, "%s: ok", c->program);
+    snprintf(done, sizeof done, "%s: done", c->program);   /* refusals says so */
     cr_expect_eq(r.status, 0, "%s.%s exited %d:\n%s", c->program, c->build, r.status, r.output);
-    cr_expect(strstr(r.output, ok), "%s.%s did not say ok:\n%s", c->program, c->build, r.output);
+    cr_expect(strstr(r.output, ok) || strstr(r.output, done), "%s.%s did not say ok:\n%s", c->program, c->build,
+              r.output);
     program_result_free(&r);
     agent_stop(&a);
 }
@@ -92,6 +101,73 @@ Test(remote, two_agents_give_two_devices, .timeout = 90)
     program_result r = run_through(a, 2, "multidev", "static", NULL);
     cr_assert_eq(r.status, 0, "%s", r.output);
     cr_assert(strstr(r.output, "multidev: ok 2 devices"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a[0]);
+    agent_stop(&a[1]);
+}
+
+Test(remote, peer_copies_between_two_agents, .timeout = 90)
+{
+    agent_proc a[2];
+    agent_start(&a[0], NULL, NULL);
+    agent_start(&a[1], &a[0], NULL);
+    program_result r = run_through(a, 2, "peer", "static", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    /* Each agent's window: distinct pointer values. */
+    unsigned long long p0 = 0, p1 = 0;
+    const char *ok = strstr(r.output, "peer: ok ptrs ");
+    cr_assert(ok && sscanf(ok, "peer: ok ptrs %llx %llx", &p0, &p1) == 2, "%s", r.output);
+    cr_assert_neq(p0, p1);
+    program_result_free(&r);
+    agent_stop(&a[0]);
+    agent_stop(&a[1]);
+}
+
+Test(remote, peer_copies_between_local_and_proxy, .timeout = 90)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    program_result r = run_through(&a, 1, "peer", "static", PLAIN_BUILD "/libcudasoft.so");
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    cr_assert(strstr(r.output, "peer: ok"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+Test(remote, printf_reaches_the_program, .timeout = 90)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    program_result r = run_through(&a, 1, "printf", "static", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    /* The program checks its own lines on its stdout pipe; here: they came. */
+    cr_assert(strstr(r.output, "printf: ok 64 lines"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+Test(remote, cublas_gets_through_create_then_names_the_kernel_softgpu_cannot_run, .timeout = 120)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    program_result r = run_through(&a, 1, "cublas", "static", NULL);
+    cr_assert_neq(r.status, 0, "softgpu cannot run cuBLAS's SASS:\n%s", r.output);
+    cr_assert(strstr(r.output, "cuBLAS 1"), "cublasCreate must succeed:\n%s", r.output);
+    cr_assert(strstr(r.output, "rig: kernel ") && strstr(r.output, "CUDA_ERROR_NOT_SUPPORTED") &&
+                  strstr(r.output, "softgpu runs PTX up to its ISA, not SASS"),
+              "a clear line naming the kernel:\n%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+Test(remote, three_devices_local_and_two_agents, .timeout = 90)
+{
+    agent_proc a[2];
+    agent_start(&a[0], NULL, NULL);
+    agent_start(&a[1], &a[0], NULL);
+    program_result r = run_through(a, 2, "multidev", "static", PLAIN_BUILD "/libcudasoft.so");
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    cr_assert(strstr(r.output, "multidev: ok 3 devices"), "%s", r.output);
     program_result_free(&r);
     agent_stop(&a[0]);
     agent_stop(&a[1]);
