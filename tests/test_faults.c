@@ -541,6 +541,55 @@ ParameterizedTest(char (*dir)[8], faults, slow_link_keeps_the_job, .timeout = 60
     agent_stop(&a);
 }
 
+/* Waits in progress when the connection is cut: five threads in stream
+ * syncs and host-function waits, or a submit held back by the link. */
+typedef struct waits_case {
+    char mode[8];
+    char ready[32];          /* what the program prints once it waits */
+    char slow[32];           /* a relay command first, or "" */
+    char name[48];
+} waits_case;
+
+ParameterizedTestParameters(faults, waits_return_on_cut)
+{
+    static waits_case cases[] = {
+        { "threads", "fault_waits: all running", "", "cut: five threads waiting" },
+        { "flood", "fault_waits: flooding", "slow up 4000000", "cut: a submit held back" },
+    };
+    return cr_make_param_array(waits_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(waits_case *c, faults, waits_return_on_cut, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    relay r;
+    relay_start(&r, &a);
+    size_t from = file_size(a.log);
+    if (c->slow[0])
+        relay_cmd(&r, NULL, 0, "%s", c->slow);
+    char *argv[] = { PROGRAMS "fault_waits.static", c->mode, NULL };
+    job j;
+    job_start(&j, argv, r.port, a.key_hex);
+    cr_assert(job_wait_text(&j, c->ready, 20), "%s:\n%s", c->name, tail(j.text));
+    usleep(300 * 1000);
+    relay_cmd(&r, NULL, 0, "cut");
+    double t = now_s();
+    job_finish(&j, 20);
+    expect_failed(&j, c->name, t, "rig: job failed: b: closed its connection", BOUND_FAST);
+    if (strcmp(c->mode, "threads") == 0)
+        for (int i = 0; i < 5; i++) {
+            char want[64];
+            snprintf(want, sizeof want, "fault_waits: thread %d: cudaError", i);
+            cr_expect(strstr(j.text, want), "%s: thread %d did not return an error:\n%s", c->name, i, tail(j.text));
+        }
+    job_free(&j);
+    relay_cmd(&r, NULL, 0, "pass");
+    agent_serves_next(&a, from, c->name);
+    relay_stop(&r);
+    agent_stop(&a);
+}
+
 /* ---- 5: a flipped byte ---- */
 
 typedef struct flip_case {
