@@ -246,3 +246,57 @@ Test(vmm, unmapped_under_queued_work_is_an_error_not_a_crash)
     OK(cuMemRelease(h));
     OK(cuMemAddressFree(w, 16 << 20));
 }
+
+#include "tests/support.h"
+#include <stdio.h>
+
+Test(vmm, kernels_run_on_mapped_memory)
+{
+    /* The agent's way: every allocation placed in its window. */
+    CUmemAllocationProp pr = prop();
+    CUdeviceptr w;
+    OK(cuMemAddressReserve(&w, 1ull << 30, 0, WINDOW, 0));
+    enum { N = 50000 };
+    CUdeviceptr buf[3];
+    CUmemGenericAllocationHandle h[3];
+    size_t gran;
+    OK(cuMemGetAllocationGranularity(&gran, &pr, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t size = (N * 4 + gran - 1) / gran * gran;
+    for (int i = 0; i < 3; i++) {
+        buf[i] = w + (CUdeviceptr)i * 2 * size;   /* a hole after each */
+        OK(cuMemCreate(&h[i], size, &pr, 0));
+        OK(cuMemMap(buf[i], size, 0, h[i], 0));
+        grant(buf[i], size, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    }
+    int *a = malloc(N * 4), *b = malloc(N * 4), *c = malloc(N * 4);
+    for (int i = 0; i < N; i++) {
+        a[i] = i * 3;
+        b[i] = 7 - i;
+    }
+    OK(cuMemcpyHtoD(buf[0], a, N * 4));
+    OK(cuMemcpyHtoD(buf[1], b, N * 4));
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/vecadd.default.fatbin", RIG_BUILD_DIR);
+    size_t len;
+    char *img = support_read_file(path, &len);
+    cr_assert(img);
+    CUmodule m;
+    OK(cuModuleLoadData(&m, img));
+    CUfunction f;
+    OK(cuModuleGetFunction(&f, m, "vecadd_i32"));
+    int n = N;
+    void *args[] = { &buf[0], &buf[1], &buf[2], &n };
+    OK(cuLaunchKernel(f, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    OK(cuMemcpyDtoH(c, buf[2], N * 4));
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(c[i], a[i] + b[i], "[%d]", i);
+    /* One element past the last mapping: the hole. */
+    int over = (int)(size / 4) + 1;
+    void *args2[] = { &buf[0], &buf[1], &buf[2], &over };
+    OK(cuLaunchKernel(f, (over + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args2, NULL));
+    cr_expect_eq(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    free(img);
+    free(a);
+    free(b);
+    free(c);
+}
