@@ -4,11 +4,14 @@
  * it both ways and compares.
  *
  *   bench SECTION...     latency launch bw work rss
+ *                        (latency is sync, alloc and module)
  *
  * BENCH_KERNELS names the directory of kernels.fatbin and big.fatbin;
+ * BENCH_BW_SIZES (e.g. "64MiB,1GiB") limits the copy sizes measured;
  * BENCH_AGENT_PID, when set, is a process whose resident memory the rss
  * section reports too. Prints "fig" lines (bench/common.h) and "note" lines. */
 #include <cuda.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,9 +91,9 @@ static void launch_empty(CUstream s)
     CK(cuLaunchKernel(fn_empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
 }
 
-/* ---- latency: synchronous round trips, allocation, module load ---- */
+/* ---- sync, alloc, module: synchronous round trips, allocation, module load ---- */
 
-static void section_latency(void)
+static void section_sync(void)
 {
     enum { N = 2000, WARM = 200 };
     static double t[N];
@@ -119,8 +122,13 @@ static void section_latency(void)
     }
     fig_print("launch_sync", "us", t, N);
     CK(cuStreamDestroy(s));
+    CK(cuMemFree(d));
+}
 
+static void section_alloc(void)
+{
     enum { NA = 500 };
+    static double t[NA];
     for (int i = -50; i < NA; i++) {
         CUdeviceptr p;
         double t0 = now_s();
@@ -130,9 +138,12 @@ static void section_latency(void)
             t[i] = (now_s() - t0) * 1e6;
     }
     fig_print("alloc_free_1MiB", "us", t, NA);
-    CK(cuMemFree(d));
+}
 
+static void section_module(void)
+{
     enum { NM = 7 };
+    double t[NM];
     size_t len;
     void *image = read_file("big.fatbin", &len);
     printf("note module_size %zu bytes\n", len);
@@ -176,6 +187,12 @@ static void section_launch(void)
 
 /* ---- bw: synchronous copies of each size, both ways, both host kinds ---- */
 
+/* First touches are dear on some machines (a fresh page can cost tens of
+ * microseconds in a nested VM), so one host buffer serves both kinds: it is
+ * touched once, measured pageable, then page-locked with cuMemHostRegister
+ * and measured again. Each figure stops repeating after BENCH_FIG_S seconds
+ * (4); a 1 GiB figure is skipped when its 64 MiB rate says one copy would
+ * take more than BENCH_BIG_S seconds (20), and the note says so. */
 static void section_bw(void)
 {
     static const struct { size_t size; const char *name; int reps; } sizes[] = {
@@ -183,41 +200,58 @@ static void section_bw(void)
         { (size_t)64 << 20, "64MiB", 7 }, { (size_t)1 << 30, "1GiB", 3 },
     };
     const size_t max = (size_t)1 << 30;
+    const double budget = getenv("BENCH_FIG_S") ? atof(getenv("BENCH_FIG_S")) : 4.0;
+    const double big_limit = getenv("BENCH_BIG_S") ? atof(getenv("BENCH_BIG_S")) : 20.0;
+    const char *only = getenv("BENCH_BW_SIZES");   /* e.g. "64MiB,1GiB", for a closer look */
     CUdeviceptr d;
     CK(cuMemAlloc(&d, max));
     CK(cuMemsetD8(d, 1, max));
-    uint8_t *pageable = malloc(max);
-    void *pinned;
-    CK(cuMemAllocHost(&pinned, max));
-    if (!pageable)
+    uint8_t *host = malloc(max);
+    if (!host)
         die("no memory for %zu bytes", max);
-    memset(pageable, 2, max);
-    memset(pinned, 3, max);
+    memset(host, 2, max);
     static double gbs[400];
     for (int h = 0; h < 2; h++) {
-        uint8_t *host = h ? pinned : pageable;
+        if (h)
+            CK(cuMemHostRegister(host, max, 0));
+        double rate64[2] = { 0, 0 };
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             for (int dir = 0; dir < 2; dir++) {
+                if (only && !strstr(only, sizes[k].name))
+                    continue;
                 size_t n = sizes[k].size;
-                int reps = sizes[k].reps, warm = reps > 10 ? reps / 10 : 1;
+                char name[64];
+                snprintf(name, sizeof name, "%s_%s_%s", dir ? "dtoh" : "htod", h ? "pinned" : "pageable",
+                         sizes[k].name);
+                bool big = n == max;
+                if (big && rate64[dir] > 0 && (double)n / (rate64[dir] * 1e9) > big_limit) {
+                    printf("note skipped_%s one copy would take ~%.0f s at the 64 MiB rate (limit %.0f s)\n", name,
+                           (double)n / (rate64[dir] * 1e9), big_limit);
+                    continue;
+                }
+                int reps = sizes[k].reps, warm = big ? 0 : reps > 10 ? reps / 10 : 1, got = 0;
+                double t_start = 0;
                 for (int i = -warm; i < reps; i++) {
+                    if (i == 0)
+                        t_start = now_s();
+                    else if (i > 0 && now_s() - t_start > budget)
+                        break;
                     double t0 = now_s();
                     if (dir == 0)
                         CK(cuMemcpyHtoD(d, host, n));
                     else
                         CK(cuMemcpyDtoH(host, d, n));
                     if (i >= 0)
-                        gbs[i] = (double)n / (now_s() - t0) / 1e9;
+                        gbs[got++] = (double)n / (now_s() - t0) / 1e9;
                 }
-                char name[64];
-                snprintf(name, sizeof name, "%s_%s_%s", dir ? "dtoh" : "htod", h ? "pinned" : "pageable",
-                         sizes[k].name);
-                fig_print(name, "GB/s", gbs, (size_t)reps);
+                double med = fig_print(name, "GB/s", gbs, (size_t)got);
+                if (n == ((size_t)64 << 20))
+                    rate64[dir] = med;
             }
         }
     }
-    CK(cuMemFreeHost(pinned));
-    free(pageable);
+    CK(cuMemHostUnregister(host));
+    free(host);
     CK(cuMemFree(d));
 }
 
@@ -369,14 +403,22 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     kernel_dir = getenv("BENCH_KERNELS");
     if (!kernel_dir || argc < 2) {
-        fprintf(stderr, "Usage: BENCH_KERNELS=DIR bench SECTION...   (latency launch bw work rss)\n");
+        fprintf(stderr, "Usage: BENCH_KERNELS=DIR bench SECTION...   (latency launch bw work rss; sync alloc module)\n");
         return 1;
     }
     double before = rss_mib("self");
     start();
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "latency") == 0)
-            section_latency();
+        if (strcmp(argv[i], "latency") == 0) {
+            section_sync();
+            section_alloc();
+            section_module();
+        } else if (strcmp(argv[i], "sync") == 0)
+            section_sync();
+        else if (strcmp(argv[i], "alloc") == 0)
+            section_alloc();
+        else if (strcmp(argv[i], "module") == 0)
+            section_module();
         else if (strcmp(argv[i], "launch") == 0)
             section_launch();
         else if (strcmp(argv[i], "bw") == 0)
