@@ -533,3 +533,28 @@ SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int 
 SOFT_API CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
 SOFT_API CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx); }
 SOFT_API CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx) { return cuCtxPopCurrent_v2(pctx); }
+
+/* Bank configuration and the persisting L2 cache mean nothing on a CPU;
+ * the calls are accepted. */
+SOFT_API CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+    if (!pConfig)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    *pConfig = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    return (unsigned)config <= CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxResetPersistingL2Cache(void)
+{
+    struct CUctx_st *c;
+    return soft_ctx_current(&c);
+}

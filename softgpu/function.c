@@ -178,3 +178,10 @@ SOFT_API CUresult CUDAAPI cuFuncLoad(CUfunction function)
     struct CUfunc_st *f;
     return func_arg(function, &f);
 }
+
+SOFT_API CUresult CUDAAPI cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
+{
+    struct CUfunc_st *f;
+    SOFT_TRY(func_arg(hfunc, &f));
+    return (unsigned)config <= CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

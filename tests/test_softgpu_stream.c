@@ -401,3 +401,43 @@ Test(stream, pinned_source_is_read_when_the_copy_runs)
     OK(cuMemFree(d));
     OK(cuMemFreeHost(h));
 }
+
+Test(stream, wait_and_write_value)
+{
+    CUdeviceptr d;
+    OK(cuMemAlloc(&d, 16));
+    OK(cuMemsetD8(d, 0, 16));
+    CUstream a, b;
+    OK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    /* a waits for the flag that b writes once its gate opens. */
+    OK(cuStreamWaitValue32(a, d, 5, CU_STREAM_WAIT_VALUE_GEQ));
+    OK(cuLaunchHostFunc(a, tag, (void *)'a'));
+    OK(cuLaunchHostFunc(b, wait_gate, &g));
+    OK(cuLaunchHostFunc(b, tag, (void *)'b'));
+    OK(cuStreamWriteValue32(b, d, 7, 0));
+    usleep(20000);
+    cr_expect_eq(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    cr_expect_eq(order_n, 0);
+    open_gate(&g);
+    OK(cuStreamSynchronize(a));
+    cr_expect_eq(memcmp(order, "ba", 2), 0);
+    /* 64-bit, and the other conditions, on values already there. */
+    OK(cuStreamWriteValue64(a, d + 8, 0xf0f0000000000001ull, 0));
+    OK(cuStreamWaitValue64(a, d + 8, 0xf0f0000000000001ull, CU_STREAM_WAIT_VALUE_EQ));
+    OK(cuStreamWaitValue32(a, d, 2, CU_STREAM_WAIT_VALUE_AND));           /* 7 & 2 */
+    OK(cuStreamWaitValue32(a, d, 0xfffffff0u, CU_STREAM_WAIT_VALUE_NOR)); /* ~(7 | ~15) */
+    OK(cuStreamSynchronize(a));
+    uint64_t v;
+    OK(cuMemcpyDtoH(&v, d + 8, 8));
+    cr_expect_eq(v, 0xf0f0000000000001ull);
+    cr_expect_eq(cuStreamWaitValue32(a, d + 2, 1, 0), CUDA_ERROR_INVALID_VALUE);     /* misaligned */
+    cr_expect_eq(cuStreamWriteValue32(a, d + 16, 1, 0), CUDA_ERROR_INVALID_VALUE);   /* outside */
+    cr_expect_eq(cuStreamWaitValue32(a, d, 1, 7), CUDA_ERROR_INVALID_VALUE);         /* no such test */
+    int attr;
+    OK(cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 0));
+    cr_expect_eq(attr, 1);
+    OK(cuStreamDestroy(a));
+    OK(cuStreamDestroy(b));
+    OK(cuMemFree(d));
+}
