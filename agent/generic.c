@@ -63,8 +63,14 @@ CUresult generic_call(const generic_env *env, const cuda_op_info *op, wire_reade
     const char *kinds = op->kinds;
     size_t n = strlen(kinds);
     void *fn = env->drv->by_op[op->op];
-    if (!fn || !generic_supported(kinds)) {
-        snprintf(why, whylen, "%s is not served generically by this agent's driver", op->symbol);
+    if (!generic_supported(kinds)) {
+        snprintf(why, whylen, "%s cannot be replayed from its parameter kinds", op->symbol);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (!fn) {
+        /* The driver lacks it: an answer the program gets, not a job failure. */
+        why[0] = '\0';
+        *out_len = 0;
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     uint32_t device = wire_get_u32(r);

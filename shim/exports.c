@@ -2,7 +2,8 @@
  * entry of proto/cuda_ops.def that sends a call touching a proxy to a clear
  * refusal and everything else to the local driver, unchanged. The core
  * replaces a symbol by defining it with SHIM_EXPORT (a strong definition
- * wins the link). */
+ * wins the link). A call on a proxy whose operation the table marks 'G'
+ * goes the generic way (shim/generic.c, replayed by the agent via libffi). */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include "proto/cuda_ops.h"
 #include "shim/core.h"
+#include "shim/generic.h"
 #include "shim/local_driver.h"
 #include "shim/log.h"
 
@@ -202,7 +204,8 @@ static CUresult refuse_local(const char *sym, const shim_driver *d)
         const shim_driver *exp_d_;                                                      \
         CUresult exp_rc_;                                                               \
         if (goes_to_proxy(&exp_s_, exp_args_ + 1, exp_label_))                          \
-            exp_rc_ = refuse_proxy(#sym, exp_label_);                                   \
+            exp_rc_ = served == 'G' ? shim_generic_call(cuda_op_by_number(op), exp_args_ + 1) \
+                                    : refuse_proxy(#sym, exp_label_);                   \
         else if (!(exp_d_ = shim_local_driver()) || !exp_d_->fn_##sym)                  \
             exp_rc_ = refuse_local(#sym, exp_d_);                                       \
         else                                                                            \

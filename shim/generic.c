@@ -11,6 +11,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/link.h"
+#include "shim/log.h"
 #include "shim/proxy.h"
 
 static bool handle_kind(char k)
@@ -123,6 +124,8 @@ CUresult shim_generic_call(const cuda_op_info *op, const void *const *args)
     size_t n;
     rc = link_request(d->link, &iov, 1, &f, &out, &n);
     free(body);
+    if (rc == CUDA_ERROR_NOT_SUPPORTED)
+        shim_log_unsupported_once(op->symbol, d->label);
     if (rc == CUDA_SUCCESS) {
         wire_reader r = wire_reader_init(out, n);
         for (size_t i = 0; op->kinds[i] && !r.err; i++) {

@@ -27,7 +27,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("devicequery"), BUILDS("vecadd"), BUILDS("drvapi"), BUILDS("symbols"), BUILDS("multidev"),
         BUILDS("atomics"), BUILDS("defaultstream"), BUILDS("entrypoint"), BUILDS("hostfunc"),
         BUILDS("int64"), BUILDS("mathfn"), BUILDS("matmul"), BUILDS("memops"), BUILDS("printf"),
-        BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"),
+        BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"), BUILDS("generic"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
