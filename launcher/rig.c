@@ -32,7 +32,14 @@ static void print_commands(FILE *f)
     fprintf(f, "Usage: rig COMMAND [OPTIONS]\n\nCommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n`rig help COMMAND` or `rig COMMAND --help` shows a command's options.\n"
+    fprintf(f, "\nMachines are named in ~/.config/rig/targets (RIG_TARGETS names another file):\n"
+               "  NAME ADDRESS    ADDRESS: an ssh destination (host, user@host,\n"
+               "                  ssh://user@host:port, a Host of the ssh config) or `local`\n"
+               "  default NAME    the machine of a command given no --on (else $RIG_ON)\n"
+               "The target `local` (an agent started here) exists without a file. Ports,\n"
+               "users and keys for ssh may come from an ssh config file: RIG_SSH_CONFIG\n"
+               "names one (ssh -F).\n"
+               "\n`rig help COMMAND` or `rig COMMAND --help` shows a command's options.\n"
                "Example: rig run --on gpu-box -- ./train --epochs 3\n");
 }
 

@@ -14,11 +14,8 @@ static int set_path(targets *t, bool *explicit, rig_why *why)
         snprintf(t->path, sizeof t->path, "%s", env);
         return 0;
     }
-    const char *xdg = getenv("XDG_CONFIG_HOME");
     const char *home = getenv("HOME");
-    if (xdg && *xdg)
-        snprintf(t->path, sizeof t->path, "%s/rig/targets", xdg);
-    else if (home && *home)
+    if (home && *home)
         snprintf(t->path, sizeof t->path, "%s/.config/rig/targets", home);
     else
         return why_set(why, RIG_E_INVALID, "HOME is not set: cannot find the targets file (set RIG_TARGETS)");

@@ -251,6 +251,8 @@ static void rig_exec(rig_result *r, char *const argv[], char *const env_add[], i
 #ifdef __SANITIZE_ADDRESS__
         /* Programs are never sanitized: they preload the plain shim. */
         putenv("RIG_SHIM=" PLAIN_BUILD "/librigshim.so");
+        /* The test binary, sanitized, as the program: no RTLD_DEEPBIND. */
+        putenv("RIG_LOCAL_DRIVER=none");
 #endif
         execv(RIG, argv);
         _exit(127);
@@ -464,6 +466,11 @@ Test(launcher, dry_run_prints_what_would_run, .timeout = 30)
     cr_expect(strstr(r.out, "agent box: " RIG " agent --lifeline --listen 127.0.0.1:0"), "%s", r.out);
     cr_expect(strstr(r.out, "RIG_REMOTE_AGENTS=gpu=<its agent's address>,box=") &&
               strstr(r.out, "RIG_LOCAL_DRIVER=none"), "%s", r.out);
+    /* No --on: RIG_ON before the file's default. */
+    rig_exec(&r, (char *[]){ "rig", "run", "--dry-run", "--", "true", NULL },
+             (char *[]){ s.targets_env, "RIG_ON=box", NULL }, 10, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "agent box: ") && !strstr(r.out, "agent gpu: "), "%s", r.out);
     setup_end(&s);
 }
 
@@ -569,7 +576,14 @@ Test(launcher, ssh_agent_runs_a_program, .timeout = 90)
              (char *[]){ s.targets_env, s.ssh_config_env, NULL }, 60, NULL);
     cr_expect_eq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "vecadd: ok"), "%s", r.out);
-    /* The default target is the file's; probe goes over ssh too. */
+    /* Two machines, one over ssh and this one: a device each, this
+     * machine's seen only through its agent. */
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "gpu,local", "--rig", RIG, "--", PLAIN_BUILD "/programs/multidev.static",
+                             NULL },
+             (char *[]){ s.targets_env, s.ssh_config_env, NULL }, 60, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "multidev: ok 2 devices"), "%s", r.out);
+    /* Probe goes over ssh too. */
     rig_exec(&r, (char *[]){ "rig", "probe", "--rig", RIG, "gpu", NULL },
              (char *[]){ s.targets_env, s.ssh_config_env, NULL }, 60, NULL);
     cr_expect_eq(r.status, 0, "%s", r.out);
