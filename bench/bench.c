@@ -257,8 +257,8 @@ static void section_bw(void)
 
 /* ---- work: a loop of tiled matmuls and reductions with copies ---- */
 
-#define WN 128
-#define WITER 6
+#define WN 256
+#define WITER 4
 
 static void work_once(CUstream s, CUdeviceptr da, CUdeviceptr db, CUdeviceptr dc, CUdeviceptr de,
                       CUdeviceptr dsum, float *a, float *b, float *c, float *sums)
