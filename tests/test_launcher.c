@@ -441,6 +441,13 @@ Test(launcher, targets_file_errors_are_clear, .timeout = 30)
              (char *[]){ s.targets_env, NULL }, 10, NULL);
     cr_expect_eq(r.status, 255);
     cr_expect(strstr(r.out, "given twice"), "%s", r.out);
+    /* An address is never taken for one of ssh's options. */
+    write_file(s.targets, "evil -oProxyCommand=touch\n");
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "evil", "--", "true", NULL }, (char *[]){ s.targets_env, NULL },
+             10, NULL);
+    cr_expect_eq(r.status, 255);
+    cr_expect(strstr(r.out, "'-oProxyCommand=touch' is not an ssh destination"), "%s", r.out);
+    write_file(s.targets, "gpu some-host\n");
     rig_exec(&r, (char *[]){ "rig", "run", "--on", "local", "--", "/no/such/program", NULL },
              (char *[]){ s.targets_env, NULL }, 10, NULL);
     cr_expect_eq(r.status, 255);
