@@ -4,12 +4,10 @@
  * replaces a symbol by defining it with SHIM_EXPORT (a strong definition
  * wins the link). A call on a proxy whose operation the table marks 'G'
  * goes the generic way (shim/generic.c, replayed by the agent via libffi). */
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "proto/cuda_ops.h"
 #include "shim/core.h"
@@ -65,43 +63,6 @@ static bool is_handle_kind(char k)
     }
 }
 
-/* What the generic path knows of one symbol. */
-typedef struct exp_symbol {
-    uint16_t op;
-    const char *name;
-    const char *kinds;
-    const char *sig;   /* its parameter list as text, for CUdevice_params */
-} exp_symbol;
-
-/* Bit i set: parameter i is a CUdevice. The table's kinds call a device
- * ordinal 'i' like any int, so the types come from the signature text, read
- * once per symbol (no parameter list holds parentheses or function types). */
-static uint32_t device_params(const exp_symbol *s)
-{
-    static _Atomic uint32_t masks[2048];   /* bit 31: computed */
-    uint32_t m = s->op < 2048 ? atomic_load_explicit(&masks[s->op], memory_order_relaxed) : 0;
-    if (m & (1u << 31))
-        return m & ~(1u << 31);
-    m = 0;
-    const char *p = s->sig + 1;   /* past "(" */
-    for (unsigned i = 0; i < 31 && *p && *p != ')'; i++) {
-        size_t n = strcspn(p, ",)");
-        /* "CUdevice dev" or "CUdevice_v1 dev": the type, one space, a name. */
-        for (const char *t = "CUdevice \0CUdevice_v1 \0"; *t; t += strlen(t) + 1) {
-            size_t tl = strlen(t);
-            if (n > tl && strncmp(p, t, tl) == 0 && strcspn(p + tl, " *,)") == n - tl)
-                m |= 1u << i;
-        }
-        p += n;
-        if (*p == ',')
-            p++;
-        p += strspn(p, " ");
-    }
-    if (s->op < 2048)
-        atomic_store_explicit(&masks[s->op], m | (1u << 31), memory_order_relaxed);
-    return m;
-}
-
 /* The generic cuCtxGetDevice (or the core's), for device labels. */
 __attribute__((weak, visibility("default"))) CUresult shim_export_cuCtxGetDevice
     RIG_SIG_cuCtxGetDevice __asm__("cuCtxGetDevice");
@@ -131,33 +92,31 @@ static bool is_proxy_device(CUdevice dev)
     return dev >= local;
 }
 
-/* True when the call belongs to a proxy: one of its handle or device
+/* True when the call belongs to a proxy: one of its handle or device ('D')
  * arguments is a proxy's, or none names an object (handles all NULL or the
  * stream pseudo-handles CU_STREAM_LEGACY / CU_STREAM_PER_THREAD) and the
  * current context is a proxy's. args[i] points at parameter i. On true,
  * label names the device for the message. */
-static bool goes_to_proxy(const exp_symbol *s, const void *const *args, char label[static EXP_LABEL])
+static bool goes_to_proxy(const char *kinds, const void *const *args, char label[static EXP_LABEL])
 {
     bool named = false;
-    for (size_t i = 0; s->kinds[i]; i++) {
-        if (!is_handle_kind(s->kinds[i]))
+    for (size_t i = 0; kinds[i]; i++) {
+        if (kinds[i] == 'D') {
+            CUdevice dev = *(const CUdevice *)args[i];
+            if (is_proxy_device(dev)) {
+                device_label(dev, label);
+                return true;
+            }
+            named = true;
+            continue;
+        }
+        if (!is_handle_kind(kinds[i]))
             continue;
         const void *h = *(const void *const *)args[i];
         if ((uintptr_t)h <= 2)   /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
             continue;
         if (shim_is_proxy_handle(h)) {
             snprintf(label, EXP_LABEL, "%s", shim_current_device_label());
-            return true;
-        }
-        named = true;
-    }
-    uint32_t devs = device_params(s);
-    for (unsigned i = 0; devs; i++, devs >>= 1) {
-        if (!(devs & 1))
-            continue;
-        CUdevice dev = *(const CUdevice *)args[i];
-        if (is_proxy_device(dev)) {
-            device_label(dev, label);
             return true;
         }
         named = true;
@@ -184,9 +143,6 @@ static CUresult refuse_local(const char *sym, const shim_driver *d)
     return CUDA_ERROR_NOT_FOUND;
 }
 
-#define EXP_STR(x) EXP_STR_(x)
-#define EXP_STR_(x) #x
-
 /* The generic export. exp_args_[0] is a placeholder so that a parameterless
  * symbol still has an array; parameter i is exp_args_[i + 1] (names that no
  * generated parameter uses). The static assertion keeps the kinds string and
@@ -198,14 +154,14 @@ static CUresult refuse_local(const char *sym, const shim_driver *d)
     {                                                                                   \
         _Static_assert(sizeof(kinds) - 1 == EXP_APPLY(EXP_NARGS, RIG_ARGS_##sym),       \
                        #sym ": kinds and parameters differ");                           \
-        static const exp_symbol exp_s_ = { op, #sym, kinds, EXP_STR(RIG_SIG_##sym) };   \
         const void *const exp_args_[] = { NULL EXP_APPLY(EXP_ADDRS, RIG_ARGS_##sym) };  \
         char exp_label_[EXP_LABEL];                                                     \
         const shim_driver *exp_d_;                                                      \
         CUresult exp_rc_;                                                               \
-        if (goes_to_proxy(&exp_s_, exp_args_ + 1, exp_label_))                          \
-            exp_rc_ = served == 'G' ? shim_generic_call(cuda_op_by_number(op), exp_args_ + 1) \
-                                    : refuse_proxy(#sym, exp_label_);                   \
+        if (goes_to_proxy(kinds, exp_args_ + 1, exp_label_))                            \
+            exp_rc_ = served == 'G'                                                     \
+                          ? shim_generic_call(cuda_op_by_number(op), exp_args_ + 1)     \
+                          : refuse_proxy(#sym, exp_label_);                             \
         else if (!(exp_d_ = shim_local_driver()) || !exp_d_->fn_##sym)                  \
             exp_rc_ = refuse_local(#sym, exp_d_);                                       \
         else                                                                            \
