@@ -50,6 +50,8 @@ static char *string(parser *ps)
             out[n++] = (char)c;
             continue;
         }
+        if (!*ps->p)   /* a backslash at the very end */
+            goto bad;
         char e = *ps->p++;
         const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
         const char *at = e ? strchr(from, e) : NULL;

@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launcher/json.h"
+#include "launcher/targets.h"
 #include "tests/harness.h"
 #include "tests/support.h"
 
@@ -646,4 +648,117 @@ Test(launcher, ssh_failure_is_rigs_own_with_the_cause, .timeout = 120)
     cr_expect(strstr(r.out, "giving up after 1 attempt: gpu: ") && strstr(r.out, "/nonexistent/rig"), "%s", r.out);
     cr_expect(strstr(r.out, "--rig PATH"), "%s", r.out);
     setup_end(&s);
+}
+
+/* ---- in-process: the targets file and the JSON reader ---- */
+
+static void load_targets(setup *s, const char *text, targets *t, rig_why *why, int *rc)
+{
+    write_file(s->targets, text);
+    setenv("RIG_TARGETS", s->targets, 1);
+    *rc = targets_load(t, why);
+}
+
+Test(launcher, targets_file_parses_and_selects, .timeout = 30)
+{
+    setup s;
+    setup_begin(&s, "");
+    static targets t;
+    rig_why why = { "" };
+    int rc;
+    load_targets(&s, "# a comment\n\n  a  user@host-a   # trailing\nb ssh://u@h:2222\ndefault b\n", &t, &why, &rc);
+    cr_assert_eq(rc, 0, "%s", why.text);
+    cr_expect_eq(t.count, 3u);   /* a, b and the built-in local */
+    cr_expect_str_eq(t.v[0].address, "user@host-a");
+    cr_expect_str_eq(t.v[2].name, "local");
+    cr_expect(t.v[2].local);
+    cr_expect_str_eq(t.default_name, "b");
+    const target *sel[TARGETS_MAX];
+    size_t n;
+    unsetenv("RIG_ON");
+    cr_assert_eq(targets_select(&t, NULL, sel, &n, &why), 0, "%s", why.text);
+    cr_expect(n == 1 && strcmp(sel[0]->name, "b") == 0);
+    setenv("RIG_ON", "a,local", 1);
+    cr_assert_eq(targets_select(&t, NULL, sel, &n, &why), 0, "%s", why.text);
+    cr_expect(n == 2 && strcmp(sel[0]->name, "a") == 0 && sel[1]->local);
+    cr_assert_eq(targets_select(&t, "b", sel, &n, &why), 0, "%s", why.text);
+    cr_expect(n == 1 && strcmp(sel[0]->name, "b") == 0);
+    unsetenv("RIG_ON");
+    static const char *const bad[][2] = {
+        { "a host extra\n", ":1: expected 'NAME ADDRESS'" },
+        { "lonely\n", ":1: expected 'NAME ADDRESS'" },
+        { "a h\na h2\n", ":2: target 'a' is named twice" },
+        { "bad/name h\n", "'bad/name' is not a target name" },
+        { "default h\n", "'h'" },
+        { "a -oX=y\n", "is not an ssh destination" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        load_targets(&s, bad[i][0], &t, &why, &rc);
+        cr_expect_lt(rc, 0, "accepted: %s", bad[i][0]);
+        cr_expect(strstr(why.text, bad[i][1]), "%s: %s", bad[i][0], why.text);
+    }
+    load_targets(&s, "a h\n", &t, &why, &rc);
+    cr_assert_eq(rc, 0);
+    cr_expect_lt(targets_select(&t, "a,,b", sel, &n, &why), 0);
+    cr_expect(strstr(why.text, "an empty name"), "%s", why.text);
+    /* RIG_TARGETS naming a missing file is an error; the default path
+     * missing is not. */
+    setenv("RIG_TARGETS", "/nonexistent/targets", 1);
+    cr_expect_lt(targets_load(&t, &why), 0);
+    cr_expect(strstr(why.text, "/nonexistent/targets"), "%s", why.text);
+    unsetenv("RIG_TARGETS");
+    char home[128];
+    snprintf(home, sizeof home, "%s/home", s.dir);
+    setenv("HOME", home, 1);
+    cr_expect_eq(targets_load(&t, &why), 0, "%s", why.text);
+    cr_expect(t.count == 1 && t.v[0].local && !t.have_file);
+    setup_end(&s);
+}
+
+static const char probe_answer[] =
+    "{\"host\":\"h\\u00e9\",\"driver\":\"softgpu\",\"version\":13000,\"busy\":false,\"controller\":\"\","
+    "\"devices\":[{\"ordinal\":0,\"name\":\"softgpu\",\"cc\":\"7.5\",\"memory\":4294967296,\"free\":1.5e3},"
+    "{\"ordinal\":1,\"name\":\"x\\\"y\",\"cc\":\"9.0\",\"memory\":0,\"free\":null}],\"deep\":[[[true]]]}\n";
+
+Test(launcher, json_reads_a_probe_answer)
+{
+    json *j = json_parse(probe_answer);
+    cr_assert_not_null(j);
+    cr_expect_str_eq(json_str(j, "host"), "h\xc3\xa9");
+    cr_expect_eq(json_num(j, "version", 0), 13000);
+    cr_expect(!json_bool(j, "busy"));
+    const json *d = json_get(j, "devices");
+    cr_assert(d && d->type == JSON_ARRAY && d->count == 2);
+    cr_expect_eq(json_num(&d->items[0], "memory", 0), 4294967296.0);
+    cr_expect_eq(json_num(&d->items[0], "free", 0), 1500);
+    cr_expect_str_eq(json_str(&d->items[1], "name"), "x\"y");
+    cr_expect_eq(json_num(&d->items[1], "free", -1), -1);
+    cr_expect_null(json_get(j, "absent"));
+    json_free(j);
+    static const char *const bad[] = { "", "{", "{\"a\":}", "{\"a\":1,}", "[1 2]", "{\"a\":1} x", "\"\\q\"",
+                                       "\"\\u12\"", "tru", "{\"a\\", "\"\\" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_expect_null(json_parse(bad[i]), "accepted %s", bad[i]);
+    char deep[100];
+    memset(deep, '[', 40);
+    memset(deep + 40, ']', 40);
+    deep[80] = '\0';
+    cr_expect_null(json_parse(deep), "nested 40 deep");
+}
+
+/* The answer comes from another machine: no prefix and no bit flip makes
+ * the reader read past its input or crash. */
+static void parse_mutation(const uint8_t *p, size_t n, void *ctx)
+{
+    (void)ctx;
+    char *text = malloc(n + 1);
+    memcpy(text, p, n);
+    text[n] = '\0';
+    json_free(json_parse(text));
+    free(text);
+}
+
+Test(launcher, json_survives_every_truncation_and_bit_flip, .timeout = 60)
+{
+    support_each_mutation((const uint8_t *)probe_answer, sizeof probe_answer - 1, parse_mutation, NULL);
 }
