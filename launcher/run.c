@@ -69,7 +69,8 @@ typedef struct agent_run {
     line_buf out, err;
     char last_err[512];         /* its last non-empty line of stderr */
     char address[NAMES_TEXT_MAX];
-    bool listening, exited, stopping;
+    bool listening, exited;
+    bool unusable;              /* it listens where rig cannot dial it */
     reporter rep;
 } agent_run;
 
@@ -126,11 +127,22 @@ static void agent_out_line(run_state *s, agent_run *a, char *line)
         rig_why why = { "" };
         if (names_parse_address(at, strlen(at), &addr, &why) < 0) {
             snprintf(a->last_err, sizeof a->last_err, "the agent said it listens on '%s': %s", at, why.text);
+            a->unusable = true;
             return;
         }
-        /* An agent on every address is dialled where rig reaches it. */
-        if (strcmp(addr.host, "0.0.0.0") == 0 || strcmp(addr.host, "::") == 0)
+        /* An agent here on every address is dialled on loopback; a remote
+         * one listens where ssh reached it (SSH_CONNECTION), so this is a
+         * machine rig cannot tell how to reach. */
+        if (strcmp(addr.host, "0.0.0.0") == 0 || strcmp(addr.host, "::") == 0) {
+            if (!a->t->local) {
+                snprintf(a->last_err, sizeof a->last_err,
+                         "the agent listens on %s, not on the address ssh reached it at (no SSH_CONNECTION there?)",
+                         at);
+                a->unusable = true;
+                return;
+            }
             snprintf(addr.host, sizeof addr.host, "%s", addr.ipv6 ? "::1" : "127.0.0.1");
+        }
         snprintf(a->address, sizeof a->address, addr.ipv6 ? "[%s]:%u" : "%s:%u", addr.host, addr.port);
         a->listening = true;
         if (s->o->verbose)
@@ -268,7 +280,6 @@ static void stop_agents(run_state *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         agent_run *a = &s->agents[i];
-        a->stopping = true;
         if (a->c.in >= 0) {
             close(a->c.in);
             a->c.in = -1;
@@ -329,6 +340,10 @@ static void agent_command(const run_state *s, const target *t, char *remote, siz
 /* Why agent a did not start. */
 static void start_failure(run_state *s, agent_run *a, char *cause, size_t cap)
 {
+    if (a->unusable) {
+        snprintf(cause, cap, "%s: %s", a->t->name, a->last_err);
+        return;
+    }
     settle(s, a, 2000);
     char st[96] = "";
     if (a->exited)
@@ -379,7 +394,7 @@ static outcome start_agents(run_state *s, const char *key_hex, char *cause, size
         bool all = true;
         for (size_t i = 0; i < s->n; i++) {
             agent_run *a = &s->agents[i];
-            if (!a->listening && (a->exited || a->c.out < 0)) {
+            if (!a->listening && (a->exited || a->c.out < 0 || a->unusable)) {
                 start_failure(s, a, cause, cap);
                 return OUT_START_FAILED;
             }
