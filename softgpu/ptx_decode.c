@@ -872,7 +872,10 @@ static void dec_shfl(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
     in->a = src(p, m, &o[1], T_U32);
     in->b = src(p, m, &o[2], T_U32);
     in->c = src(p, m, &o[3], T_U32);
-    /* the member mask is not checked: lanes run in lockstep */
+    if (sync) {   /* lanes of the member mask meet before it runs */
+        in->v[0] = src(p, m, &o[4], T_U32);
+        in->flags |= F_MEMBER;
+    }
 }
 
 static void dec_vote(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
@@ -893,6 +896,10 @@ static void dec_vote(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
     in->a = pred_src(p, m, &o[1], &neg);
     if (neg)
         in->flags |= F_NEG_B;
+    if (sync) {
+        in->v[0] = src(p, m, &o[2], T_U32);
+        in->flags |= F_MEMBER;
+    }
 }
 
 static void dec_bits(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, ptx_op op)
@@ -1247,6 +1254,8 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         in.type = (uint8_t)t;
         in.d = dst(p, m, &o[0]);
         in.a = src(p, m, &o[1], t);
+        in.v[0] = src(p, m, &o[2], T_U32);
+        in.flags |= F_MEMBER;
     } else if (IS("dp4a")) {
         ptx_type ta = norm_int(take_type(m)), tb = norm_int(take_type(m));
         finish_mods(p, m);

@@ -401,7 +401,11 @@ uint64_t soft_engine_thread_instructions(void)
  * no lane can run (all exited or waiting at the barrier). */
 static bool pick(ptx_warp *w, uint32_t *pc, uint32_t *mask, uint32_t *wait_min)
 {
-    uint32_t run = w->live & ~w->bar;
+    uint32_t run = w->live & ~w->bar & ~w->wsync;
+    if (!run && w->wsync) {   /* nobody else can come: let the waiters go on */
+        w->wsync = 0;
+        run = w->live & ~w->bar;
+    }
     if (!run)
         return false;
     uint32_t best = UINT32_MAX;
@@ -428,6 +432,35 @@ static void flush_group(ptx_warp *w, uint32_t pc, uint32_t mask)
 {
     for (uint32_t r = mask; r; r &= r - 1)
         w->lpc[__builtin_ctz(r)] = pc;
+}
+
+/* A .sync warp operation waits for the live lanes of its member mask. True
+ * when the group changed (the caller goes round again): it parked to let
+ * others catch up, or took in lanes already parked at this pc. False: run
+ * it now, with whoever is here. */
+static bool sync_wait(ptx_warp *w, uint32_t member, uint32_t *pc, uint32_t *mask,
+                      uint32_t *wait_min)
+{
+    uint32_t others = member & w->live & ~w->bar & ~*mask;
+    if (!others)
+        return false;
+    if (others & ~w->wsync) {   /* some can still get here: wait for them */
+        flush_group(w, *pc, *mask);
+        w->wsync |= *mask;
+        pick(w, pc, mask, wait_min);
+        return true;
+    }
+    uint32_t same = 0;
+    for (uint32_t r = others; r; r &= r - 1) {
+        unsigned l = (unsigned)__builtin_ctz(r);
+        if (w->lpc[l] == *pc)
+            same |= BIT(l);
+    }
+    if (!same)
+        return false;
+    w->wsync &= ~same;
+    *mask |= same;
+    return true;
 }
 
 static bool read_generic(void *ctx, uint64_t addr, void *dst, size_t len)
@@ -523,6 +556,9 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             }
             m = t;
         }
+        if ((in->flags & F_MEMBER) && mask != PTX_FULL &&
+            sync_wait(w, (uint32_t)R[in->v[0]][__builtin_ctz(mask)], &pc, &mask, &wait_min))
+            continue;
         uint64_t *D = R[in->d];
         const uint64_t *A = R[in->a], *B = R[in->b], *C = R[in->c];
         const int type = in->type;

@@ -36,6 +36,7 @@ typedef struct ptx_warp {
     uint32_t index;              /* warp in block */
     uint32_t live;               /* lanes not exited */
     uint32_t bar;                /* lanes waiting at bar.sync */
+    uint32_t wsync;              /* lanes waiting for others at a .sync warp op */
     uint32_t lpc[PTX_WARP];      /* pc of each lane not in the running group */
     uint32_t frame[PTX_WARP];    /* local offset of the current call frame */
     uint32_t fp[PTX_WARP];       /* local offset of the current depot */

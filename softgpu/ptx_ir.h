@@ -103,6 +103,7 @@ enum { BOOL_NONE, BOOL_AND, BOOL_OR, BOOL_XOR };
 #define F_APPROX     0x0200
 #define F_NO_RESULT  0x0400   /* red (atom without a result) */
 #define F_NEG_B      0x0800   /* vote/setp source predicate negated */
+#define F_MEMBER     0x1000   /* .sync warp op: v[0] holds the member mask */
 
 typedef struct ptx_insn {
     uint8_t op;          /* ptx_op */

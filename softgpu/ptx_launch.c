@@ -198,6 +198,7 @@ static void block_start(ptx_worker *k, uint64_t b)
         w->live = run->block_threads - first >= PTX_WARP
                       ? PTX_FULL : (1u << (run->block_threads - first)) - 1;
         w->bar = 0;
+        w->wsync = 0;
         for (unsigned l = 0; l < PTX_WARP; l++) {
             w->lpc[l] = pc0;
             w->frame[l] = UINT32_MAX;

@@ -529,3 +529,50 @@ Test(ptx_isa, redux_dp4a_bf16_isspacep)
         cr_assert_eq(out[t].w[6], 1u | 4u, "isspacep");
     }
 }
+
+/* A .func with a shuffle, placed before the entry, called from both sides of
+ * a divergent branch: the lanes must meet at the shuffle (shfl.sync waits
+ * for its member mask) although the first group reaches it long before the
+ * second leaves its side of the branch. */
+Test(ptx_isa, shfl_sync_waits_for_members)
+{
+    const char *text =
+        ".version 9.0\n.target sm_75\n.address_size 64\n"
+        ".func (.param .b32 r) swap(.param .b32 v)\n{\n"
+        ".reg .b32 %r<4>;\n.reg .pred %p<2>;\n"
+        "ld.param.u32 %r1, [v];\n"
+        "shfl.sync.bfly.b32 %r2|%p1, %r1, 2, 31, -1;\n"
+        "st.param.b32 [r], %r2;\nret;\n}\n"
+        ".visible .entry k(.param .u64 k_out)\n{\n"
+        ".reg .b32 %r<10>;\n.reg .b64 %rd<4>;\n.reg .pred %p<3>;\n"
+        "ld.param.u64 %rd1, [k_out];\nmov.u32 %r1, %laneid;\n"
+        "and.b32 %r2, %r1, 2;\nsetp.ne.u32 %p1, %r2, 0;\n"
+        "mul.lo.u32 %r3, %r1, 10;\n"
+        "@%p1 bra $other;\n"
+        "{\n.param .b32 a;\n.param .b32 b;\nst.param.b32 [a], %r3;\n"
+        "call.uni (b), swap, (a);\nld.param.b32 %r4, [b];\n}\n"
+        "bra.uni $join;\n"
+        "$other:\n"
+        "mov.u32 %r5, 0;\n$spin:\nadd.s32 %r5, %r5, 1;\nsetp.lt.u32 %p2, %r5, 50;\n@%p2 bra $spin;\n"
+        "add.s32 %r6, %r3, 1;\n"
+        "{\n.param .b32 a;\n.param .b32 b;\nst.param.b32 [a], %r6;\n"
+        "call.uni (b), swap, (a);\nld.param.b32 %r4, [b];\n}\n"
+        "$join:\n"
+        "mul.wide.u32 %rd2, %r1, 4;\nadd.s64 %rd3, %rd1, %rd2;\nst.global.u32 [%rd3], %r4;\n"
+        "ret;\n}\n";
+    soft_program *p = NULL;
+    char msg[256];
+    cr_assert_eq(soft_program_parse(text, strlen(text), &p, msg, sizeof msg), CUDA_SUCCESS, "%s", msg);
+    uint32_t *out = tp_alloc(32 * 4);
+    tp_args a = { 0 };
+    TP_ARG(&a, out);
+    soft_launch l = { .entry = 0, .grid = { 1, 1, 1 }, .block = { 32, 1, 1 },
+                      .params = a.buf, .memory = &tp_memory, .threads = 1 };
+    cr_assert_eq(soft_program_launch(p, &l, msg, sizeof msg), CUDA_SUCCESS, "%s", msg);
+    for (unsigned lane = 0; lane < 32; lane++) {
+        unsigned src = lane ^ 2;
+        uint32_t want = src * 10 + ((src & 2) ? 1 : 0);
+        cr_assert_eq(out[lane], want, "lane %u got %u want %u", lane, out[lane], want);
+    }
+    soft_program_free(p);
+}
