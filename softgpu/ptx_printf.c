@@ -90,12 +90,24 @@ int ptx_format_printf(uint64_t fmt_addr, uint64_t args, ptx_read_fn rd, void *ct
         }
         while (i < flen && strchr("-+ #0", fmt[i]))
             i++;
-        while (i < flen && fmt[i] >= '0' && fmt[i] <= '9')
+        size_t digits = 0;
+        while (i < flen && fmt[i] >= '0' && fmt[i] <= '9') {
             i++;
+            digits++;
+        }
         if (i < flen && fmt[i] == '.') {
             i++;
-            while (i < flen && fmt[i] >= '0' && fmt[i] <= '9')
+            size_t prec = 0;
+            while (i < flen && fmt[i] >= '0' && fmt[i] <= '9') {
                 i++;
+                prec++;
+            }
+            if (prec > digits)
+                digits = prec;
+        }
+        if (digits > 3) {   /* width or precision over 999: print the spec as written */
+            put(&o, fmt + start, i - start);
+            continue;
         }
         size_t lstart = i;
         while (i < flen && strchr("hlLqjzt", fmt[i]))

@@ -344,3 +344,49 @@ Test(ptx_errors, entry_info)
     cr_assert_eq(soft_program_global_count(p), 4);
     soft_program_free(p);
 }
+
+static void capture(void *ctx, const char *text, size_t len)
+{
+    char *buf = ctx;
+    size_t have = strlen(buf);
+    if (have + len < 256) {
+        memcpy(buf + have, text, len);
+        buf[have + len] = 0;
+    }
+}
+
+Test(ptx_errors, printf_bad_format)
+{
+    const char *text =
+        ".version 9.0\n.target sm_75\n.address_size 64\n"
+        ".extern .func (.param .b32 func_retval0) vprintf (.param .b64 p0, .param .b64 p1);\n"
+        ".global .align 1 .b8 fmt[16] = {37, 57, 57, 57, 57, 57, 100, 32, 37, 100, 10, 0};\n"
+        ".visible .entry pf(.param .u64 bad)\n{\n"
+        ".local .align 8 .b8 __local_depot0[8];\n"
+        ".reg .b64 %rd<6>;\n.reg .b32 %r<3>;\n"
+        "mov.u64 %rd1, fmt;\ncvta.global.u64 %rd2, %rd1;\n"
+        "mov.u64 %rd3, __local_depot0;\ncvta.local.u64 %rd4, %rd3;\n"
+        "st.local.u32 [%rd3], 42;\n"
+        "{\n.param .b64 param0;\nst.param.b64 [param0], %rd2;\n.param .b64 param1;\n"
+        "st.param.b64 [param1], %rd4;\n.param .b32 retval0;\n"
+        "call.uni (retval0), vprintf, (param0, param1);\nld.param.b32 %r1, [retval0];\n}\n"
+        "ld.param.u64 %rd5, [bad];\n"
+        "{\n.param .b64 param0;\nst.param.b64 [param0], %rd5;\n.param .b64 param1;\n"
+        "st.param.b64 [param1], %rd4;\n.param .b32 retval0;\n"
+        "call.uni (retval0), vprintf, (param0, param1);\n}\n"
+        "ret;\n}\n";
+    soft_program *p = NULL;
+    char msg[256];
+    cr_assert_eq(parse_str(text, &p, msg, sizeof msg), CUDA_SUCCESS, "%s", msg);
+    void *g = tp_alloc(16);
+    memcpy(g, soft_program_global(p, 0)->init, 16);
+    soft_program_bind_global(p, 0, (uintptr_t)g);
+    char out[256] = "";
+    tp_args a = { 0 };
+    TP_ARG(&a, (uint64_t)0xbad000);
+    CUresult rc = tp_launch_ex(p, "pf", 1, 1, 1, 1, 0, &a, capture, out, msg, sizeof msg);
+    cr_assert_eq(rc, CUDA_ERROR_ILLEGAL_ADDRESS, "result %d (%s)", rc, msg);
+    cr_assert(strstr(msg, "pf") && strstr(msg, "printf"), "message '%s'", msg);
+    cr_assert_str_eq(out, "%99999d 42\n", "a huge width is printed as written, not expanded");
+    soft_program_free(p);
+}
