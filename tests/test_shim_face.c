@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -498,6 +499,61 @@ Test(export_tables, context_storage_by_context_and_key)
     }
     /* With no driver there is no current context: NULL misses. */
     cr_assert_eq(get(&v, NULL, &k1), CUDA_ERROR_NOT_FOUND);
+}
+
+/* Many threads at once on the storage, as every runtime call reads it:
+ * each thread owns its contexts and keys; all read a shared entry. */
+typedef struct storage_worker {
+    put_fn put;
+    del_fn del;
+    get_fn get;
+    int id;
+    int errors;
+} storage_worker;
+
+static int shared_key;
+
+static void *storage_hammer(void *arg)
+{
+    storage_worker *w = arg;
+    int keys[4];
+    for (int round = 0; round < 2000; round++) {
+        CUcontext ctx = (CUcontext)(uintptr_t)(0x100000 + w->id * 0x1000 + (round % 8) * 16);
+        for (int k = 0; k < 4; k++)
+            if (w->put(ctx, &keys[k], (void *)(uintptr_t)(round * 4 + k + 1), NULL) != CUDA_SUCCESS)
+                w->errors++;
+        for (int k = 0; k < 4; k++) {
+            void *v = NULL;
+            if (w->get(&v, ctx, &keys[k]) != CUDA_SUCCESS || v != (void *)(uintptr_t)(round * 4 + k + 1))
+                w->errors++;
+        }
+        void *v = NULL;
+        if (w->get(&v, (CUcontext)0x42, &shared_key) != CUDA_SUCCESS || v != (void *)0x4242)
+            w->errors++;
+        for (int k = 0; k < 4; k += 2)
+            if (w->del(ctx, &keys[k]) != CUDA_SUCCESS || w->get(&v, ctx, &keys[k]) != CUDA_ERROR_NOT_FOUND)
+                w->errors++;
+    }
+    return NULL;
+}
+
+Test(export_tables, context_storage_from_many_threads, .timeout = 60)
+{
+    void *h = load_shim("none");
+    CUresult rc;
+    const void *const *t = table(h, T_STORAGE, &rc);
+    put_fn put = (put_fn)t[0];
+    cr_assert_eq(put((CUcontext)0x42, &shared_key, (void *)0x4242, NULL), CUDA_SUCCESS);
+    pthread_t th[8];
+    storage_worker w[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (storage_worker){ put, (del_fn)t[1], (get_fn)t[2], i, 0 };
+        cr_assert_eq(pthread_create(&th[i], NULL, storage_hammer, &w[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect_eq(w[i].errors, 0, "thread %d: %d errors", i, w[i].errors);
+    }
 }
 
 Test(export_tables, integrity_fixed_answers)
