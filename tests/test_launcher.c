@@ -529,16 +529,16 @@ Test(launcher, exit_status_is_the_programs, .timeout = 60)
     setup_end(&s);
 }
 
-Test(launcher, ctrl_c_reaches_the_program_and_ends_the_agents, .timeout = 60)
+/* Ctrl-C while the program runs: it dies of SIGINT, rig exits 130 and its
+ * agent (whose port the program wrote down) is gone. */
+static void ctrl_c(setup *s, char *extra_env)
 {
-    setup s;
-    setup_begin(&s, "");
     char ready[128], ready_env[160];
-    snprintf(ready, sizeof ready, "%s/ready", s.dir);
+    snprintf(ready, sizeof ready, "%s/ready", s->dir);
     snprintf(ready_env, sizeof ready_env, "RIG_TEST_READY=%s", ready);
     rig_result r;
-    rig_exec(&r, (char *[]){ "rig", "run", "--", (char *)self(), NULL },
-             (char *[]){ s.targets_env, "RIG_TEST_ROLE=wait", ready_env, NULL }, 40, ready);
+    rig_exec(&r, (char *[]){ "rig", "run", "--rig", RIG, "--", (char *)self(), NULL },
+             (char *[]){ s->targets_env, "RIG_TEST_ROLE=wait", ready_env, extra_env, NULL }, 40, ready);
     cr_expect_eq(r.status, 128 + SIGINT, "%s", r.out);
     cr_expect(!strstr(r.out, "attempt"), "an interrupted job was started again:\n%s", r.out);
     char *text = support_read_file(ready, NULL);
@@ -547,6 +547,13 @@ Test(launcher, ctrl_c_reaches_the_program_and_ends_the_agents, .timeout = 60)
     free(text);
     cr_expect_gt(port, 0u);
     cr_expect(!port_open(port), "the agent on port %u still listens", port);
+}
+
+Test(launcher, ctrl_c_reaches_the_program_and_ends_the_agents, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    ctrl_c(&s, NULL);
     setup_end(&s);
 }
 
@@ -597,6 +604,19 @@ Test(launcher, ssh_agent_runs_a_program, .timeout = 90)
              (char *[]){ s.targets_env, s.ssh_config_env, NULL }, 60, NULL);
     cr_expect_eq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "gpu (rig-test-ssh): host ") && strstr(r.out, "CUDA:0   softgpu"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, ssh_exit_status_and_ctrl_c, .timeout = 120)
+{
+    setup s;
+    setup_begin(&s, ssh_targets);
+    setup_sshd(&s);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--rig", RIG, "--", "sh", "-c", "exit 7", NULL },
+             (char *[]){ s.targets_env, s.ssh_config_env, NULL }, 60, NULL);
+    cr_expect_eq(r.status, 7, "%s", r.out);
+    ctrl_c(&s, s.ssh_config_env);
     setup_end(&s);
 }
 
