@@ -31,7 +31,7 @@ static const char usage[] =
     "                       default: the address ssh reached this machine at\n"
     "                       when run over ssh, else 0.0.0.0, port 0)\n"
     "  --key-file FILE      the job key: owner-only regular file, 16..4096 bytes\n"
-    "                       (`rig key FILE` makes one)\n"
+    "                       (default ~/.config/rig/key, which `rig key` makes)\n"
     "  --key-stdin          read the job key from standard input until it closes\n"
     "  --lifeline           read the key as one hex line from standard input and\n"
     "                       serve until standard input closes (what `rig run` uses)\n"
@@ -163,6 +163,16 @@ int agent_cmd_main(int argc, char **argv)
         default_listen(listen_at, sizeof listen_at, lifeline);
         args[n++] = "--listen";
         args[n++] = listen_at;
+    }
+    /* No key named: the one `rig key` writes by default, if there is one. */
+    char key_file[4200];
+    const char *home = getenv("HOME");
+    if (!lifeline && !key && !probe && home && *home) {
+        snprintf(key_file, sizeof key_file, "%s/.config/rig/key", home);
+        if (access(key_file, F_OK) == 0) {
+            args[n++] = "--key-file";
+            args[n++] = key_file;
+        }
     }
     if (lifeline) {
         rig_why why = { "" };

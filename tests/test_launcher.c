@@ -422,6 +422,16 @@ Test(launcher, key_file_is_new_random_and_owner_only, .timeout = 30)
     cr_assert_eq(fread(second, 1, 32, f), 32u);
     fclose(f);
     cr_expect_neq(memcmp(first, second, 32), 0, "the same key twice");
+    /* No FILE: ~/.config/rig/key, the one `rig agent` uses by default. */
+    char home[160], want[200];
+    snprintf(home, sizeof home, "HOME=%s/home", s.dir);
+    snprintf(want, sizeof want, "%s/home/.config/rig/key\n", s.dir);
+    mkdir(home + 5, 0700);
+    rig_exec(&r, (char *[]){ "rig", "key", NULL }, (char *[]){ home, NULL }, 10, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect_str_eq(r.out, want);
+    want[strlen(want) - 1] = '\0';
+    cr_expect_eq(access(want, R_OK), 0);
     setup_end(&s);
 }
 
