@@ -129,7 +129,6 @@ CUresult shim_generic_call(const cuda_op_info *op, const void *const *args)
     if (rc == CUDA_SUCCESS) {
         wire_reader r = wire_reader_init(out, n);
         for (size_t i = 0; op->kinds[i] && !r.err; i++) {
-            void *dst = *(void *const *)args[i];
             size_t size = 0;
             switch (op->kinds[i]) {
             case '1': size = 1; break;
@@ -138,6 +137,8 @@ CUresult shim_generic_call(const cuda_op_info *op, const void *const *args)
             case '8': size = 8; break;
             default: continue;
             }
+            /* Only output parameters are pointers: read args[i] as one here. */
+            void *dst = *(void *const *)args[i];
             const uint8_t *v = wire_get_view(&r, size);
             if (v && dst)
                 memcpy(dst, v, size);
@@ -146,5 +147,22 @@ CUresult shim_generic_call(const cuda_op_info *op, const void *const *args)
             rc = CUDA_ERROR_UNKNOWN;
     }
     frame_release(&f);
+    /* Work the call put on a stream gets a place on its timeline, so a sync
+     * of that stream waits for it like for any handed-over work. */
+    for (size_t i = 0; op->kinds[i] && rc == CUDA_SUCCESS; i++) {
+        if (op->kinds[i] != 'S')
+            continue;
+        proxy_obj *s = arena_get(*(const void *const *)args[i], PROXY_STREAM);
+        if (!s) {
+            proxy_obj *ctx = shim_proxy_current();
+            const void *h = *(const void *const *)args[i];
+            if (ctx && (h == NULL || h == CU_STREAM_LEGACY))
+                s = shim_device_at(ctx->device)->null_stream;
+        }
+        if (s) {
+            handover mark = { .op = JOB_OP_MARK, .stream = s };
+            rc = link_handover(s->link, &mark, NULL);
+        }
+    }
     return rc;
 }

@@ -626,7 +626,8 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
             flush_locked(l);
         uint8_t *at = l->batch + l->batch_len;
         memcpy(at, head, sizeof head);
-        memcpy(at + sizeof head, h->body, h->body_len);
+        if (h->body_len)
+            memcpy(at + sizeof head, h->body, h->body_len);
         if (h->data_len)
             memcpy(at + sizeof head + h->body_len, h->data, h->data_len);
         __atomic_store_n(&l->batch_len, l->batch_len + sizeof head + record, __ATOMIC_RELEASE);

@@ -32,6 +32,7 @@ int main()
     CUstream s;
     CU(cuMemAlloc(&p, 64));
     CU(cuMemsetD32(p, 0, 16));
+    CU(cuCtxSynchronize());   // the memset's stream does not order the non-blocking one
     CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CU(cuStreamWriteValue32(s, p + 8, 0x5eed1234u, 0));
     CU(cuStreamSynchronize(s));
