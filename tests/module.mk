@@ -3,7 +3,7 @@
 $(B)/tests/%.o: CFLAGS += $(TEST_CFLAGS)
 
 # proto's tests link the proto library only.
-PROTO_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard $(addprefix tests/test_,$(addsuffix .c,wire frame hmac handshake key names cuda_ops))))
+PROTO_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard $(addprefix tests/test_,$(addsuffix .c,wire frame hmac handshake key names cuda_ops served))))
 PROTO_TESTS := $(PROTO_TEST_NAMES:%=$(B)/tests/test_%)
 
 $(PROTO_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(B)/tests/support.o $(PROTO_LIB)
@@ -11,6 +11,8 @@ $(PROTO_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(B)/tests/support.o $(PR
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lcriterion $(PROTO_LDLIBS)
 
 CHECK_TESTS += $(PROTO_TESTS)
+# The served test reads the built shim.
+$(B)/tests/test_served: | $(SHIM_LIB)
 $(B)/tests/test_cuda_ops.o: CFLAGS += -DCUDA_STUB='"$(CUDA_HOME)/lib64/stubs/libcuda.so"'
 
 # The handshake vectors come from Python's hmac and hashlib, never from our
