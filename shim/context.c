@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "shim/core.h"
+#include "shim/export_tables.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
 
@@ -108,14 +109,26 @@ static CUresult primary_reset(CUdevice dev)
     shim_device *d = proxy_device(dev, &rc);
     if (!d)
         return rc;
+    /* The runtime's per-context storage goes with the context's state. */
+    shim_context_storage_drop((CUcontext)d->primary);
     return shim_sync_device(dev);
+}
+
+/* A local primary context reset by the real driver leaves the runtime's
+ * storage for it behind unless dropped here too. */
+static CUresult local_primary_reset(CUdevice dev, CUresult rc)
+{
+    CUcontext ctx;
+    if (rc == CUDA_SUCCESS && shim_primary_context(dev, &ctx) == CUDA_SUCCESS)
+        shim_context_storage_drop(ctx);
+    return rc;
 }
 
 SHIM_EXPORT(cuDevicePrimaryCtxReset)
 {
     shim_device *d = shim_device_at(dev);
     if (d && !d->proxy)
-        return SHIM_LOCAL(cuDevicePrimaryCtxReset);
+        return local_primary_reset(dev, SHIM_LOCAL(cuDevicePrimaryCtxReset));
     return primary_reset(dev);
 }
 
@@ -123,7 +136,7 @@ SHIM_EXPORT(cuDevicePrimaryCtxReset_v2)
 {
     shim_device *d = shim_device_at(dev);
     if (d && !d->proxy)
-        return SHIM_LOCAL(cuDevicePrimaryCtxReset_v2);
+        return local_primary_reset(dev, SHIM_LOCAL(cuDevicePrimaryCtxReset_v2));
     return primary_reset(dev);
 }
 
@@ -202,20 +215,30 @@ static CUresult destroy_context(proxy_obj *c)
     CUresult rc = shim_sync_device(c->device);
     if (shim_proxy_current() == c)
         shim_set_proxy_current(NULL);
+    shim_context_storage_drop((CUcontext)c);
     arena_free(c);
+    return rc;
+}
+
+/* A destroyed local context's address may come back for a new one: the
+ * runtime's storage for the old one must not. */
+static CUresult local_destroyed(CUcontext ctx, CUresult rc)
+{
+    if (rc == CUDA_SUCCESS)
+        shim_context_storage_drop(ctx);
     return rc;
 }
 
 SHIM_EXPORT(cuCtxDestroy)
 {
     proxy_obj *c = arena_get(ctx, PROXY_CONTEXT);
-    return c ? destroy_context(c) : SHIM_LOCAL(cuCtxDestroy);
+    return c ? destroy_context(c) : local_destroyed(ctx, SHIM_LOCAL(cuCtxDestroy));
 }
 
 SHIM_EXPORT(cuCtxDestroy_v2)
 {
     proxy_obj *c = arena_get(ctx, PROXY_CONTEXT);
-    return c ? destroy_context(c) : SHIM_LOCAL(cuCtxDestroy_v2);
+    return c ? destroy_context(c) : local_destroyed(ctx, SHIM_LOCAL(cuCtxDestroy_v2));
 }
 
 static CUresult push_current(CUcontext ctx, bool v2)
