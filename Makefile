@@ -50,6 +50,7 @@ include agent/module.mk
 include tests/module.mk
 include launcher/module.mk
 include bench/module.mk
+include gpu/module.mk
 
 build-all: $(ALL_TARGETS)
 
