@@ -20,9 +20,10 @@
 #define PROBE_OUT_MAX (1 << 20)
 
 static const char probe_usage[] =
-    "Usage: rig probe [--json] [--rig PATH] NAME\n"
-    "Shows what target NAME offers: its driver and version, each device's name,\n"
-    "compute capability and memory, and whether an agent there is serving a job.\n"
+    "Usage: rig probe [--json] [--rig PATH] [NAME...]\n"
+    "Shows what each target NAME offers (default: $RIG_ON, else the targets file's\n"
+    "default, else local): its driver and version, each device's name, compute\n"
+    "capability and memory, and whether an agent there is serving a job (busy).\n"
     "  --json       print the machine's answer as JSON\n"
     "  --rig PATH   rig's path on the remote machine (default: rig on its PATH)\n";
 
@@ -226,6 +227,26 @@ static const char *state_of(const probe *p)
     return p->why[0] ? "down" : json_bool(p->answer, "busy") ? "busy" : "free";
 }
 
+static void print_probe_table(const probe *p)
+{
+    const json *a = p->answer;
+    int v = (int)json_num(a, "version", 0);
+    printf("%s (%s): host %s, %s %d.%d (%s), %s", p->t->name, p->t->address, json_str(a, "host"),
+           json_str(a, "driver"), v / 1000, v % 1000 / 10, json_str(a, "path"), state_of(p));
+    if (json_bool(a, "busy"))
+        printf(": serving a job%s%s", *json_str(a, "controller") ? " from " : "", json_str(a, "controller"));
+    printf("\n%-8s %-32s %-5s %12s %12s\n", "DEVICE", "NAME", "CC", "MEMORY", "FREE");
+    const json *devs = json_get(a, "devices");
+    for (size_t i = 0; devs && devs->type == JSON_ARRAY && i < devs->count; i++) {
+        const json *d = &devs->items[i];
+        char mem[32], fr[32], dev[24];
+        gib(mem, sizeof mem, json_num(d, "memory", 0));
+        gib(fr, sizeof fr, json_num(d, "free", 0));
+        snprintf(dev, sizeof dev, "CUDA:%d", (int)json_num(d, "ordinal", (double)i));
+        printf("%-8s %-32s %-5s %12s %12s\n", dev, json_str(d, "name"), json_str(d, "cc"), mem, fr);
+    }
+}
+
 int probe_main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -242,49 +263,49 @@ int probe_main(int argc, char **argv)
         default: fputs(probe_usage, stderr); return 1;
         }
     }
-    if (argc - optind != 1) {
-        fprintf(stderr, "rig probe: %s\n%s", optind == argc ? "name a target" : "one target at a time", probe_usage);
-        return 1;
-    }
     static targets t;
+    static const target *chosen[TARGETS_MAX];
+    size_t n = 0;
     rig_why why = { "" };
     if (targets_load(&t, &why) < 0) {
         fprintf(stderr, "rig probe: %s\n", why.text);
         return RIG_EXIT_OWN_FAILURE;
     }
-    const target *g = targets_find(&t, argv[optind]);
-    if (!g) {
-        fprintf(stderr, "rig probe: no target named '%s' (targets are in %s; `rig ls` lists them)\n", argv[optind],
-                t.path);
+    if (optind == argc && targets_select(&t, NULL, chosen, &n, &why) < 0) {
+        fprintf(stderr, "rig probe: %s\n", why.text);
         return RIG_EXIT_OWN_FAILURE;
     }
-    probe p = { .t = g, .c = { .in = -1, .out = -1, .err = -1 } };
-    probe_all(&p, 1, rig);
-    int rc = p.why[0] ? RIG_EXIT_OWN_FAILURE : 0;
-    if (as_json) {
-        print_probe_json(&p);
-        putchar('\n');
-    } else if (p.why[0]) {
-        fprintf(stderr, "rig probe: %s: %s\n", g->name, p.why);
-    } else {
-        const json *a = p.answer;
-        int v = (int)json_num(a, "version", 0);
-        printf("%s (%s): host %s, %s %d.%d (%s), %s", g->name, g->address, json_str(a, "host"),
-               json_str(a, "driver"), v / 1000, v % 1000 / 10, json_str(a, "path"), state_of(&p));
-        if (json_bool(a, "busy"))
-            printf(": serving a job%s%s", *json_str(a, "controller") ? " from " : "", json_str(a, "controller"));
-        printf("\n%-8s %-32s %-5s %12s %12s\n", "DEVICE", "NAME", "CC", "MEMORY", "FREE");
-        const json *devs = json_get(a, "devices");
-        for (size_t i = 0; devs && devs->type == JSON_ARRAY && i < devs->count; i++) {
-            const json *d = &devs->items[i];
-            char mem[32], fr[32], dev[24];
-            gib(mem, sizeof mem, json_num(d, "memory", 0));
-            gib(fr, sizeof fr, json_num(d, "free", 0));
-            snprintf(dev, sizeof dev, "CUDA:%d", (int)json_num(d, "ordinal", (double)i));
-            printf("%-8s %-32s %-5s %12s %12s\n", dev, json_str(d, "name"), json_str(d, "cc"), mem, fr);
+    for (int i = optind; i < argc; i++) {
+        if (n == TARGETS_MAX || !(chosen[n++] = targets_find(&t, argv[i]))) {
+            fprintf(stderr, "rig probe: no target named '%s' (targets are in %s; `rig ls` lists them)\n", argv[i],
+                    t.path);
+            return RIG_EXIT_OWN_FAILURE;
         }
     }
-    probe_free(&p);
+    probe *ps = calloc(n, sizeof *ps);
+    if (!ps)
+        return RIG_EXIT_OWN_FAILURE;
+    for (size_t i = 0; i < n; i++) {
+        ps[i].t = chosen[i];
+        ps[i].c.in = ps[i].c.out = ps[i].c.err = -1;
+    }
+    probe_all(ps, n, rig);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        probe *p = &ps[i];
+        if (p->why[0])
+            rc = RIG_EXIT_OWN_FAILURE;
+        if (as_json) {
+            print_probe_json(p);
+            putchar('\n');
+        } else if (p->why[0]) {
+            fprintf(stderr, "rig probe: %s: %s\n", p->t->name, p->why);
+        } else {
+            print_probe_table(p);
+        }
+        probe_free(p);
+    }
+    free(ps);
     return rc;
 }
 

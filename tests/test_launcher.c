@@ -388,7 +388,7 @@ Test(launcher, help_version_and_usage_errors, .timeout = 30)
     rig_exec(&r, (char *[]){ "rig", "run", "--retries", "many", "--", "true", NULL }, NULL, 10, NULL);
     cr_expect_eq(r.status, 1);
     cr_expect(strstr(r.out, "--retries takes a count"), "%s", r.out);
-    rig_exec(&r, (char *[]){ "rig", "probe", NULL }, NULL, 10, NULL);
+    rig_exec(&r, (char *[]){ "rig", "probe", "--bogus", NULL }, NULL, 10, NULL);
     cr_expect_eq(r.status, 1);
     cr_expect(strstr(r.out, "Usage: rig probe"), "%s", r.out);
     rig_exec(&r, (char *[]){ "rig", "agent", "--help", NULL }, NULL, 10, NULL);
@@ -576,7 +576,7 @@ Test(launcher, probe_and_ls_show_the_local_machine, .timeout = 60)
     cr_expect_eq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "{\"target\":\"local\",\"address\":\"local\",\"host\":"), "%s", r.out);
     cr_expect(strstr(r.out, "\"devices\":[{\"ordinal\":0,\"name\":\"softgpu\",\"cc\":\"7.5\""), "%s", r.out);
-    rig_exec(&r, (char *[]){ "rig", "probe", "local", NULL }, (char *[]){ s.targets_env, NULL }, 30, NULL);
+    rig_exec(&r, (char *[]){ "rig", "probe", NULL }, (char *[]){ s.targets_env, NULL }, 30, NULL);
     cr_expect_eq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "CUDA:0   softgpu"), "%s", r.out);
     rig_exec(&r, (char *[]){ "rig", "ls", NULL }, (char *[]){ s.targets_env, "RIG_SSH_CONFIG=/dev/null", NULL }, 40,
