@@ -108,7 +108,9 @@ static bool report_line(reporter *r, const char *line)
         if (r->end == END_NONE)
             r->end = END_CLOSED;
     } else if (strncmp(line, "failed ", 7) == 0) {
-        if (r->end == END_NONE) {
+        /* Several processes may share a descriptor (a shell running two
+         * programs): any failure fails the job, the first one is its cause. */
+        if (r->end != END_FAILED) {
             r->end = END_FAILED;
             snprintf(r->why, sizeof r->why, "%s", line + 7);
         }
