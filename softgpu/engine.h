@@ -100,6 +100,11 @@ CUresult soft_program_launch(soft_program *prog, const soft_launch *launch,
 CUresult soft_program_check_params(const soft_program *prog, uint32_t entry, size_t size,
                                    char *msg, size_t msglen);
 
+/* Added by the engine: soft_program_launch also returns CUDA_ERROR_ASSERT
+ * when a device assert() fails; CUDA's message for it ("file:line: function:
+ * block: [x,y,z], thread: [x,y,z] Assertion `expr` failed.") goes through
+ * soft_launch.print like printf output. */
+
 /* Added by the engine: thread-instructions executed by every launch of this
  * process so far (each instruction counts once per thread that issued it);
  * for benchmarks. */

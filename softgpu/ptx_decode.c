@@ -1353,8 +1353,16 @@ void ptx_decode_call(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool gu
             return;
         }
         if (strcmp(f->name, "__assertfail") == 0) {
+            /* (message, file, line, function, char size) */
+            if (nargs < 4 || args[0]->size != 8 || args[1]->size != 8 || args[2]->size != 4 ||
+                args[3]->size != 8)
+                invalid(p, m, "__assertfail takes message, file, line and function");
             in.op = OP_TRAP;
             in.mode = 1;   /* assertion */
+            in.a = (uint32_t)args[0]->offset;
+            in.b = (uint32_t)args[1]->offset;
+            in.c = (uint32_t)args[2]->offset;
+            in.e = (uint32_t)args[3]->offset;
             ptx_emit(p, &in);
             return;
         }

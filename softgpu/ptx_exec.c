@@ -516,6 +516,44 @@ static int do_printf(ptx_worker *k, ptx_warp *w, const ptx_insn *in, uint32_t m)
     return 0;
 }
 
+/* Prints what CUDA prints for a failed device assert(), for each lane. */
+static void assert_message(ptx_worker *k, ptx_warp *w, const ptx_insn *in, uint32_t m)
+{
+    ptx_run *run = k->run;
+    for (uint32_t r = m; r; r &= r - 1) {
+        unsigned l = (unsigned)__builtin_ctz(r);
+        const uint8_t *pm = k->pmem + (size_t)(w->index * PTX_WARP + l) * run->pstride;
+        uint64_t msg_addr, file_addr, func_addr;
+        uint32_t line;
+        memcpy(&msg_addr, pm + in->a, 8);
+        memcpy(&file_addr, pm + in->b, 8);
+        memcpy(&line, pm + in->c, 4);
+        memcpy(&func_addr, pm + in->e, 8);
+        char *msg = ptx_read_cstring(msg_addr, read_generic, k);
+        char *file = ptx_read_cstring(file_addr, read_generic, k);
+        char *func = ptx_read_cstring(func_addr, read_generic, k);
+        char *text = NULL;
+        int n = asprintf(&text, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n",
+                         file ? file : "?", line, func ? func : "?", k->ctaid[0], k->ctaid[1],
+                         k->ctaid[2], (unsigned)w->R[SR_TID_X][l], (unsigned)w->R[SR_TID_Y][l],
+                         (unsigned)w->R[SR_TID_Z][l], msg ? msg : "?");
+        free(msg);
+        free(file);
+        free(func);
+        if (n < 0)
+            continue;
+        pthread_mutex_lock(&run->lock);
+        if (run->launch->print) {
+            run->launch->print(run->launch->print_ctx, text, (size_t)n);
+        } else {
+            fwrite(text, 1, (size_t)n, stdout);
+            fflush(stdout);
+        }
+        pthread_mutex_unlock(&run->lock);
+        free(text);
+    }
+}
+
 /* ---- the interpreter ---- */
 
 __attribute__((target_clones("avx2", "default")))
@@ -1453,8 +1491,15 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
         case OP_TRAP:
             if (m == 0)
                 break;
-            ptx_run_fail(run, CUDA_ERROR_LAUNCH_FAILED, "kernel %s: %s (PTX line %u)",
-                         run->entry->name, in->mode ? "assertion failed" : "trap", in->line);
+            if (in->mode) {
+                assert_message(k, w, in, m);
+                ptx_run_fail(run, CUDA_ERROR_ASSERT,
+                             "kernel %s: device-side assert triggered (PTX line %u)",
+                             run->entry->name, in->line);
+            } else {
+                ptx_run_fail(run, CUDA_ERROR_LAUNCH_FAILED, "kernel %s: trap (PTX line %u)",
+                             run->entry->name, in->line);
+            }
             { status = WARP_FAULT; goto done; }
         case OP_VPRINTF:
             if (do_printf(k, w, in, m) < 0)

@@ -212,5 +212,8 @@ struct soft_program {
 typedef bool (*ptx_read_fn)(void *ctx, uint64_t addr, void *dst, size_t len);
 int ptx_format_printf(uint64_t fmt, uint64_t args, ptx_read_fn rd, void *ctx,
                       char **text);
+/* A NUL-terminated device string (malloc'd), "(null)" for address 0, or
+ * NULL when it cannot be read (ptx_printf.c). */
+char *ptx_read_cstring(uint64_t addr, ptx_read_fn rd, void *ctx);
 
 #endif

@@ -63,6 +63,14 @@ static char *read_string(uint64_t addr, ptx_read_fn rd, void *ctx, size_t max, s
     return o.s;
 }
 
+char *ptx_read_cstring(uint64_t addr, ptx_read_fn rd, void *ctx)
+{
+    size_t len;
+    if (!addr)
+        return strdup("(null)");
+    return read_string(addr, rd, ctx, MAX_FORMAT, &len);
+}
+
 int ptx_format_printf(uint64_t fmt_addr, uint64_t args, ptx_read_fn rd, void *ctx, char **text)
 {
     size_t flen;

@@ -390,3 +390,34 @@ Test(ptx_errors, printf_bad_format)
     cr_assert_str_eq(out, "%99999d 42\n", "a huge width is printed as written, not expanded");
     soft_program_free(p);
 }
+
+Test(ptx_errors, device_assert)
+{
+    for (unsigned mi = 0; mi < TP_NMODES; mi++) {
+        const char *mode = tp_modes[mi];
+        soft_program *p = tp_load("assert", mode);
+        int n = 1000;
+        int *x = tp_alloc(n * 4);
+        for (int i = 0; i < n; i++)
+            x[i] = i;
+        x[777] = -5;
+        tp_args a = { 0 };
+        TP_ARG(&a, x);
+        TP_ARG(&a, n);
+        char out[256] = "", msg[256];
+        CUresult rc = tp_launch_ex(p, "check_positive", (n + 127) / 128, 1, 128, 1, 0, &a, capture,
+                                   out, msg, sizeof msg);
+        cr_assert_eq(rc, CUDA_ERROR_ASSERT, "%s: result %d (%s)", mode, rc, msg);
+        cr_assert(strstr(msg, "check_positive"), "%s: message '%s'", mode, msg);
+        cr_assert(strstr(out, "block: [6,0,0], thread: [9,0,0]") && strstr(out, "x[i] >= 0") &&
+                  strstr(out, "assert.cu"), "%s: printed '%s'", mode, out);
+        x[777] = 5;
+        out[0] = 0;
+        rc = tp_launch_ex(p, "check_positive", (n + 127) / 128, 1, 128, 1, 0, &a, capture, out,
+                          msg, sizeof msg);
+        cr_assert_eq(rc, CUDA_SUCCESS, "%s: %s", mode, msg);
+        cr_assert_str_eq(out, "");
+        soft_program_free(p);
+        tp_free_all();
+    }
+}
