@@ -242,14 +242,73 @@ out:
     return r;
 }
 
+/* The calling thread's default streams, one per context it used (the
+ * last 8 contexts; an older one is found again in the context's list). */
+typedef struct pts_entry {
+    unsigned long long key;    /* the context's pts_key when it was made */
+    struct CUctx_st *ctx;
+    struct CUstream_st *s;
+} pts_entry;
+static __thread pts_entry pts_cache[8];
+static __thread unsigned pts_next;
+static pthread_key_t pts_exit_key;
+static pthread_once_t pts_once = PTHREAD_ONCE_INIT;
+
+/* At thread exit: the thread's default streams drain and go, as
+ * cuStreamDestroy would have them, unless their context went first. */
+static void pts_thread_exit(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < 8; i++) {
+        pts_entry *e = &pts_cache[i];
+        if (!e->key || !soft_handle_valid(e->ctx, SOFT_CTX) || atomic_load(&e->ctx->pts_key) != e->key)
+            continue;
+        struct CUctx_st *c = e->ctx;
+        struct CUstream_st *s = e->s;
+        e->key = 0;
+        pthread_mutex_lock(&c->lock);
+        bool member = false;
+        for (struct CUstream_st *t = c->streams; t; t = t->next)
+            member |= t == s && !t->destroyed;
+        if (!member) {
+            pthread_mutex_unlock(&c->lock);
+            continue;
+        }
+        pthread_mutex_lock(&s->lock);
+        s->destroyed = true;
+        s->stop = true;
+        bool started = s->started;
+        pthread_t thread = s->thread;
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->lock);
+        if (!started) {
+            for (struct CUstream_st **p = &c->streams; *p; p = &(*p)->next)
+                if (*p == s) {
+                    *p = s->next;
+                    break;
+                }
+            pthread_cond_broadcast(&c->reaped);
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (started)
+            pthread_detach(thread);   /* its worker reaps it */
+        else
+            soft_stream_unref(s);
+    }
+}
+
+static void pts_make_key(void)
+{
+    pthread_key_create(&pts_exit_key, pts_thread_exit);
+}
+
 /* The calling thread's default stream in ctx, made on first use. */
 static CUresult per_thread_stream(struct CUctx_st *ctx, struct CUstream_st **out)
 {
-    static __thread struct { unsigned long long ctx_id; struct CUstream_st *s; } cache[8];
     unsigned long long key = atomic_load(&ctx->pts_key);
     for (int i = 0; i < 8; i++)
-        if (cache[i].ctx_id == key) {
-            *out = cache[i].s;
+        if (pts_cache[i].key == key) {
+            *out = pts_cache[i].s;
             return CUDA_SUCCESS;
         }
     pthread_t self = pthread_self();
@@ -257,7 +316,7 @@ static CUresult per_thread_stream(struct CUctx_st *ctx, struct CUstream_st **out
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&ctx->lock);
     for (struct CUstream_st *t = ctx->streams; t; t = t->next)
-        if (t->per_thread && pthread_equal(t->thread_owner, self))
+        if (t->per_thread && !t->destroyed && pthread_equal(t->thread_owner, self))
             found = t;
     if (!found) {
         r = soft_stream_create(ctx, 0, 0, false, true, &found);
@@ -270,15 +329,15 @@ static CUresult per_thread_stream(struct CUctx_st *ctx, struct CUstream_st **out
     pthread_mutex_unlock(&ctx->lock);
     if (r != CUDA_SUCCESS)
         return r;
-    static __thread unsigned next_slot;
+    pthread_once(&pts_once, pts_make_key);
+    pthread_setspecific(pts_exit_key, (void *)1);
     int slot = -1;
     for (int i = 0; i < 8 && slot < 0; i++)
-        if (cache[i].ctx_id == 0)
+        if (pts_cache[i].key == 0)
             slot = i;
     if (slot < 0)
-        slot = (int)(next_slot++ % 8);
-    cache[slot].ctx_id = key;
-    cache[slot].s = found;
+        slot = (int)(pts_next++ % 8);
+    pts_cache[slot] = (pts_entry){ .key = key, .ctx = ctx, .s = found };
     *out = found;
     return CUDA_SUCCESS;
 }

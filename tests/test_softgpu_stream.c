@@ -441,3 +441,41 @@ Test(stream, wait_and_write_value)
     OK(cuStreamDestroy(b));
     OK(cuMemFree(d));
 }
+
+#include <dirent.h>
+
+static int threads_now(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void *use_default_stream_and_exit(void *arg)
+{
+    (void)arg;
+    cuCtxSetCurrent(ctx);
+    cuLaunchHostFunc(CU_STREAM_PER_THREAD, tag, (void *)'p');
+    cuStreamSynchronize(CU_STREAM_PER_THREAD);
+    return NULL;
+}
+
+Test(stream, a_threads_default_stream_goes_with_it)
+{
+    int before = threads_now();
+    for (int i = 0; i < 20; i++) {
+        pthread_t t;
+        pthread_create(&t, NULL, use_default_stream_and_exit, NULL);
+        pthread_join(t, NULL);
+    }
+    OK(cuCtxSynchronize());
+    cr_expect_eq(order_n, 20);
+    /* Their workers drain and exit on their own: give them a moment. */
+    int after = 0;
+    for (int tries = 0; tries < 200 && (after = threads_now()) > before; tries++)
+        usleep(10000);
+    cr_expect_eq(after, before, "%d threads before, %d after", before, after);
+}
