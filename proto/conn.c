@@ -150,6 +150,18 @@ int conn_recv(conn *c, frame *out, int64_t deadline, int idle_ms, rig_why *why)
             d->payload_have += (uint64_t)got;
             c->bytes_received += (uint64_t)got;
             c->last_recv_ms = deadline_now_ms();
+            if (d->payload_have == d->current.len) {
+                /* The payload is whole: hand it over now, not when the next
+                 * bytes happen to arrive. */
+                size_t used;
+                int rc = frame_decoder_feed(d, c->rbuf, 0, &used, out, why);
+                if (rc < 0)
+                    return rc;
+                if (rc == 1) {
+                    c->frames_received++;
+                    return 0;
+                }
+            }
             continue;
         }
         c->roff = c->rlen = 0;

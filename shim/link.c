@@ -154,16 +154,48 @@ static void send_abort(agent_link *l)
     shutdown(l->c.fd, SHUT_WR);
 }
 
-/* Every millisecond: batched records left behind by a burst go out, a beat
- * goes on each link that sent nothing for JOB_BEAT_MS, and the abort of each
- * link that failed here. A link busy sending is skipped: its bytes are its
- * beat. */
+/* The keeper sleeps 100 ms at a time, or 1 ms while a batch waits to go
+ * out; a submitter that leaves records behind wakes it. */
+static pthread_mutex_t keeper_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t keeper_wake = PTHREAD_COND_INITIALIZER;
+static bool batch_waiting;
+
+static void wake_keeper(void)
+{
+    pthread_mutex_lock(&keeper_lock);
+    if (!batch_waiting) {
+        batch_waiting = true;
+        pthread_cond_signal(&keeper_wake);
+    }
+    pthread_mutex_unlock(&keeper_lock);
+}
+
+/* Batched records left behind by a burst go out, a beat goes on each link
+ * that sent nothing for JOB_BEAT_MS, and the abort of each link that failed
+ * here. A link busy sending is skipped: its bytes are its beat. */
 static void *keeper_main(void *arg)
 {
     (void)arg;
     for (;;) {
-        struct timespec tick = { 0, 1000 * 1000 };
-        nanosleep(&tick, NULL);
+        pthread_mutex_lock(&keeper_lock);
+        if (!batch_waiting) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 100 * 1000 * 1000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&keeper_wake, &keeper_lock, &until);
+        }
+        bool waiting = batch_waiting;
+        batch_waiting = false;
+        pthread_mutex_unlock(&keeper_lock);
+        if (waiting) {
+            /* Let the burst that left records gather a little more. */
+            struct timespec gather = { 0, 1000 * 1000 };
+            nanosleep(&gather, NULL);
+        }
         pthread_mutex_lock(&registry_lock);
         size_t n = registered_count;
         pthread_mutex_unlock(&registry_lock);
@@ -188,7 +220,7 @@ static void *keeper_main(void *arg)
             if (abort_now)
                 send_abort(l);
             else if (l->batch_len)
-                flush_locked(l);
+                flush_locked(l);   /* the records' wait for company is over */
             else if (deadline_now_ms() - l->c.last_send_ms >= JOB_BEAT_MS)
                 send_frame(l, FRAME_BEAT, NULL, 0);
             pthread_mutex_unlock(&l->send_lock);
@@ -634,6 +666,8 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
         rc = CUDA_SUCCESS;
         if (l->batch_len >= BATCH_FLUSH || now_ns() - l->last_flush_ns > BATCH_PAUSE_NS)
             rc = flush_locked(l);
+        else if (l->batch_len == sizeof head + record)
+            wake_keeper();   /* the first record left waiting */
     }
     pthread_mutex_unlock(&l->send_lock);
     if (value)

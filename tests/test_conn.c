@@ -1,0 +1,77 @@
+/* Framed connections: frames of every size arrive whole, including one
+ * larger than the read buffer that is the last thing sent (it must not wait
+ * for bytes that never come), and a peer's end is told apart from silence. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "proto/conn.h"
+#include "proto/deadline.h"
+#include "tests/support.h"
+
+/* A loopback TCP pair, as a job's connections are. */
+static void pair(conn *a, conn *b)
+{
+    uint16_t port;
+    int l = support_listen(&port);
+    int s = support_connect(port);
+    int t = accept(l, NULL, NULL);
+    cr_assert_geq(t, 0);
+    close(l);
+    cr_assert_eq(conn_init(a, s, 1 << 24, NULL), 0);
+    cr_assert_eq(conn_init(b, t, 1 << 24, NULL), 0);
+}
+
+Test(conn, frames_of_every_size, .timeout = 20)
+{
+    conn a, b;
+    pair(&a, &b);
+    size_t sizes[] = { 0, 1, 9, 4096, CONN_READ_BUF - 1, CONN_READ_BUF, CONN_READ_BUF + 1, 3 * CONN_READ_BUF + 7,
+                       4 << 20 };
+    uint8_t *data = malloc(sizes[8]);
+    for (size_t i = 0; i < sizes[8]; i++)
+        data[i] = (uint8_t)(i * 7 + 3);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        /* Sent from a child so a large frame can fill the socket buffer. */
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0)
+            _exit(conn_send(&a, FRAME_BYTES, data, sizes[k], deadline_after(5000), NULL) == 0 ? 0 : 1);
+        frame f;
+        rig_why why = { "" };
+        /* Let the whole frame arrive first, so one read can finish it. */
+        usleep(100 * 1000);
+        /* The frame is the last thing sent: it must come out whole now. */
+        cr_assert_eq(conn_recv(&b, &f, deadline_after(5000), -1, &why), 0, "size %zu: %s", sizes[k], why.text);
+        cr_assert_eq(f.kind, FRAME_BYTES);
+        cr_assert_eq(f.len, sizes[k]);
+        cr_assert(sizes[k] == 0 || memcmp(f.payload, data, sizes[k]) == 0, "size %zu", sizes[k]);
+        frame_release(&f);
+        int status;
+        waitpid(pid, &status, 0);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    free(data);
+    conn_close(&a);
+    conn_close(&b);
+}
+
+Test(conn, silence_and_close_are_told_apart, .timeout = 20)
+{
+    conn a, b;
+    pair(&a, &b);
+    frame f;
+    rig_why why = { "" };
+    cr_assert_eq(conn_recv(&b, &f, deadline_after(-1), 200, &why), RIG_E_TIMEOUT, "%s", why.text);
+    /* Half a frame, then the end: closed mid-frame. */
+    uint8_t head[5] = { 100, 0, 0, 0, 0 };
+    cr_assert_eq(write(a.fd, head, sizeof head), (ssize_t)sizeof head);
+    shutdown(a.fd, SHUT_WR);
+    cr_assert_eq(conn_recv(&b, &f, deadline_after(2000), -1, &why), RIG_E_CLOSED);
+    cr_assert(strstr(why.text, "middle of a frame"), "%s", why.text);
+    conn_close(&a);
+    conn_close(&b);
+}
