@@ -232,6 +232,7 @@ static uint32_t symbol_address(ptx_parser *p, const mods *m, const ptx_opd *o)
     case SYM_GLOBAL:
         return p->prog->globals[s->index].reg;
     case SYM_SHARED:
+        ptx_use_shared(p, s->index);
         return ptx_const_reg(p, s->offset);
     case SYM_DYNSHARED:
         return ptx_dyn_shared_reg(p);
@@ -298,6 +299,8 @@ static void address(ptx_parser *p, const mods *m, const ptx_opd *o, int space, p
     case SYM_DYNSHARED:
         if (space != SP_SHARED)
             unsupported(p, m, "shared variable used as a generic address");
+        if (s->kind == SYM_SHARED)
+            ptx_use_shared(p, s->index);
         in->a = s->kind == SYM_SHARED ? SR_ZERO : ptx_dyn_shared_reg(p);
         in->imm += (int64_t)s->offset;
         return;

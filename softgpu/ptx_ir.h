@@ -146,6 +146,8 @@ typedef struct ptx_func {
     uint32_t depot;              /* bytes of __local_depot */
     uint32_t depot_align;
     bool recursive;              /* can call itself: calls save its registers */
+    uint32_t *shared_used;       /* static shared variables it names (ids) */
+    uint32_t nshared_used, capshared_used;
     /* .func formals: per-lane param slots */
     uint32_t nparams, nrets;
     uint32_t *param_off, *param_size;

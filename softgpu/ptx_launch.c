@@ -316,11 +316,14 @@ CUresult soft_program_launch(soft_program *prog, const soft_launch *L, char *msg
                      prog->globals[i].name);
             return CUDA_ERROR_INVALID_VALUE;
         }
+    /* The limit counts this entry's variables; the buffer holds the
+     * module-wide layout their addresses come from. */
+    uint64_t counted = (uint64_t)entry->info.static_shared_bytes + L->dynamic_shared_bytes;
     uint64_t shared = L->dynamic_shared_bytes ? (uint64_t)prog->dyn_shared_off + L->dynamic_shared_bytes
                                                : prog->shared_bytes;
-    if (shared > MAX_SHARED) {
+    if (counted > MAX_SHARED) {
         snprintf(msg, msglen, "kernel %s: %llu bytes of shared memory, at most %u",
-                 entry->name, (unsigned long long)shared, MAX_SHARED);
+                 entry->name, (unsigned long long)counted, MAX_SHARED);
         return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     }
     ptx_run *run = calloc(1, sizeof *run);

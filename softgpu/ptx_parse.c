@@ -153,6 +153,19 @@ void ptx_add_fixup(ptx_parser *p, uint32_t pc, const ptx_tok *label)
     p->fixups[p->nfixups++] = (ptx_fixup){ .pc = pc, .label = label };
 }
 
+void ptx_use_shared(ptx_parser *p, uint32_t id)
+{
+    ptx_func *f = p->fn;
+    if (!f)
+        return;
+    for (uint32_t i = 0; i < f->nshared_used; i++)
+        if (f->shared_used[i] == id)
+            return;
+    f->shared_used = grow(p, f->shared_used, &f->capshared_used, f->nshared_used + 1,
+                          sizeof *f->shared_used);
+    f->shared_used[f->nshared_used++] = id;
+}
+
 uint32_t ptx_param_slot(ptx_parser *p, uint32_t size, uint32_t align)
 {
     soft_program *g = p->prog;
@@ -513,6 +526,10 @@ static void parse_variable(ptx_parser *p, int space, bool is_extern)
         } else {
             s->offset = add_shared(p, &d, size);
             s->size = (uint32_t)size;
+            p->shvars = grow(p, p->shvars, &p->capshvars, p->nshvars + 1, sizeof *p->shvars);
+            p->shvars[p->nshvars].size = (uint32_t)size;
+            p->shvars[p->nshvars].align = d.align ? d.align : 1;
+            s->index = p->nshvars++;
         }
         if (ptx_tok_is(p->t, "=") || punct(p->t, '='))
             ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "shared memory has no initialiser");
@@ -1276,7 +1293,29 @@ static void find_recursion(ptx_parser *p)
                     reach[(size_t)a * n + b] |= reach[(size_t)k * n + b];
     for (uint32_t f = 0; f < n; f++)
         g->funcs[f].recursive = reach[(size_t)f * n + f];
-    free(reach);
+    p->reach = reach;
+}
+
+/* Static shared bytes of entry e: its own and its callees' variables, laid
+ * out in module order (the module-wide layout gives the addresses; this is
+ * what cuFuncGetAttribute reports and launches count against the limit). */
+static uint32_t entry_shared(ptx_parser *p, uint32_t e)
+{
+    soft_program *g = p->prog;
+    if (!p->reach || p->nshvars == 0)
+        return p->reach ? 0 : g->shared_bytes;
+    uint8_t *used = xcalloc(p, p->nshvars, 1);
+    for (uint32_t f = 0; f < g->nfuncs; f++)
+        if (f == e || p->reach[(size_t)e * g->nfuncs + f])
+            for (uint32_t i = 0; i < g->funcs[f].nshared_used; i++)
+                used[g->funcs[f].shared_used[i]] = 1;
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < p->nshvars; i++)
+        if (used[i])
+            off = (off + p->shvars[i].align - 1) / p->shvars[i].align * p->shvars[i].align +
+                  p->shvars[i].size;
+    free(used);
+    return (uint32_t)off;
 }
 
 /* After the whole module: callees defined, entries listed, sizes known. */
@@ -1303,7 +1342,7 @@ static void finish(ptx_parser *p)
         if (!f->is_entry)
             continue;
         f->info.name = f->name;
-        f->info.static_shared_bytes = g->shared_bytes;
+        f->info.static_shared_bytes = entry_shared(p, i);
         f->info.local_bytes = f->depot;
         f->info.num_regs = f->reg_count < 255 ? f->reg_count : 255;
         g->entries[g->nentries++] = i;
@@ -1362,6 +1401,8 @@ CUresult soft_program_parse(const char *ptx, size_t len, soft_program **out,
         rc = p->err;
     }
     free(p->syms);
+    free(p->shvars);
+    free(p->reach);
     free(p->labels);
     free(p->fixups);
     free(p);

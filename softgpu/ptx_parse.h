@@ -95,6 +95,10 @@ typedef struct ptx_parser {
     uint32_t capconsts;
     uint32_t dyn_reg;        /* 0 until ptx_dyn_shared_reg */
     uint32_t capcode, capregs, capcalls;
+    /* static .shared variables in module order, for per-entry sizes */
+    struct { uint32_t size, align; } *shvars;
+    uint32_t nshvars, capshvars;
+    uint8_t *reach;          /* call graph closure, freed with the parser */
 } ptx_parser;
 
 /* Stops the parse: err is CUDA_ERROR_INVALID_PTX or CUDA_ERROR_NOT_SUPPORTED,
@@ -117,6 +121,8 @@ ptx_call *ptx_new_call(ptx_parser *p);
 void ptx_add_fixup(ptx_parser *p, uint32_t pc, const ptx_tok *label);
 /* Looks up a name in the scopes, innermost first; NULL when unknown. */
 const ptx_sym *ptx_lookup(ptx_parser *p, const char *name, uint32_t len);
+/* Notes that the function being parsed uses static shared variable id. */
+void ptx_use_shared(ptx_parser *p, uint32_t id);
 /* Allocates len bytes of per-lane parameter slots aligned to align. */
 uint32_t ptx_param_slot(ptx_parser *p, uint32_t size, uint32_t align);
 

@@ -17,6 +17,7 @@ void soft_program_free(soft_program *g)
         free(f->ret_off);
         free(f->ret_size);
         free(f->kparams);
+        free(f->shared_used);
     }
     for (uint32_t i = 0; i < g->nglobals; i++) {
         free(g->globals[i].name);

@@ -340,6 +340,15 @@ Test(ptx_errors, entry_info)
     p = tp_load("matmul", "default");
     cr_assert_eq(soft_program_entry(p, 0)->static_shared_bytes, 2 * 16 * 16 * 4);
     soft_program_free(p);
+    for (unsigned mi = 0; mi < TP_NMODES; mi++) {   /* each kernel counts its own */
+        p = tp_load("histogram", tp_modes[mi]);
+        int h = soft_program_find_entry(p, "histogram"), a = soft_program_find_entry(p, "atomics");
+        cr_assert(h >= 0 && a >= 0);
+        cr_assert_eq(soft_program_entry(p, (uint32_t)h)->static_shared_bytes, 64 * 4, "%s", tp_modes[mi]);
+        cr_assert_eq(soft_program_entry(p, (uint32_t)a)->static_shared_bytes, 0, "%s", tp_modes[mi]);
+        soft_program_free(p);
+        tp_free_all();
+    }
     p = tp_load("globals", "default");
     cr_assert_eq(soft_program_global_count(p), 4);
     soft_program_free(p);
