@@ -35,7 +35,7 @@ static void print_commands(FILE *f)
     fprintf(f, "\nMachines are named in ~/.config/rig/targets (RIG_TARGETS names another file):\n"
                "  NAME ADDRESS    ADDRESS: an ssh destination (host, user@host,\n"
                "                  ssh://user@host:port, a Host of the ssh config) or `local`\n"
-               "  default NAME    the machine of a command given no --on (else $RIG_ON)\n"
+               "  default NAME    the machine when neither --on nor $RIG_ON names one\n"
                "The target `local` (an agent started here) exists without a file. Ports,\n"
                "users and keys for ssh may come from an ssh config file: RIG_SSH_CONFIG\n"
                "names one (ssh -F).\n"
