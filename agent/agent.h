@@ -27,6 +27,14 @@ typedef struct backend {
  * has a device, else softgpu next to this program) and opens its devices. */
 int backend_open(backend *b, const char *path, char *why, size_t whylen);
 
+/* ---- staging.c: page-locked buffers for copies into the program ---- */
+/* A buffer of at least n bytes, reused when one is free. */
+CUresult staging_get(backend *b, size_t n, void **out);
+/* Gives back a buffer staging_get returned for n bytes. */
+void staging_put(backend *b, void *p, size_t n);
+/* Frees every kept buffer (a job's end, or a reset device). */
+void staging_release_all(backend *b);
+
 /* ---- objects.c: the job's objects by wire id ---- */
 typedef enum agent_obj_type {
     AOBJ_STREAM = 1,

@@ -210,7 +210,7 @@ static void *sender_main(void *arg)
                 struct iovec iov[2] = { { head, 16 }, { n->staging, n->len } };
                 if (!job_failed(j))
                     send_locked(j, FRAME_BYTES, iov, 2);
-                j->b->drv.fn_cuMemFreeHost(n->staging);
+                staging_put(j->b, n->staging, n->len);
             }
             wire_put_u64(&w, n->stream);
             wire_put_u64(&w, n->value);
@@ -839,7 +839,7 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         uint64_t src = wire_get_u64(r), n = wire_get_u64(r);
         if (wire_reader_finish(r) || n > JOB_COPY_CHUNK)
             return CUDA_ERROR_INVALID_VALUE;
-        if ((rc = d->fn_cuMemAllocHost_v2(staging, n ? n : 1)))
+        if ((rc = staging_get(j->b, n, staging)))
             return rc;
         *staging_len = n;
         return d->fn_cuMemcpyDtoHAsync_v2(*staging, src, n, rs);
@@ -870,7 +870,7 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
             return d->fn_cuMemcpy2DAsync_v2(&c, rs);
         }
         if (dir == 1) {
-            if ((rc = d->fn_cuMemAllocHost_v2(staging, width * height)))
+            if ((rc = staging_get(j->b, width * height, staging)))
                 return rc;
             *staging_len = width * height;
             c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -992,7 +992,7 @@ static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *st
     note *n = note_new(j);
     if (!n) {
         if (staging)
-            j->b->drv.fn_cuMemFreeHost(staging);
+            staging_put(j->b, staging, staging_len);
         job_fail(j, "agent: out of memory");
         return false;
     }
@@ -1010,7 +1010,7 @@ static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *st
         j->pending_markers--;
         pthread_mutex_unlock(&j->q_lock);
         if (staging)
-            j->b->drv.fn_cuMemFreeHost(staging);
+            staging_put(j->b, staging, staging_len);
         free(n);
         fail_with_driver_error(j, s->device, rc, "following the stream (cuLaunchHostFunc)");
         return false;
@@ -1064,7 +1064,7 @@ static void replay_handover(job *j, const frame *f)
                 fail_with_driver_error(j, s ? s->device : -1, rc, op_name(op));
             }
             if (staging)
-                j->b->drv.fn_cuMemFreeHost(staging);
+                staging_put(j->b, staging, staging_len);
             return;
         }
         if (!value)
@@ -1339,6 +1339,8 @@ void job_serve(backend *b, int fd, uint32_t index, void (*ending)(void *ctx), vo
     pthread_mutex_unlock(&j->q_lock);
     pthread_join(j->sender, NULL);
     cleanup(j);
+    /* A job's staging is kept only while the job runs. */
+    staging_release_all(j->b);
     reset_devices(j, broken);
     conn_close(&j->c);
     free(j);

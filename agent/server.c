@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <pthread.h>
@@ -210,6 +211,11 @@ int agent_main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* Large frames come one after another: keep their memory in the heap
+     * for the next one instead of mapping fresh pages (and faulting them
+     * in) for each. */
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     char rwhy[200];
     if (report_open_from_env(rwhy, sizeof rwhy) < 0) {
         fprintf(stderr, "rig-agent: %s\n", rwhy);

@@ -21,7 +21,9 @@
 
 /* The largest frame either end accepts; copies are cut into chunks below it. */
 #define JOB_FRAME_LIMIT ((uint64_t)80 << 20)
-#define JOB_COPY_CHUNK ((uint64_t)64 << 20)
+/* 16 MiB: small enough that the receiving ends' allocators reuse the memory
+ * of one chunk for the next (fresh pages cost more than the bytes). */
+#define JOB_COPY_CHUNK ((uint64_t)16 << 20)
 #define JOB_REASON_MAX 4096
 #define JOB_NAME_MAX 4096          /* kernel and global names */
 #define JOB_PARAMS_MAX 32768       /* a kernel's parameter buffer */
