@@ -12,14 +12,9 @@
 //  - a host function on the default stream; each sync returns only after
 //    the host functions before it ran.
 //
-// Known failure (local softgpu; passes through an agent): softgpu's async
-// host-to-device copy stages its source at submit even when the source is
-// pinned (softgpu/copy.c copy(): `stage = true` for any host source, with no
-// pinned() test as the device-to-host side has), so the copy reads the
-// pinned buffer before the host function ahead of it on the stream wrote
-// it: every round after the first sees the first round's input.
-// Reproducer: cudaLaunchHostFunc(s, writes 42 into pinned *h); cudaMemcpy-
-// Async(d, h, 4, H2D, s); sync -> device holds the old value.
+// softgpu once staged async host-to-device copies from pinned memory at
+// submit, so the copy missed what the host function ahead of it wrote;
+// fixed by 3e1ec97.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>

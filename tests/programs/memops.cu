@@ -13,19 +13,9 @@
 //  - cudaPointerGetAttributes on a device pointer, inside it, on pinned host
 //    memory and on plain malloc memory; cudaMemcpyDefault both ways.
 //
-// Known failures through an agent (all pass on local softgpu):
-//  - cudaGetDevice as the first CUDA call: with no local driver
-//    (RIG_LOCAL_DRIVER=none) and no current context the shim's cuCtxGetDevice
-//    /_v2 fall to SHIM_LOCAL and return CUDA_ERROR_NO_DEVICE (the driver says
-//    CUDA_ERROR_INVALID_CONTEXT, which the runtime answers with device 0), so
-//    cudaGetDevice fails with cudaErrorNoDevice.
-//  - cudaPointerGetAttributes on proxy device memory: hostPointer is left as
-//    the runtime's uninitialized value (e.g. 0x8) instead of NULL (shim
-//    cuPointerGetAttributes leaves HOST_POINTER unwritten).
-//  - cudaMallocHost memory allocated while a proxy is current: with no local
-//    driver cudaPointerGetAttributes fails with cudaErrorNoDevice (also on
-//    malloc memory, where CUDA says unregistered); with a local driver the
-//    pinned block is reported unregistered instead of host.
+// Through an agent this once failed three ways (cudaGetDevice as the first
+// call, hostPointer of device memory, pinned memory made while a proxy is
+// current); all pass since 3e1ec97.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

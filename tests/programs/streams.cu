@@ -13,18 +13,17 @@
 //  - cudaDeviceSynchronize, after which every stream and event is ready.
 // The gate gives up after 20 s, so a stuck stream fails instead of hanging.
 //
-// Known failures:
-//  - local softgpu: right after cudaEventSynchronize on an event recorded
-//    last on a stream, cudaStreamQuery on that stream often says
-//    cudaErrorNotReady (the event's record op marks the event complete before
-//    the stream worker advances the stream's completed count; softgpu
-//    stream.c worker loop / event.c run_record). In a loop of kernel, record,
-//    event sync, stream query: ~90% NotReady locally, 0% through an agent.
-//  - through an agent: the shim runs host functions on the link's receiving
-//    thread (shim/link.c apply_words), so while a host function on stream A
-//    waits, nothing from that agent is received: cudaStreamSynchronize on an
-//    unrelated stream C, and even a cudaMalloc, wait until it returns (here
-//    until the gate's 20 s timeout; CUDA finishes C at once).
+// Known failure through an agent (passes on local softgpu): the shim runs
+// host functions on the link's receiving thread (shim/link.c apply_words),
+// so while a host function on stream A waits, nothing from that agent is
+// received: cudaStreamSynchronize on an unrelated stream C, and even a
+// cudaMalloc, wait until it returns (here until the gate's 20 s timeout,
+// after which A and its event already read as done; CUDA finishes C at
+// once). Reproducer: a host function that sleeps 3 s on stream A, then a
+// kernel on stream C and cudaStreamSynchronize(C): 3.0 s through an agent,
+// 0.0 s locally.
+// (softgpu's cudaStreamQuery once said NotReady right after an event
+// recorded last on the stream completed; fixed by 3e1ec97.)
 #include <atomic>
 #include <chrono>
 #include <cstdio>
