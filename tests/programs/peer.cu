@@ -8,15 +8,9 @@
 // addresses are unique across devices). With fewer than two devices it says
 // so and exits 2.
 //
-// Known failures (passes on softgpu with SOFTGPU_DEVICES=2):
-//  - two agents: cudaStreamWaitEvent(stream of device 0, event of device 1)
-//    fails with cudaErrorNotSupported (shim/stream.c wait_event refuses an
-//    event of another link; logged only at RIG_LOG=debug);
-//  - local softgpu + one agent: the same call fails with cudaErrorInvalid-
-//    ResourceHandle (the proxy's event handle is passed to the local driver).
-// With that wait replaced by cudaStreamSynchronize on device 1's stream the
-// rest (cudaMemcpyPeer, cudaMemcpyPeerAsync, cudaMemcpyDefault across
-// devices) passes both ways.
+// The cross-device cudaStreamWaitEvent once failed across two agents
+// (cudaErrorNotSupported) and between local softgpu and an agent
+// (cudaErrorInvalidResourceHandle); both pass since 3e1ec97.
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
