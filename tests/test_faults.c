@@ -45,7 +45,26 @@ typedef struct job {
     int status;              /* exit code, 128 + signal, -1: killed at the timeout */
     double started, ended;
     double failed_at;        /* when "rig: job failed" appeared; 0: never */
+    bool reaped;
 } job;
+
+/* What a test started, by value (a test's locals are gone when an assertion
+ * ends it early), ended by the suite's fini: no agent, relay or program
+ * outlives its test. */
+static pid_t live_jobs[8], live_relay;
+static struct {
+    pid_t pid;
+    char dir[64];
+} live_agents[2];
+
+static void live_job(pid_t pid, bool alive)
+{
+    for (int i = 0; i < 8; i++)
+        if (alive ? live_jobs[i] == 0 : live_jobs[i] == pid) {
+            live_jobs[i] = alive ? pid : 0;
+            return;
+        }
+}
 
 /* Starts argv through the shim against agents_port with key_hex. */
 static void job_start(job *j, char *const argv[], unsigned agents_port, const char *key_hex)
@@ -75,6 +94,7 @@ static void job_start(job *j, char *const argv[], unsigned agents_port, const ch
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    live_job(j->pid, true);
     close(p[1]);
     j->out = p[0];
     j->cap = 1 << 16;
@@ -130,6 +150,8 @@ static void job_finish(job *j, double timeout_s)
     } else {
         j->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
+    j->reaped = true;
+    live_job(j->pid, false);
     j->ended = now_s();
     if (!j->eof)
         job_read(j, now_s() + 0.5);
@@ -151,12 +173,13 @@ static const char *tail(const char *text)
 
 /* ---- the relay ---- */
 
-typedef struct relay {
+typedef struct relay relay;
+struct relay {
     pid_t pid;
     int in, out;             /* its command and answer pipes */
     unsigned port;
     char err[128];           /* its stderr */
-} relay;
+};
 
 static void relay_line(relay *r, char *line, size_t cap)
 {
@@ -196,6 +219,7 @@ static void relay_start(relay *r, const agent_proc *a)
         execl(RIG_RELAY, "rig-relay", "--to", to, (char *)NULL);
         _exit(127);
     }
+    live_relay = r->pid;
     close(in[0]);
     close(out[1]);
     r->in = in[1];
@@ -237,9 +261,57 @@ static void relay_stop(relay *r)
     waitpid(r->pid, NULL, 0);
     close(r->out);
     r->pid = 0;
+    live_relay = 0;
 }
 
 /* ---- the agent's side ---- */
+
+static void start_agent(agent_proc *a)
+{
+    agent_start(a, NULL, NULL);
+    for (int i = 0; i < 2; i++)
+        if (!live_agents[i].pid) {
+            live_agents[i].pid = a->pid;
+            snprintf(live_agents[i].dir, sizeof live_agents[i].dir, "%s", a->dir);
+            break;
+        }
+}
+
+/* Stops it once: a second call never signals a pid that may be reused. */
+static void stop_agent(agent_proc *a)
+{
+    for (int i = 0; i < 2; i++)
+        if (live_agents[i].pid && strcmp(live_agents[i].dir, a->dir) == 0)
+            live_agents[i].pid = 0;
+    if (a->pid > 0 || a->dir[0])
+        agent_stop(a);
+    a->pid = 0;
+    a->dir[0] = '\0';
+}
+
+static void end_what_lives(void)
+{
+    for (int i = 0; i < 8; i++)
+        if (live_jobs[i] > 0) {
+            kill(-live_jobs[i], SIGKILL);
+            waitpid(live_jobs[i], NULL, 0);
+        }
+    if (live_relay > 0) {
+        kill(live_relay, SIGKILL);
+        waitpid(live_relay, NULL, 0);
+    }
+    for (int i = 0; i < 2; i++)
+        if (live_agents[i].pid > 0) {
+            kill(live_agents[i].pid, SIGKILL);
+            waitpid(live_agents[i].pid, NULL, 0);
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", live_agents[i].dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "could not remove %s\n", live_agents[i].dir);
+        }
+}
+
+TestSuite(faults, .fini = end_what_lives);
 
 static size_t file_size(const char *path)
 {
@@ -377,7 +449,7 @@ static void stream_start(job *j, unsigned port, const agent_proc *a)
 Test(faults, agent_killed, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     job j;
     stream_start(&j, a.port, &a);
     kill(a.pid, SIGKILL);
@@ -387,13 +459,13 @@ Test(faults, agent_killed, .timeout = 60)
     job_free(&j);
     waitpid(a.pid, NULL, 0);
     a.pid = 0;
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 Test(faults, agent_stopped, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     size_t from = file_size(a.log);
     job j;
     stream_start(&j, a.port, &a);
@@ -404,7 +476,7 @@ Test(faults, agent_stopped, .timeout = 60)
     expect_failed(&j, "agent stopped (SIGSTOP)", t, "rig: job failed: b: silent for 10 s", BOUND_SILENCE);
     job_free(&j);
     agent_serves_next(&a, from, "after SIGSTOP/SIGCONT");
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* ---- 3, 4: the connection cut or stalled ---- */
@@ -423,7 +495,7 @@ ParameterizedTestParameters(faults, connection_cut)
 ParameterizedTest(cut_case *c, faults, connection_cut, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     relay r;
     relay_start(&r, &a);
     size_t from = file_size(a.log);
@@ -442,7 +514,7 @@ ParameterizedTest(cut_case *c, faults, connection_cut, .timeout = 60)
     free(log);
     agent_serves_next(&a, from, c->name);
     relay_stop(&r);
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 typedef struct stall_case {
@@ -484,7 +556,7 @@ static void bigcopy_start(job *j, relay *r, const agent_proc *a, int mib, const 
 ParameterizedTest(stall_case *c, faults, direction_stalled, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     relay r;
     relay_start(&r, &a);
     size_t from = file_size(a.log);
@@ -507,7 +579,7 @@ ParameterizedTest(stall_case *c, faults, direction_stalled, .timeout = 60)
     relay_cmd(&r, NULL, 0, "pass");
     agent_serves_next(&a, from, c->name);
     relay_stop(&r);
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* A slow link is not a stalled one: a frame that takes longer than the stall
@@ -522,7 +594,7 @@ ParameterizedTestParameters(faults, slow_link_keeps_the_job)
 ParameterizedTest(char (*dir)[8], faults, slow_link_keeps_the_job, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     relay r;
     relay_start(&r, &a);
     relay_cmd(&r, NULL, 0, "slow %s 2000000", *dir);
@@ -538,7 +610,7 @@ ParameterizedTest(char (*dir)[8], faults, slow_link_keeps_the_job, .timeout = 60
     cr_expect(strstr(j.text, "fault_bigcopy: ok"), "%s:\n%s", name, tail(j.text));
     job_free(&j);
     relay_stop(&r);
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* Waits in progress when the connection is cut: five threads in stream
@@ -562,7 +634,7 @@ ParameterizedTestParameters(faults, waits_return_on_cut)
 ParameterizedTest(waits_case *c, faults, waits_return_on_cut, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     relay r;
     relay_start(&r, &a);
     size_t from = file_size(a.log);
@@ -587,7 +659,7 @@ ParameterizedTest(waits_case *c, faults, waits_return_on_cut, .timeout = 60)
     relay_cmd(&r, NULL, 0, "pass");
     agent_serves_next(&a, from, c->name);
     relay_stop(&r);
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* ---- 5: a flipped byte ---- */
@@ -627,7 +699,7 @@ ParameterizedTestParameters(faults, byte_flipped)
 ParameterizedTest(flip_case *c, faults, byte_flipped, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     relay r;
     relay_start(&r, &a);
     size_t from = file_size(a.log);
@@ -644,7 +716,7 @@ ParameterizedTest(flip_case *c, faults, byte_flipped, .timeout = 60)
     relay_cmd(&r, NULL, 0, "cut");
     agent_serves_next(&a, from, c->name);
     relay_stop(&r);
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* ---- 6: a kernel that writes out of bounds ---- */
@@ -652,7 +724,7 @@ ParameterizedTest(flip_case *c, faults, byte_flipped, .timeout = 60)
 Test(faults, kernel_out_of_bounds, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     size_t from = file_size(a.log);
     char *argv[] = { PROGRAMS "fault_oob.static", NULL };
     job j;
@@ -666,7 +738,7 @@ Test(faults, kernel_out_of_bounds, .timeout = 60)
     cr_expect(strstr(j.text, "cudaErrorIllegalAddress"), "the program's error is not the kernel's:\n%s", tail(j.text));
     job_free(&j);
     agent_serves_next(&a, from, "out of bounds");
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* ---- 7: the program killed mid-job ---- */
@@ -674,7 +746,7 @@ Test(faults, kernel_out_of_bounds, .timeout = 60)
 Test(faults, program_killed, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     size_t from = file_size(a.log);
     job j;
     stream_start(&j, a.port, &a);
@@ -695,7 +767,7 @@ Test(faults, program_killed, .timeout = 60)
     free(log);
     job_free(&j);
     agent_serves_next(&a, from, "program killed");
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* ---- 8: a wrong key ---- */
@@ -703,7 +775,7 @@ Test(faults, program_killed, .timeout = 60)
 Test(faults, wrong_key, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     char wrong[65];
     memset(wrong, 'a', 64);
     wrong[64] = '\0';
@@ -725,7 +797,7 @@ Test(faults, wrong_key, .timeout = 60)
     job_finish(&j, 30);
     cr_expect_eq(j.status, 0, "the next job after a wrong key:\n%s", tail(j.text));
     job_free(&j);
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* ---- 9: a second controller ---- */
@@ -733,7 +805,7 @@ Test(faults, wrong_key, .timeout = 60)
 Test(faults, second_controller, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     size_t from = file_size(a.log);
     char *first_argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
     job first;
@@ -760,7 +832,7 @@ Test(faults, second_controller, .timeout = 60)
     job_free(&first);
     cr_expect_geq(agent_wait_log(&a, from, "job closed", 5), 0, "an orderly exit is not a closed job");
     agent_serves_next(&a, from, "second controller");
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* ---- 10: a fork in the program ---- */
@@ -768,7 +840,7 @@ Test(faults, second_controller, .timeout = 60)
 Test(faults, fork_in_program, .timeout = 60)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     size_t from = file_size(a.log);
     char *argv[] = { PROGRAMS "fault_fork.static", NULL };
     job j;
@@ -785,7 +857,7 @@ Test(faults, fork_in_program, .timeout = 60)
     job_free(&j);
     cr_expect_geq(agent_wait_log(&a, from, "job closed", 5), 0, "the parent's job did not close in order");
     agent_serves_next(&a, from, "fork");
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* ---- many failed jobs: the agent's memory ---- */
@@ -830,7 +902,7 @@ static void fail_one(agent_proc *a, relay *r, int k)
 Test(faults, hundred_failed_jobs_leave_memory_as_it_was, .timeout = 150)
 {
     agent_proc a;
-    agent_start(&a, NULL, NULL);
+    start_agent(&a);
     relay r;
     relay_start(&r, &a);
     long fresh = agent_rss_kb(a.pid);
@@ -852,7 +924,7 @@ Test(faults, hundred_failed_jobs_leave_memory_as_it_was, .timeout = 150)
 #endif
     agent_serves_next(&a, 0, "after 100 failed jobs");
     relay_stop(&r);
-    agent_stop(&a);
+    stop_agent(&a);
 }
 
 /* Most of these tests wait on timers, not CPUs: run four at a time unless
