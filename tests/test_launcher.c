@@ -614,7 +614,9 @@ Test(launcher, ssh_agent_runs_a_program, .timeout = 90)
              (char *[]){ s.targets_env, s.ssh_config_env, "RIG_TEST_ROLE=env", NULL }, 60, NULL);
     cr_expect_eq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "RIG_REMOTE_AGENTS=gpu=127.0.0.1:") && strstr(r.out, "key length 64"), "%s", r.out);
-    cr_expect(!strstr(r.out, "RIG_LOCAL_DRIVER=none"), "%s", r.out);
+#ifndef __SANITIZE_ADDRESS__   /* where the test itself sets it */
+    cr_expect(!strstr(r.out, "RIG_LOCAL_DRIVER=none"), "only a local agent hides local devices:\n%s", r.out);
+#endif
     cr_expect(!strstr(r.out, "the key is in"), "%s", r.out);
     /* Probe goes over ssh too. */
     rig_exec(&r, (char *[]){ "rig", "probe", "--rig", RIG, "gpu", NULL },
