@@ -759,7 +759,7 @@ static const char probe_answer[] =
     "\"devices\":[{\"ordinal\":0,\"name\":\"softgpu\",\"cc\":\"7.5\",\"memory\":4294967296,\"free\":1.5e3},"
     "{\"ordinal\":1,\"name\":\"x\\\"y\",\"cc\":\"9.0\",\"memory\":0,\"free\":null}],\"deep\":[[[true]]]}\n";
 
-Test(launcher, json_reads_a_probe_answer)
+Test(launcher, json_reads_a_probe_answer, .timeout = 10)
 {
     json *j = json_parse(probe_answer);
     cr_assert_not_null(j);
