@@ -79,7 +79,9 @@ static int send_locked(job *j, frame_kind kind, const struct iovec *iov, int n)
     pthread_mutex_lock(&j->send_lock);
     int rc = conn_sendv(&j->c, kind, iov, n, deadline_after(JOB_STALL_MS), &why);
     pthread_mutex_unlock(&j->send_lock);
-    if (rc < 0)
+    if (rc == RIG_E_CLOSED)
+        job_fail(j, "controller: closed its connection");
+    else if (rc < 0)
         job_fail(j, "controller: %s", why.text);
     return rc;
 }
@@ -1259,13 +1261,7 @@ static void send_abort(job *j)
  * most 10 s, so closing cannot reset the connection under the abort. */
 static void linger(job *j)
 {
-    int64_t until = deadline_after(10000);
-    for (;;) {
-        frame f = { 0 };
-        if (conn_recv(&j->c, &f, until, -1, NULL) < 0)
-            return;
-        frame_release(&f);
-    }
+    conn_drain(&j->c, deadline_after(10000));
 }
 
 void job_serve(backend *b, int fd, uint32_t index, void (*ending)(void *ctx), void *ctx, char *ended,

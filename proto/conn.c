@@ -64,6 +64,10 @@ int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t
     frame_header_encode(header, kind, len);
     struct iovec *cur = v;
     int left = n + 1;
+    /* The deadline bounds a stall, not the whole frame: each step forward
+     * grants the same time again, so a slow link that keeps moving is not a
+     * failure. */
+    int64_t stall = deadline - deadline_now_ms();
     while (left > 0) {
         struct msghdr m = { .msg_iov = cur, .msg_iovlen = (size_t)left };
         ssize_t put = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -82,6 +86,8 @@ int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t
             return why_set(why, RIG_E_IO, "sending a %s frame: %s", frame_kind_name(kind), strerror(errno));
         }
         c->bytes_sent += (uint64_t)put;
+        if (put > 0 && stall > 0 && deadline != INT64_MAX)
+            deadline = deadline_after(stall);
         size_t done = (size_t)put;
         while (left > 0 && done >= cur->iov_len) {
             done -= cur->iov_len;
@@ -187,4 +193,17 @@ ended:
     if (frame_decoder_idle(&c->dec))
         return why_set(why, RIG_E_CLOSED, "connection closed");
     return why_set(why, RIG_E_CLOSED, "connection closed in the middle of a frame");
+}
+
+int conn_drain(conn *c, int64_t deadline)
+{
+    for (;;) {
+        if (wait_fd(c->fd, POLLIN, deadline, "draining", NULL) < 0)
+            return RIG_E_TIMEOUT;
+        ssize_t got = read(c->fd, c->rbuf, CONN_READ_BUF);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (got <= 0)
+            return 0;
+    }
 }

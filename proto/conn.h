@@ -30,7 +30,8 @@ int conn_init(conn *c, int fd, uint64_t limit, rig_why *why);
 void conn_close(conn *c);
 
 /* Sends one frame whose payload is the concatenation of iov[0..n) (n <=
- * CONN_IOV_MAX - 1), all before the deadline (deadline.h). */
+ * CONN_IOV_MAX - 1). The deadline (deadline.h) bounds a stall: each step of
+ * progress grants the same time again. */
 int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t deadline, rig_why *why);
 int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadline, rig_why *why);
 
@@ -40,6 +41,12 @@ int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadl
  * deadline or when no byte arrived for idle_ms (negative: no such bound;
  * each byte that arrives restarts it). */
 int conn_recv(conn *c, frame *out, int64_t deadline, int idle_ms, rig_why *why);
+
+/* After a failure: reads and discards raw bytes until the peer ends its side
+ * or the deadline passes (a broken frame stream cannot be decoded, but its
+ * bytes must be read so closing does not reset the connection). Returns 0
+ * at the peer's end, RIG_E_TIMEOUT otherwise. */
+int conn_drain(conn *c, int64_t deadline);
 
 /* True when bytes are buffered that conn_recv can decode without reading. */
 int conn_buffered(const conn *c);

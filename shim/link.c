@@ -123,13 +123,7 @@ static CUresult error_in(const char *cause)
  * reset the connection under the abort. */
 static void linger(agent_link *l)
 {
-    int64_t until = deadline_after(10000);
-    for (;;) {
-        frame f = { 0 };
-        if (conn_recv(&l->c, &f, until, -1, NULL) < 0)
-            return;
-        frame_release(&f);
-    }
+    conn_drain(&l->c, deadline_after(10000));
 }
 
 /* ---- the keeper: beats and aborts for every link ---- */
@@ -312,8 +306,15 @@ static void apply_words(agent_link *l, const frame *f)
             h->fn(h->data);
             free(h);
         }
-        pthread_mutex_lock(&l->lock);
         timeline *t = &s->u.stream.tl;
+        if (value > __atomic_load_n(&t->submitted, __ATOMIC_ACQUIRE) ||
+            bytes > __atomic_load_n(&t->bytes_submitted, __ATOMIC_ACQUIRE)) {
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE,
+                      "%s: a word says stream %llu reached %llu, beyond what was handed over to it", l->name,
+                      (unsigned long long)id, (unsigned long long)value);
+            return;
+        }
+        pthread_mutex_lock(&l->lock);
         if (bytes > t->bytes_reported && bytes <= t->bytes_submitted) {
             uint64_t delta = bytes - t->bytes_reported;
             l->unreported_bytes -= delta < l->unreported_bytes ? delta : l->unreported_bytes;
@@ -452,6 +453,10 @@ static CUresult send_frame(agent_link *l, frame_kind kind, const struct iovec *i
 {
     rig_why why = { "" };
     int rc = conn_sendv(&l->c, kind, iov, n, deadline_after(JOB_STALL_MS), &why);
+    if (rc == RIG_E_CLOSED) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection", l->name);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
     if (rc < 0) {
         link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -608,8 +613,9 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
     uint64_t v = 0;
     if (s) {
         timeline *t = &s->u.stream.tl;
-        v = ++t->submitted;
-        t->bytes_submitted += record;
+        /* Atomic: the receiver reads both to judge the agent's words. */
+        v = __atomic_add_fetch(&t->submitted, 1, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&t->bytes_submitted, record, __ATOMIC_RELEASE);
         if (h->dst || h->host_fn)
             __atomic_store_n(&t->program_writes, v, __ATOMIC_RELEASE);
     }

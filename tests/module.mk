@@ -50,3 +50,6 @@ e2e-programs:
 	$(Q)$(MAKE) --no-print-directory SAN= programs build/libcudasoft.so build/librigshim.so
 
 CHECK_TESTS += $(B)/tests/test_remote
+
+# Fault tests: the rig-relay tool and test_faults (issue 5).
+include tests/tools/module.mk
