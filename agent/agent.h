@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "proto/conn.h"
 #include "proto/cuda_driver.h"
@@ -102,6 +103,11 @@ CUresult window_take_range(window *w, backend *b, uint64_t size, uint64_t align,
 CUresult window_give_range(window *w, CUdeviceptr p, uint64_t size);
 CUresult window_map(window *w, backend *b, CUdeviceptr p, uint64_t size, CUmemGenericAllocationHandle h);
 CUresult window_unmap(window *w, backend *b, CUdeviceptr p, uint64_t size);
+
+/* ---- probe.c ---- */
+/* What this machine offers (devices, memory, compute capability, driver
+ * version, busy or free) as a table or JSON; returns the exit status. */
+int agent_probe(FILE *out, const char *driver, bool json);
 
 /* ---- server.c ---- */
 /* rig-agent's command line (`rig agent` runs the same); returns the exit

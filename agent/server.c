@@ -31,9 +31,6 @@ static const char usage[] =
     "  --probe [--json]     print the driver's devices and whether an agent here is\n"
     "                       serving a job, then exit (no --listen or key needed)\n";
 
-/* probe.c: what this machine offers; returns the exit status. */
-int agent_probe(FILE *out, const char *driver, bool json);
-
 typedef struct server {
     backend b;
     rig_key key;
