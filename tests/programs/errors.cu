@@ -10,18 +10,17 @@
 //    the failed expression. The message is printed by the device to stdout;
 //    the program reads it back from a temporary file it points stdout at.
 //
-// Known failures:
-//  - softgpu (locally and behind an agent): a failed device assert() ends
-//    the kernel with CUDA_ERROR_LAUNCH_FAILED ("assertion failed (PTX line
-//    N)" on stderr) where CUDA gives CUDA_ERROR_ASSERT (cudaErrorAssert,
-//    "device-side assert triggered"), and the assertion's message (file,
-//    line, function, block, thread, expression: the arguments of
-//    __assertfail) is not printed.
-//  - through an agent: cudaMalloc of more than the agent's address window
-//    fails with cudaErrorInvalidValue, not cudaErrorMemoryAllocation
-//    (agent/window.c window_alloc: size > window -> CUDA_ERROR_INVALID_VALUE);
-//    programs that free caches and retry on cudaErrorMemoryAllocation (as
-//    PyTorch's allocator does) then fail instead.
+// Known failures through an agent (all pass on local softgpu since
+// c528f97, which made a failed assert CUDA_ERROR_ASSERT with CUDA's message):
+//  - cudaMalloc of more than the agent's address window fails with
+//    cudaErrorInvalidValue, not cudaErrorMemoryAllocation (agent/window.c
+//    window_alloc: size > window -> CUDA_ERROR_INVALID_VALUE); programs that
+//    free caches and retry on cudaErrorMemoryAllocation (as PyTorch's
+//    allocator does) then fail instead.
+//  - the assertion's message sometimes never reaches the program's stdout
+//    (about 1 run in 10): the agent fails the job on CUDA_ERROR_ASSERT and
+//    the kernel's printed output, forwarded by the sender only while the job
+//    has not failed, can lose that race.
 #include <cassert>
 #include <cstdio>
 #include <cstdlib>

@@ -12,20 +12,13 @@
 //    error from the launch and cudaGetLastError, is not sticky, and the next
 //    good launch works.
 //
-// Known failures (softgpu, locally and through an agent):
-//  - softgpu gives every kernel of a module the static shared size of all
-//    the module's .shared variables together (a module with kernels using
-//    1000, 4000 and 0 bytes reports 5024 for each in cudaFuncGetAttributes),
-//    so cudaFuncSetAttribute(reverse_shared, MaxDynamicSharedMemorySize,
-//    65536 = the opt-in limit) fails with cudaErrorInvalidValue (it counts
-//    both_shared's 1 KiB). Through an agent the shim's launch check uses the
-//    same figure, so a launch of one of three kernels with 20000 bytes of
-//    static shared each is refused (cudaErrorInvalidValue) though it runs
-//    locally.
-//  - <<<1, 1025>>> and <<<0, 32>>>: softgpu's cuLaunchKernel returns
-//    CUDA_ERROR_INVALID_VALUE, which the runtime reports as cudaErrorInvalid-
-//    Value; CUDA reports cudaErrorInvalidConfiguration (not checked on a GPU
-//    here).
+// Known failure (softgpu, locally and through an agent): <<<1, 1025>>> and
+// <<<0, 32>>>: softgpu's cuLaunchKernel returns CUDA_ERROR_INVALID_VALUE,
+// which the runtime reports as cudaErrorInvalidValue; CUDA reports
+// cudaErrorInvalidConfiguration (not checked on a GPU here).
+// (softgpu once gave every kernel the static shared size of all the
+// module's .shared variables, so cudaFuncSetAttribute(MaxDynamicShared-
+// MemorySize, the opt-in limit) failed; fixed by c41b69a.)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
