@@ -64,5 +64,6 @@ endif
 	$(Q)cp build/bench/bench build/bench/kernels.fatbin build/bench/big.fatbin $(GPU_DIR)/bench/
 	$(Q)cp scripts/gpu-check scripts/gpu-torch-check.py $(GPU_DIR)/
 	$(Q)strip --strip-debug $(GPU_DIR)/bin/* $(GPU_DIR)/lib/*.so* $(GPU_DIR)/programs/* $(GPU_DIR)/bench/bench
-	$(Q)git describe --always --dirty > $(GPU_DIR)/VERSION 2>/dev/null || echo unknown > $(GPU_DIR)/VERSION
+	$(Q){ git describe --always --dirty 2>/dev/null || echo unknown; \
+	  $(NVCC) --version | sed -n 's/.*release \([0-9.]*\),.*/cuda \1/p'; } > $(GPU_DIR)/VERSION
 	$(Q)scripts/gpu-check --verify-bundle $(GPU_DIR)
