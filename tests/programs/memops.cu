@@ -175,6 +175,9 @@ int main()
     CHECK(cudaMalloc(&lin, nb));
     CHECK(cudaMemset(lin, 0xa5, nb));
     CHECK(cudaMemset(lin + 3, 0x00, 1001));
+    // With --default-stream per-thread the memsets above are on the thread's
+    // stream, which does not order st: finish them first.
+    CHECK(cudaStreamSynchronize(0));
     CHECK(cudaMemsetAsync(lin + 4999, 0x5c, 2003, st));
     CHECK(cudaMemsetAsync(lin + nb - 1, 0xee, 1, st));
     CHECK(cudaStreamSynchronize(st));
