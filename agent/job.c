@@ -129,7 +129,9 @@ static void forward_output(job *j)
         wire_store_u64(buf, 0);
         wire_store_u64(buf + 8, 0);
         struct iovec iov = { buf, 16 + (size_t)n };
-        if (!job_failed(j))
+        /* Output printed before a failure still goes out, ahead of the
+         * abort: a device assert's message is how the user learns why. */
+        if (!j->abort_sent)
             send_locked(j, FRAME_BYTES, &iov, 1);
     }
 }
@@ -1237,6 +1239,7 @@ static void cleanup(job *j)
  * the abort is not lost to a reset; the controller then ends its side. */
 static void send_abort(job *j)
 {
+    forward_output(j);
     pthread_mutex_lock(&j->q_lock);
     bool already = j->abort_sent;
     j->abort_sent = true;

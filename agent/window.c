@@ -154,8 +154,12 @@ CUresult window_unmap(window *w, backend *b, CUdeviceptr p, uint64_t size)
 CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdeviceptr *out)
 {
     uint64_t g = b->granularity;
-    if (size == 0 || size > w->size)
+    if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    /* More than the window holds is out of memory, as the driver says for
+     * more than the device holds (allocators free caches and retry on it). */
+    if (size > w->size)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     size = (size + g - 1) / g * g;
     window_block **hp = &w->holes;
     while (*hp && (*hp)->size < size)

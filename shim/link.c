@@ -244,6 +244,8 @@ static void after_fork_child(void)
         pthread_mutex_init(&l->send_lock, NULL);
         pthread_mutex_init(&l->lock, NULL);
         pthread_cond_init(&l->changed, NULL);
+        pthread_cond_init(&l->cb_ready, NULL);
+        l->cb_head = l->cb_tail = NULL;
         l->failed = true;
         l->failure = CUDA_ERROR_DEVICE_UNAVAILABLE;
         l->abort_wanted = false;
@@ -273,6 +275,64 @@ static void register_link(agent_link *l)
 
 /* ---- receiving ---- */
 
+/* Counts a stream as reached up to value; the caller holds l->lock. */
+static void reach_locked(agent_link *l, proxy_obj *s, uint64_t value, uint64_t bytes)
+{
+    timeline *t = &s->u.stream.tl;
+    if (bytes > t->bytes_reported && bytes <= t->bytes_submitted) {
+        uint64_t delta = bytes - t->bytes_reported;
+        l->unreported_bytes -= delta < l->unreported_bytes ? delta : l->unreported_bytes;
+        t->bytes_reported = bytes;
+    }
+    if (value > atomic_load(&t->reached))
+        atomic_store(&t->reached, value);
+    pthread_cond_broadcast(&l->changed);
+}
+
+/* A word for a stream with host functions to run first. */
+typedef struct completion {
+    struct completion *next;
+    proxy_obj *stream;
+    uint64_t value, bytes;
+} completion;
+
+/* Host functions run on a thread of their own: one that waits (for
+ * another stream, or for a while) must not stop the words and answers
+ * behind it. A stream's words wait for its host functions, in order. */
+static void *callbacks_main(void *arg)
+{
+    agent_link *l = arg;
+    pthread_mutex_lock(&l->lock);
+    for (;;) {
+        while (!l->cb_head)
+            pthread_cond_wait(&l->cb_ready, &l->lock);
+        completion *c = l->cb_head;
+        l->cb_head = c->next;
+        if (!l->cb_head)
+            l->cb_tail = NULL;
+        uint64_t id = c->stream->id;
+        for (;;) {
+            pending_host **pp = &l->hosts, *h = NULL;
+            for (; *pp; pp = &(*pp)->next)
+                if ((*pp)->stream == id && (*pp)->value <= c->value) {
+                    h = *pp;
+                    *pp = h->next;
+                    break;
+                }
+            if (!h)
+                break;
+            pthread_mutex_unlock(&l->lock);
+            h->fn(h->data);
+            free(h);
+            pthread_mutex_lock(&l->lock);
+        }
+        reach_locked(l, c->stream, c->value, c->bytes);
+        c->stream->u.stream.deferred--;
+        free(c);
+    }
+    return NULL;
+}
+
 static void apply_words(agent_link *l, const frame *f)
 {
     wire_reader r = wire_reader_init(f->payload, f->len);
@@ -289,23 +349,6 @@ static void apply_words(agent_link *l, const frame *f)
                       l->name, (unsigned long long)id);
             return;
         }
-        /* Host functions up to this value run before the value counts as
-         * reached, so a sync after it sees their effects. */
-        for (;;) {
-            pthread_mutex_lock(&l->lock);
-            pending_host **pp = &l->hosts, *h = NULL;
-            for (; *pp; pp = &(*pp)->next)
-                if ((*pp)->stream == id && (*pp)->value <= value) {
-                    h = *pp;
-                    *pp = h->next;
-                    break;
-                }
-            pthread_mutex_unlock(&l->lock);
-            if (!h)
-                break;
-            h->fn(h->data);
-            free(h);
-        }
         timeline *t = &s->u.stream.tl;
         if (value > __atomic_load_n(&t->submitted, __ATOMIC_ACQUIRE) ||
             bytes > __atomic_load_n(&t->bytes_submitted, __ATOMIC_ACQUIRE)) {
@@ -315,14 +358,24 @@ static void apply_words(agent_link *l, const frame *f)
             return;
         }
         pthread_mutex_lock(&l->lock);
-        if (bytes > t->bytes_reported && bytes <= t->bytes_submitted) {
-            uint64_t delta = bytes - t->bytes_reported;
-            l->unreported_bytes -= delta < l->unreported_bytes ? delta : l->unreported_bytes;
-            t->bytes_reported = bytes;
+        /* Host functions up to this value run before the value counts as
+         * reached, so a sync after it sees their effects. */
+        bool defer = s->u.stream.deferred > 0;
+        for (pending_host *h = l->hosts; h && !defer; h = h->next)
+            defer = h->stream == id && h->value <= value;
+        completion *c = defer ? malloc(sizeof *c) : NULL;
+        if (c) {
+            *c = (completion){ NULL, s, value, bytes };
+            if (l->cb_tail)
+                l->cb_tail->next = c;
+            else
+                l->cb_head = c;
+            l->cb_tail = c;
+            s->u.stream.deferred++;
+            pthread_cond_signal(&l->cb_ready);
+        } else {
+            reach_locked(l, s, value, bytes);
         }
-        if (value > atomic_load(&t->reached))
-            atomic_store(&t->reached, value);
-        pthread_cond_broadcast(&l->changed);
         pthread_mutex_unlock(&l->lock);
     }
 }
@@ -864,6 +917,11 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
             return why_prefix(why, rc, "agent %s", name);
         break;
     }
+    pthread_cond_init(&l->cb_ready, NULL);
+    pthread_t callbacks;
+    if (pthread_create(&callbacks, NULL, callbacks_main, l) != 0)
+        return why_set(why, RIG_E_IO, "agent %s: cannot start a host-function thread", name);
+    pthread_detach(callbacks);
     if (pthread_create(&l->receiver, NULL, receiver_main, l) != 0)
         return why_set(why, RIG_E_IO, "agent %s: cannot start a receiver thread", name);
     l->receiver_started = true;

@@ -30,6 +30,8 @@ struct agent_link {
     pending_answer *answers_head, *answers_tail;
     pending_copy *copies;            /* bytes expected for program memory */
     pending_host *hosts;             /* host functions waiting for a word */
+    struct completion *cb_head, *cb_tail;  /* words waiting for host functions */
+    pthread_cond_t cb_ready;
     pthread_t receiver;
     bool receiver_started;
     bool failed;

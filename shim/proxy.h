@@ -71,7 +71,13 @@ struct proxy_obj {
     agent_link *link;
     union {
         struct { bool primary; unsigned flags; } ctx;
-        struct { timeline tl; unsigned flags; int priority; bool per_thread; } stream;
+        struct {
+            timeline tl;
+            unsigned flags;
+            int priority;
+            bool per_thread;
+            uint32_t deferred;     /* words queued behind host functions */
+        } stream;
         struct { proxy_obj *stream; uint64_t value; unsigned flags; bool recorded; } event;
         struct { uint64_t size; } mem;
         struct {
