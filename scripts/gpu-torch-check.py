@@ -47,8 +47,9 @@ def main():
         torch.nn.Linear(256, 256), torch.nn.ReLU(),
         torch.nn.Linear(256, 10),
     )
+    # Labels from a random linear teacher, so there is something to learn.
     data = torch.randn(2048, 64, generator=g)
-    labels = torch.randint(0, 10, (2048,), generator=g)
+    labels = (data @ torch.randn(64, 10, generator=g)).argmax(1)
     model = model.to(dev)
     data, labels = data.to(dev), labels.to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
