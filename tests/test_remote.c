@@ -21,14 +21,14 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
 {
     /* Every program of tests/programs but streams (its host function holds
      * a stream, which rig does not do: see the closing note of issue 4),
-     * launch (softgpu's bad-launch code differs from CUDA's), peer (two devices,
+     * peer (two devices,
      * below), cublas (below) and the fault programs (test_faults). */
     static case_t cases[] = {
         BUILDS("devicequery"), BUILDS("vecadd"), BUILDS("drvapi"), BUILDS("symbols"), BUILDS("multidev"),
         BUILDS("atomics"), BUILDS("defaultstream"), BUILDS("entrypoint"), BUILDS("hostfunc"),
         BUILDS("int64"), BUILDS("mathfn"), BUILDS("matmul"), BUILDS("memops"), BUILDS("printf"),
         BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"), BUILDS("generic"), BUILDS("errors"),
-        BUILDS("bigcopy"), BUILDS("threads"),
+        BUILDS("bigcopy"), BUILDS("threads"), BUILDS("launch"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
