@@ -16,6 +16,9 @@
 #   bench/                     the bench program (bench/) and its fatbins
 #   gpu-check, gpu-torch-check.py
 # Not part of `make` or `make check`. Always the plain (unsanitized) build.
+ifeq ($(SAN)$(filter gpu-bundle,$(MAKECMDGOALS)),1gpu-bundle)
+$(error make gpu-bundle builds from the plain build only: run it without SAN=1)
+endif
 GPU_DIR  := build/gpu-bundle
 GPU_LINK := build/gpu-link
 GPU_LIBDIR := /usr/lib/x86_64-linux-gnu
@@ -52,9 +55,6 @@ GPU_LINKED := $(GPU_LINK)/rig-agent $(GPU_LINK)/rig $(GPU_LINK)/librigshim.so $(
 .PHONY: gpu-bundle
 gpu-bundle: $(GPU_LINKED) $(GPU_PROGRAMS) build/bench/bench build/bench/kernels.fatbin build/bench/big.fatbin \
   scripts/gpu-check scripts/gpu-torch-check.py
-ifeq ($(SAN),1)
-	$(error make gpu-bundle builds the plain build only: run it without SAN=1)
-endif
 	$(call say,BUNDLE,$(GPU_DIR))
 	$(Q)rm -rf $(GPU_DIR) && mkdir -p $(GPU_DIR)/bin $(GPU_DIR)/lib $(GPU_DIR)/programs $(GPU_DIR)/bench
 	$(Q)cp $(GPU_LINK)/rig-agent $(GPU_LINK)/rig $(GPU_DIR)/bin/
