@@ -5,6 +5,7 @@
 #include <criterion/parameterized.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -94,57 +95,58 @@ Test(remote, one_agent_serves_jobs_one_after_another, .timeout = 90)
     agent_stop(&a);
 }
 
-Test(remote, two_agents_give_two_devices, .timeout = 90)
+/* Runs program.static through n fresh agents of one job (and a local
+ * softgpu when local), asserts a clean exit and that it said `says`;
+ * returns its output (the caller frees it). */
+static char *run_ok(int n, bool local, const char *program, const char *says)
 {
     agent_proc a[2];
+    cr_assert(n >= 1 && n <= 2);
     agent_start(&a[0], NULL, NULL);
-    agent_start(&a[1], &a[0], NULL);
-    program_result r = run_through(a, 2, "multidev", "static", NULL);
-    cr_assert_eq(r.status, 0, "%s", r.output);
-    cr_assert(strstr(r.output, "multidev: ok 2 devices"), "%s", r.output);
-    program_result_free(&r);
-    agent_stop(&a[0]);
-    agent_stop(&a[1]);
+    if (n == 2)
+        agent_start(&a[1], &a[0], NULL);
+    program_result r = run_through(a, n, program, "static", local ? PLAIN_BUILD "/libcudasoft.so" : NULL);
+    for (int i = 0; i < n; i++)
+        agent_stop(&a[i]);
+    cr_assert_eq(r.status, 0, "%s exited %d:\n%s", program, r.status, r.output);
+    cr_assert(strstr(r.output, says), "%s did not say \"%s\":\n%s", program, says, r.output);
+    return r.output;
+}
+
+Test(remote, two_agents_give_two_devices, .timeout = 90)
+{
+    free(run_ok(2, false, "multidev", "multidev: ok 2 devices"));
+}
+
+Test(remote, three_devices_local_and_two_agents, .timeout = 90)
+{
+    free(run_ok(2, true, "multidev", "multidev: ok 3 devices"));
+}
+
+Test(remote, local_and_proxy_devices_together, .timeout = 90)
+{
+    free(run_ok(1, true, "multidev", "multidev: ok 2 devices"));
 }
 
 Test(remote, peer_copies_between_two_agents, .timeout = 90)
 {
-    agent_proc a[2];
-    agent_start(&a[0], NULL, NULL);
-    agent_start(&a[1], &a[0], NULL);
-    program_result r = run_through(a, 2, "peer", "static", NULL);
-    cr_assert_eq(r.status, 0, "%s", r.output);
+    char *out = run_ok(2, false, "peer", "peer: ok ptrs ");
     /* Each agent's window: distinct pointer values. */
     unsigned long long p0 = 0, p1 = 0;
-    const char *ok = strstr(r.output, "peer: ok ptrs ");
-    cr_assert(ok && sscanf(ok, "peer: ok ptrs %llx %llx", &p0, &p1) == 2, "%s", r.output);
+    cr_assert_eq(sscanf(strstr(out, "peer: ok ptrs "), "peer: ok ptrs %llx %llx", &p0, &p1), 2, "%s", out);
     cr_assert_neq(p0, p1);
-    program_result_free(&r);
-    agent_stop(&a[0]);
-    agent_stop(&a[1]);
+    free(out);
 }
 
 Test(remote, peer_copies_between_local_and_proxy, .timeout = 90)
 {
-    agent_proc a;
-    agent_start(&a, NULL, NULL);
-    program_result r = run_through(&a, 1, "peer", "static", PLAIN_BUILD "/libcudasoft.so");
-    cr_assert_eq(r.status, 0, "%s", r.output);
-    cr_assert(strstr(r.output, "peer: ok"), "%s", r.output);
-    program_result_free(&r);
-    agent_stop(&a);
+    free(run_ok(1, true, "peer", "peer: ok"));
 }
 
 Test(remote, printf_reaches_the_program, .timeout = 90)
 {
-    agent_proc a;
-    agent_start(&a, NULL, NULL);
-    program_result r = run_through(&a, 1, "printf", "static", NULL);
-    cr_assert_eq(r.status, 0, "%s", r.output);
     /* The program checks its own lines on its stdout pipe; here: they came. */
-    cr_assert(strstr(r.output, "printf: ok 64 lines"), "%s", r.output);
-    program_result_free(&r);
-    agent_stop(&a);
+    free(run_ok(1, false, "printf", "printf: ok 64 lines"));
 }
 
 Test(remote, cublas_gets_through_create_then_names_the_kernel_softgpu_cannot_run, .timeout = 120)
@@ -157,30 +159,6 @@ Test(remote, cublas_gets_through_create_then_names_the_kernel_softgpu_cannot_run
     cr_assert(strstr(r.output, "rig: kernel ") && strstr(r.output, "CUDA_ERROR_NOT_SUPPORTED") &&
                   strstr(r.output, "softgpu runs PTX up to its ISA, not SASS"),
               "a clear line naming the kernel:\n%s", r.output);
-    program_result_free(&r);
-    agent_stop(&a);
-}
-
-Test(remote, three_devices_local_and_two_agents, .timeout = 90)
-{
-    agent_proc a[2];
-    agent_start(&a[0], NULL, NULL);
-    agent_start(&a[1], &a[0], NULL);
-    program_result r = run_through(a, 2, "multidev", "static", PLAIN_BUILD "/libcudasoft.so");
-    cr_assert_eq(r.status, 0, "%s", r.output);
-    cr_assert(strstr(r.output, "multidev: ok 3 devices"), "%s", r.output);
-    program_result_free(&r);
-    agent_stop(&a[0]);
-    agent_stop(&a[1]);
-}
-
-Test(remote, local_and_proxy_devices_together, .timeout = 90)
-{
-    agent_proc a;
-    agent_start(&a, NULL, NULL);
-    program_result r = run_through(&a, 1, "multidev", "static", PLAIN_BUILD "/libcudasoft.so");
-    cr_assert_eq(r.status, 0, "%s", r.output);
-    cr_assert(strstr(r.output, "multidev: ok 2 devices"), "%s", r.output);
     program_result_free(&r);
     agent_stop(&a);
 }
