@@ -509,6 +509,9 @@ Test(launch, stream_is_busy_while_a_kernel_runs)
     CUdeviceptr dA = upload(NULL, M * K * 4), dB = upload(NULL, K * N * 4), dC = upload(NULL, M * N * 4);
     OK(cuMemsetD32(dA, 0x3f800000, M * K));
     OK(cuMemsetD32(dB, 0x3f800000, K * N));
+    /* The memsets are asynchronous on the NULL stream, which a non-blocking
+     * stream does not wait for (through rig they really are). */
+    OK(cuCtxSynchronize());
     CUstream s;
     OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUevent start, stop;
@@ -588,6 +591,7 @@ Test(launch, unload_waits_for_queued_launches)
     CUdeviceptr dA = upload(NULL, M * K * 4), dB = upload(NULL, K * N * 4), dC = upload(NULL, M * N * 4);
     OK(cuMemsetD32(dA, 0x40000000, M * K));   /* 2.0f */
     OK(cuMemsetD32(dB, 0x3f800000, K * N));   /* 1.0f */
+    OK(cuCtxSynchronize());   /* a non-blocking stream does not wait for them */
     CUstream s;
     OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     void *args[] = { &dA, &dB, &dC, &M, &N, &K };
