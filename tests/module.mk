@@ -53,3 +53,10 @@ CHECK_TESTS += $(B)/tests/test_remote
 
 # Fault tests: the rig-relay tool and test_faults (issue 5).
 include tests/tools/module.mk
+
+# The CUresult table's two copies (shim/, softgpu/) are what the generator
+# writes from cuda.h today.
+.PHONY: check-error-table
+check-error-table:
+	$(Q)$(PYTHON) scripts/gen-error-table --check $(CUDA_HOME)
+CHECK_STEPS += check-error-table
