@@ -31,10 +31,9 @@ int backend_open(backend *b, const char *path, char *why, size_t whylen);
 /* ---- staging.c: page-locked buffers for copies into the program ---- */
 /* A buffer of at least n bytes, reused when one is free. */
 CUresult staging_get(backend *b, size_t n, void **out);
-/* Gives back a buffer staging_get returned for n bytes. */
+/* Gives back a buffer staging_get returned for n bytes; never calls the
+ * driver (a buffer past the pool's size is freed on a thread of its own). */
 void staging_put(backend *b, void *p, size_t n);
-/* Frees every kept buffer (a job's end, or a reset device). */
-void staging_release_all(backend *b);
 
 /* ---- objects.c: the job's objects by wire id ---- */
 typedef enum agent_obj_type {
@@ -109,10 +108,39 @@ CUresult window_unmap(window *w, backend *b, CUdeviceptr p, uint64_t size);
  * version, busy or free) as a table or JSON; returns the exit status. */
 int agent_probe(FILE *out, const char *driver, bool json);
 
-/* ---- server.c ---- */
+/* ---- log.c: the agent's log on stderr ---- */
+/* One line, "rig-agent: " and the text, in a single write. */
+void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* At most LOG_LIMIT_LINES lines per LOG_LIMIT_WINDOW_MS of one kind (what
+ * strangers can cause), then a count of those left out. */
+#define LOG_LIMIT_LINES 20
+#define LOG_LIMIT_WINDOW_MS 10000
+typedef struct log_limit {
+    int64_t window_ms;
+    unsigned lines;
+    unsigned long long dropped;
+} log_limit;
+/* True when a line of this kind may be logged now; the caller holds
+ * whatever lock guards l. */
+bool agent_log_allowed(log_limit *l);
+/* s (n bytes) as text safe for a log line: control bytes, bytes past ASCII
+ * and backslashes escaped; returns the length written (cut to fit cap). */
+size_t agent_escape(char *out, size_t cap, const char *s, size_t n);
+
+/* ---- server.c: the listener ---- */
 /* rig-agent's command line (`rig agent` runs the same); returns the exit
  * status. */
 int agent_main(int argc, char **argv);
+
+/* ---- worker.c: one job in a process of its own ---- */
+typedef struct worker_args {
+    int fd;                   /* the proven connection */
+    uint32_t index;           /* this agent's process number in the job */
+    const char *driver;       /* the driver the listener announced */
+    int status_fd;            /* lines to the listener: "ending", "ended TEXT" */
+} worker_args;
+/* In a fresh child of the listener: serves the job and exits. */
+void worker_main(const worker_args *a) __attribute__((noreturn));
 
 /* ---- job.c ---- */
 typedef struct job job;
@@ -123,7 +151,7 @@ extern int agent_stdout_pipe;
 
 /* Serves one job on a proven connection until it ends; returns the line to
  * log about how it ended. `ending(ctx)` is called once the controller's
- * side is over, before the job's objects are freed. */
+ * side is over. Threads of the job may still run: the worker exits next. */
 void job_serve(backend *b, int fd, uint32_t index, void (*ending)(void *ctx), void *ctx, char *ended,
                size_t endedlen);
 

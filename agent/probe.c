@@ -1,8 +1,8 @@
 /* `rig-agent --probe [--json]`: what this machine offers a job, for `rig
  * probe` and `rig ls`: the driver and its version, each device's name,
  * memory and compute capability, and whether a rig agent here is serving a
- * job now (found from /proc: an agent process with a connection accepted
- * on its listening port). */
+ * job now (found from /proc: a worker process of an agent holding a
+ * connection accepted on the agent's listening port). */
 #include <ctype.h>
 #include <dirent.h>
 #include <stdbool.h>
@@ -121,6 +121,16 @@ static bool tcp_find(unsigned long inode, tcp_entry *e)
     return false;
 }
 
+typedef struct agent_proc_seen {
+    tcp_entry t[PROBE_SOCKETS_MAX];
+    size_t nt;
+    bool listens;
+} agent_proc_seen;
+
+/* A listener is an agent; a job is served by one of its worker processes,
+ * which holds an established connection on a listening port but listens on
+ * none (connections still proving the key sit in the listener: they serve
+ * nothing). */
 static void find_agents(agent_seen *seen)
 {
     memset(seen, 0, sizeof *seen);
@@ -129,28 +139,48 @@ static void find_agents(agent_seen *seen)
         return;
     char self[32];
     snprintf(self, sizeof self, "%d", (int)getpid());
+    agent_proc_seen *procs = NULL;
+    size_t np = 0;
     for (struct dirent *e; (e = readdir(d));) {
         if (!isdigit((unsigned char)e->d_name[0]) || strcmp(e->d_name, self) == 0 || !is_agent(e->d_name))
             continue;
+        agent_proc_seen *more = realloc(procs, (np + 1) * sizeof *procs);
+        if (!more)
+            break;
+        procs = more;
+        agent_proc_seen *p = &procs[np++];
+        memset(p, 0, sizeof *p);
         unsigned long inodes[PROBE_SOCKETS_MAX];
         size_t n = socket_inodes(e->d_name, inodes, PROBE_SOCKETS_MAX);
-        tcp_entry t[PROBE_SOCKETS_MAX];
-        size_t nt = 0;
         for (size_t i = 0; i < n; i++)
-            if (tcp_find(inodes[i], &t[nt]))
-                nt++;
-        bool serving = false;
-        for (size_t i = 0; i < nt && !serving; i++)
-            for (size_t j = 0; j < nt && !serving; j++)
-                if (t[i].state == 0x0A && t[j].state == 0x01 && t[j].lport == t[i].lport) {
-                    serving = true;
-                    if (!seen->peer[0])
-                        snprintf(seen->peer, sizeof seen->peer, "%s", t[j].remote);
-                }
-        seen->agents++;
-        seen->serving += serving;
+            if (tcp_find(inodes[i], &p->t[p->nt])) {
+                p->listens |= p->t[p->nt].state == 0x0A;
+                p->nt++;
+            }
     }
     closedir(d);
+    for (size_t a = 0; a < np; a++) {
+        if (!procs[a].listens)
+            continue;
+        seen->agents++;
+        bool serving = false;
+        for (size_t l = 0; l < procs[a].nt; l++) {
+            if (procs[a].t[l].state != 0x0A)
+                continue;
+            for (size_t w = 0; w < np && !serving; w++) {
+                if (procs[w].listens)
+                    continue;
+                for (size_t i = 0; i < procs[w].nt && !serving; i++)
+                    if (procs[w].t[i].state == 0x01 && procs[w].t[i].lport == procs[a].t[l].lport) {
+                        serving = true;
+                        if (!seen->peer[0])
+                            snprintf(seen->peer, sizeof seen->peer, "%s", procs[w].t[i].remote);
+                    }
+            }
+        }
+        seen->serving += serving;
+    }
+    free(procs);
 }
 
 /* Writes s as a JSON string. */

@@ -1,8 +1,14 @@
 /* Page-locked buffers for copies into the program, kept for reuse: a fresh
  * buffer costs its page faults (and the driver's pinning) on every copy,
  * which dominated large copies. Sizes are rounded up to powers of two from
- * 64 KiB, and at most STAGING_KEEP bytes wait in the pool. */
+ * 64 KiB, and at most STAGING_KEEP bytes wait in the pool.
+ *
+ * staging_put never calls the driver: freeing pinned memory synchronises
+ * the whole context, and the sender that gives buffers back must never wait
+ * for kernels. Buffers past the pool's size go to a thread of their own
+ * that frees them. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "agent/agent.h"
@@ -18,7 +24,11 @@ typedef struct spare {
 
 static spare *pool[STAGING_CLASSES];
 static size_t pooled;
+static spare *excess;                          /* waiting for the freeing thread */
+static backend *excess_backend;
+static bool freer_started;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t excess_ready = PTHREAD_COND_INITIALIZER;
 
 static int class_of(size_t n, size_t *size)
 {
@@ -30,6 +40,24 @@ static int class_of(size_t n, size_t *size)
     }
     *size = s;
     return s >= n ? c : -1;
+}
+
+static void *freer_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!excess)
+            pthread_cond_wait(&excess_ready, &lock);
+        spare *s = excess;
+        excess = s->next;
+        backend *b = excess_backend;
+        pthread_mutex_unlock(&lock);
+        b->drv.fn_cuMemFreeHost(s->p);
+        free(s);
+        pthread_mutex_lock(&lock);
+    }
+    return NULL;
 }
 
 CUresult staging_get(backend *b, size_t n, void **out)
@@ -57,32 +85,28 @@ void staging_put(backend *b, void *p, size_t n)
 {
     size_t size;
     int c = class_of(n ? n : 1, &size);
-    spare *s = c >= 0 ? malloc(sizeof *s) : NULL;
+    spare *s = malloc(sizeof *s);
+    if (!s)
+        return;   /* the buffer is lost to the job, not freed here: the worker's exit frees it */
+    s->p = p;
     pthread_mutex_lock(&lock);
-    if (s && pooled + size <= STAGING_KEEP) {
-        s->p = p;
+    if (c >= 0 && pooled + size <= STAGING_KEEP) {
         s->next = pool[c];
         pool[c] = s;
         pooled += size;
-        s = NULL;
-        p = NULL;
-    }
-    pthread_mutex_unlock(&lock);
-    free(s);
-    if (p)
-        b->drv.fn_cuMemFreeHost(p);
-}
-
-void staging_release_all(backend *b)
-{
-    pthread_mutex_lock(&lock);
-    for (int c = 0; c < STAGING_CLASSES; c++)
-        while (pool[c]) {
-            spare *s = pool[c];
-            pool[c] = s->next;
-            b->drv.fn_cuMemFreeHost(s->p);
-            free(s);
+    } else {
+        s->next = excess;
+        excess = s;
+        excess_backend = b;
+        if (!freer_started) {
+            pthread_t t;
+            pthread_attr_t attr;
+            pthread_attr_init(&attr);
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            freer_started = pthread_create(&t, &attr, freer_main, NULL) == 0;
+            pthread_attr_destroy(&attr);
         }
-    pooled = 0;
+        pthread_cond_signal(&excess_ready);
+    }
     pthread_mutex_unlock(&lock);
 }

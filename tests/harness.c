@@ -47,6 +47,9 @@ void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_ar
     a->pid = fork();
     cr_assert_geq(a->pid, 0);
     if (a->pid == 0) {
+        /* A group of its own: the listener and its job's worker process,
+         * so a test can stop the agent as a whole (kill(-pid, ...)). */
+        setpgid(0, 0);
         dup2(out[1], 1);
         int log = open(a->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(log, 2);

@@ -18,7 +18,8 @@ typedef struct agent_proc {
 
 /* Starts build/rig-agent (the plain build: programs are never sanitized)
  * on 127.0.0.1:0 with a new key, or the key of same_key (another agent of
- * the same job), and waits for its port. extra_args may be NULL. Aborts
+ * the same job), in a process group of its own (its pid is the group's),
+ * and waits for its port. extra_args may be NULL. Aborts
  * the test on failure. */
 void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_args);
 /* SIGTERM, then SIGKILL, and reap. */

@@ -469,10 +469,11 @@ Test(faults, agent_stopped, .timeout = 60)
     size_t from = file_size(a.log);
     job j;
     stream_start(&j, a.port, &a);
-    kill(a.pid, SIGSTOP);
+    /* The whole agent: its listener and the job's worker process. */
+    kill(-a.pid, SIGSTOP);
     double t = now_s();
     job_finish(&j, 20);
-    kill(a.pid, SIGCONT);
+    kill(-a.pid, SIGCONT);
     expect_failed(&j, "agent stopped (SIGSTOP)", t, "rig: job failed: b: silent for 10 s", BOUND_SILENCE);
     job_free(&j);
     agent_serves_next(&a, from, "after SIGSTOP/SIGCONT");

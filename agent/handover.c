@@ -1,0 +1,358 @@
+/* Handovers and drops: records enqueued on the job's real streams in the
+ * order sent, with a marker behind them so the program learns the values
+ * its streams reach; objects the program is done with. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/job.h"
+#include "proto/cuda_ops.h"
+#include "proto/job.h"
+
+CUstream job_real_stream(agent_obj *s)
+{
+    return s->u.stream.null ? NULL : s->u.stream.real;
+}
+
+/* Replays one record; returns the staging buffer of a copy into the
+ * program through *staging. */
+static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object, wire_reader *r,
+                              void **staging, size_t *staging_len)
+{
+    const cuda_driver *d = &j->b->drv;
+    CUstream rs = s ? job_real_stream(s) : NULL;
+    CUresult rc;
+    if (s && (rc = job_use_device(j, s->device)))
+        return rc;
+    switch (op) {
+    case JOB_OP_STREAM_CREATE: {
+        uint32_t device = wire_get_u32(r), flags = wire_get_u32(r);
+        int32_t priority = (int32_t)wire_get_u32(r);
+        if (wire_reader_finish(r))
+            return CUDA_ERROR_INVALID_VALUE;
+        agent_obj *o = objects_put(&j->objs, object, AOBJ_STREAM, (int)device);
+        if (!o)
+            return CUDA_ERROR_INVALID_HANDLE;
+        if ((rc = job_use_device(j, (int)device)))
+            return rc;
+        if (flags & JOB_STREAM_NULL) {
+            o->u.stream.null = true;
+            return CUDA_SUCCESS;
+        }
+        return d->fn_cuStreamCreateWithPriority(&o->u.stream.real, flags, priority);
+    }
+    case JOB_OP_EVENT_CREATE: {
+        uint32_t device = wire_get_u32(r), flags = wire_get_u32(r);
+        if (wire_reader_finish(r))
+            return CUDA_ERROR_INVALID_VALUE;
+        agent_obj *o = objects_put(&j->objs, object, AOBJ_EVENT, (int)device);
+        if (!o)
+            return CUDA_ERROR_INVALID_HANDLE;
+        if ((rc = job_use_device(j, (int)device)))
+            return rc;
+        return d->fn_cuEventCreate(&o->u.event.real, flags);
+    }
+    case JOB_OP_MARK:
+        return CUDA_SUCCESS;
+    case CUDA_OP_cuMemcpyHtoDAsync_v2: {
+        uint64_t dst = wire_get_u64(r);
+        size_t n = wire_remaining(r);
+        const uint8_t *data = wire_get_view(r, n);
+        if (r->err)
+            return CUDA_ERROR_INVALID_VALUE;
+        return d->fn_cuMemcpyHtoDAsync_v2(dst, data, n, rs);
+    }
+    case CUDA_OP_cuMemcpyDtoHAsync_v2: {
+        uint64_t src = wire_get_u64(r), n = wire_get_u64(r);
+        if (wire_reader_finish(r) || n > JOB_COPY_CHUNK)
+            return CUDA_ERROR_INVALID_VALUE;
+        if ((rc = staging_get(j->b, n, staging)))
+            return rc;
+        *staging_len = n;
+        return d->fn_cuMemcpyDtoHAsync_v2(*staging, src, n, rs);
+    }
+    case CUDA_OP_cuMemcpyDtoDAsync_v2: {
+        uint64_t dst = wire_get_u64(r), src = wire_get_u64(r), n = wire_get_u64(r);
+        if (wire_reader_finish(r))
+            return CUDA_ERROR_INVALID_VALUE;
+        return d->fn_cuMemcpyDtoDAsync_v2(dst, src, n, rs);
+    }
+    case CUDA_OP_cuMemcpy2DAsync_v2: {
+        uint8_t dir = wire_get_u8(r);
+        uint64_t dst = wire_get_u64(r), dpitch = wire_get_u64(r), src = wire_get_u64(r), spitch = wire_get_u64(r);
+        uint64_t width = wire_get_u64(r), height = wire_get_u64(r);
+        size_t n = wire_remaining(r);
+        const uint8_t *data = wire_get_view(r, n);
+        /* width * height may wrap: a wrapped product must not pass for a
+         * small copy (the driver would then read past the frame). */
+        uint64_t area;
+        if (r->err || dir > 2 || __builtin_mul_overflow(width, height, &area) ||
+            area > JOB_COPY_CHUNK || (dir == 0 && n != area) || (dir != 0 && n != 0))
+            return CUDA_ERROR_INVALID_VALUE;
+        CUDA_MEMCPY2D c = { .WidthInBytes = width, .Height = height };
+        if (dir == 0) {
+            c.srcMemoryType = CU_MEMORYTYPE_HOST;
+            c.srcHost = data;
+            c.srcPitch = width;
+            c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+            c.dstDevice = dst;
+            c.dstPitch = dpitch;
+            return d->fn_cuMemcpy2DAsync_v2(&c, rs);
+        }
+        if (dir == 1) {
+            if ((rc = staging_get(j->b, area, staging)))
+                return rc;
+            *staging_len = area;
+            c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+            c.srcDevice = src;
+            c.srcPitch = spitch;
+            c.dstMemoryType = CU_MEMORYTYPE_HOST;
+            c.dstHost = *staging;
+            c.dstPitch = width;
+            return d->fn_cuMemcpy2DAsync_v2(&c, rs);
+        }
+        c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        c.srcDevice = src;
+        c.srcPitch = spitch;
+        c.dstDevice = dst;
+        c.dstPitch = dpitch;
+        return d->fn_cuMemcpy2DAsync_v2(&c, rs);
+    }
+    case CUDA_OP_cuMemsetD2D32Async: {
+        uint64_t dst = wire_get_u64(r), pitch = wire_get_u64(r);
+        uint32_t value = wire_get_u32(r), elem = wire_get_u32(r);
+        uint64_t width = wire_get_u64(r), height = wire_get_u64(r);
+        if (wire_reader_finish(r))
+            return CUDA_ERROR_INVALID_VALUE;
+        if (height == 1) {
+            switch (elem) {
+            case 1: return d->fn_cuMemsetD8Async(dst, (unsigned char)value, width, rs);
+            case 2: return d->fn_cuMemsetD16Async(dst, (unsigned short)value, width, rs);
+            case 4: return d->fn_cuMemsetD32Async(dst, value, width, rs);
+            }
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        switch (elem) {
+        case 1: return d->fn_cuMemsetD2D8Async(dst, pitch, (unsigned char)value, width, height, rs);
+        case 2: return d->fn_cuMemsetD2D16Async(dst, pitch, (unsigned short)value, width, height, rs);
+        case 4: return d->fn_cuMemsetD2D32Async(dst, pitch, value, width, height, rs);
+        }
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    case CUDA_OP_cuStreamWaitEvent: {
+        agent_obj *e = objects_get(&j->objs, wire_get_u64(r), AOBJ_EVENT);
+        uint32_t flags = wire_get_u32(r);
+        if (wire_reader_finish(r) || !e)
+            return CUDA_ERROR_INVALID_HANDLE;
+        return d->fn_cuStreamWaitEvent(rs, e->u.event.real, flags);
+    }
+    case CUDA_OP_cuEventRecordWithFlags: {
+        agent_obj *e = objects_get(&j->objs, wire_get_u64(r), AOBJ_EVENT);
+        uint32_t flags = wire_get_u32(r);
+        if (wire_reader_finish(r) || !e)
+            return CUDA_ERROR_INVALID_HANDLE;
+        return flags ? d->fn_cuEventRecordWithFlags(e->u.event.real, rs, flags) : d->fn_cuEventRecord(e->u.event.real, rs);
+    }
+    case CUDA_OP_cuLaunchKernel: {
+        agent_obj *fn = objects_get(&j->objs, wire_get_u64(r), AOBJ_FUNCTION);
+        uint32_t device = wire_get_u32(r), dims[7];
+        for (int i = 0; i < 7; i++)
+            dims[i] = wire_get_u32(r);
+        size_t n = wire_remaining(r);
+        const uint8_t *params = wire_get_view(r, n);
+        if (r->err || !fn)
+            return CUDA_ERROR_INVALID_HANDLE;
+        CUfunction f;
+        if ((rc = job_function_on(j, fn, (int)device, &f)))
+            return rc;
+        snprintf(j->last_kernel[device], sizeof j->last_kernel[device], "%s", fn->u.fn.name);
+        size_t size = n;
+        void *buffer = (void *)params;
+        void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                          CU_LAUNCH_PARAM_END };
+        return d->fn_cuLaunchKernel(f, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], rs, NULL,
+                                    n ? extra : NULL);
+    }
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+/* Puts a marker for (stream, value) behind the work enqueued so far. */
+static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *staging, size_t staging_len)
+{
+    note *n = note_new(j);
+    if (!n) {
+        if (staging)
+            staging_put(j->b, staging, staging_len);
+        job_fail(j, "agent: out of memory");
+        return false;
+    }
+    n->stream = stream;
+    n->value = value;
+    n->bytes = s->u.stream.bytes;
+    n->staging = staging;
+    n->len = staging_len;
+    pthread_mutex_lock(&j->q_lock);
+    j->pending_markers++;
+    pthread_mutex_unlock(&j->q_lock);
+    CUresult rc = j->b->drv.fn_cuLaunchHostFunc(job_real_stream(s), job_marker, n);
+    if (rc) {
+        pthread_mutex_lock(&j->q_lock);
+        j->pending_markers--;
+        pthread_mutex_unlock(&j->q_lock);
+        if (staging)
+            staging_put(j->b, staging, staging_len);
+        free(n);
+        job_fail_driver(j, s->device, rc, "following the stream (cuLaunchHostFunc)");
+        return false;
+    }
+    return true;
+}
+
+/* The streams a frame touched and their last value not yet marked: a
+ * frame of many records costs one marker per stream, not one per record. */
+#define TOUCHED_MAX 64
+typedef struct touched {
+    agent_obj *s;
+    uint64_t stream, value;
+} touched;
+
+void replay_handover(job *j, const frame *f)
+{
+    touched t[TOUCHED_MAX];
+    size_t nt = 0;
+    wire_reader fr = wire_reader_init(f->payload, f->len);
+    while (wire_remaining(&fr) && !job_failed(j)) {
+        uint32_t op = wire_get_u32(&fr), len = wire_get_u32(&fr);
+        uint64_t stream = wire_get_u64(&fr), value = wire_get_u64(&fr);
+        const uint8_t *body = wire_get_view(&fr, len);
+        if (fr.err) {
+            job_fail(j, "controller: malformed handover");
+            return;
+        }
+        wire_reader r = wire_reader_init(body, len);
+        agent_obj *s = NULL;
+        if (value) {
+            s = objects_get(&j->objs, stream, AOBJ_STREAM);
+            if (!s) {
+                job_fail(j, "controller: %s on stream %llu, which this job does not hold", job_op_name(op),
+                         (unsigned long long)stream);
+                return;
+            }
+        }
+        void *staging = NULL;
+        size_t staging_len = 0;
+        CUresult rc = replay_record(j, op, s, stream, &r, &staging, &staging_len);
+        if (rc) {
+            if (op == CUDA_OP_cuLaunchKernel && !job_sticky(rc)) {
+                const char *name = NULL;
+                j->b->drv.fn_cuGetErrorName(rc, &name);
+                wire_reader k = wire_reader_init(body, len);
+                agent_obj *fn = objects_get(&j->objs, wire_get_u64(&k), AOBJ_FUNCTION);
+                job_fail(j, "CUDA:%d: %s in kernel %s", s ? s->device : 0, name ? name : "error",
+                         fn ? fn->u.fn.name : "?");
+            } else {
+                job_fail_driver(j, s ? s->device : -1, rc, job_op_name(op));
+            }
+            if (staging)
+                staging_put(j->b, staging, staging_len);
+            return;
+        }
+        if (!value) {
+            /* Bytes into the program need a place on a timeline to arrive
+             * at: a copy without one is the controller's error. */
+            if (staging) {
+                staging_put(j->b, staging, staging_len);
+                job_fail(j, "controller: %s without a stream value", job_op_name(op));
+                return;
+            }
+            continue;
+        }
+        s->u.stream.bytes += len;
+        size_t i = 0;
+        while (i < nt && t[i].s != s)
+            i++;
+        /* Copies into the program carry bytes and host functions run in the
+         * program when reached: each gets its own marker, at once. */
+        if (staging || op == JOB_OP_MARK) {
+            if (!mark(j, s, stream, value, staging, staging_len))
+                return;
+            if (i < nt)
+                t[i].value = 0;
+            continue;
+        }
+        if (i == nt) {
+            if (nt == TOUCHED_MAX) {
+                if (!mark(j, s, stream, value, NULL, 0))
+                    return;
+                continue;
+            }
+            t[nt++] = (touched){ s, stream, 0 };
+        }
+        t[i].value = value;
+    }
+    for (size_t i = 0; i < nt && !job_failed(j); i++)
+        if (t[i].value && !mark(j, t[i].s, t[i].stream, t[i].value, NULL, 0))
+            return;
+}
+
+void replay_drop(job *j, const frame *f)
+{
+    wire_reader r = wire_reader_init(f->payload, f->len);
+    uint32_t op = wire_get_u32(&r);
+    uint64_t id = wire_get_u64(&r);
+    if (wire_reader_finish(&r)) {
+        job_fail(j, "controller: malformed drop");
+        return;
+    }
+    const cuda_driver *d = &j->b->drv;
+    agent_obj *o;
+    switch (op) {
+    case CUDA_OP_cuMemFree_v2:
+        if (window_free(&j->win, j->b, id) != CUDA_SUCCESS)
+            job_fail(j, "controller: frees %#llx, which this job did not allocate", (unsigned long long)id);
+        return;
+    case CUDA_OP_cuStreamDestroy_v2:
+        if ((o = objects_get(&j->objs, id, AOBJ_STREAM))) {
+            /* Its markers still run: keep the object until the job ends,
+             * destroy the real stream now (the driver lets queued work finish). */
+            if (!o->u.stream.null && o->u.stream.real) {
+                job_use_device(j, o->device);
+                d->fn_cuStreamDestroy_v2(o->u.stream.real);
+                o->u.stream.real = NULL;
+                o->u.stream.null = true;
+            }
+            return;
+        }
+        break;
+    case CUDA_OP_cuEventDestroy_v2:
+        if ((o = objects_get(&j->objs, id, AOBJ_EVENT))) {
+            d->fn_cuEventDestroy_v2(o->u.event.real);
+            objects_remove(&j->objs, id);
+            return;
+        }
+        break;
+    case CUDA_OP_cuModuleUnload:
+        if ((o = objects_get(&j->objs, id, AOBJ_MODULE))) {
+            job_use_device(j, o->device);
+            d->fn_cuCtxSynchronize();
+            d->fn_cuModuleUnload(o->u.module.real);
+            objects_remove(&j->objs, id);
+            return;
+        }
+        break;
+    case CUDA_OP_cuLibraryUnload:
+        if ((o = objects_get(&j->objs, id, AOBJ_LIBRARY))) {
+            d->fn_cuLibraryUnload(o->u.library.real);
+            objects_remove(&j->objs, id);
+            return;
+        }
+        break;
+    default:
+        job_fail(j, "controller: drop of an unknown kind (%u)", op);
+        return;
+    }
+    job_fail(j, "controller: drops object %llu, which this job does not hold", (unsigned long long)id);
+}
+

@@ -1,0 +1,89 @@
+/* The inside of one job, shared by the files that serve it: job.c (its
+ * life), request.c (requests and their answers), handover.c (handovers and
+ * drops), sender.c (the threads that send: bytes and words, beats, and the
+ * watcher of device faults). A job lives in a worker process of its own. */
+#ifndef RIG_AGENT_JOB_H
+#define RIG_AGENT_JOB_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/agent.h"
+#include "proto/wire.h"
+
+/* A stream's value reached, handed from the driver's callback to the
+ * sender; a copy into the program carries its pinned bytes. */
+typedef struct note {
+    struct note *next;
+    uint64_t stream, value, bytes;
+    void *staging;
+    size_t len;
+} note;
+
+struct job {
+    backend *b;
+    conn c;
+    uint32_t index;
+    pthread_mutex_t send_lock;    /* held only around conn_sendv, never across a driver call */
+    pthread_mutex_t output_lock;  /* device output: read and sent in order */
+    window win;
+    object_table objs;
+    int current;                  /* device whose primary context is current (job thread) */
+    pthread_mutex_t q_lock;
+    pthread_cond_t q_cond;
+    note *q_head, *q_tail;
+    uint64_t pending_markers;
+    int64_t last_marker_ms;       /* when the last marker ran: the watcher's clue */
+    char last_kernel[AGENT_DEVICES_MAX][128];   /* for naming a fault */
+    bool stopping;
+    bool failed;
+    bool abort_sent;
+    char cause[512];
+    pthread_t sender, beater, watcher;
+    bool threads_started;
+};
+
+/* ---- job.c ---- */
+/* A job on a proven connection, its sending threads not yet started; NULL
+ * with a reason when memory is short. */
+job *job_new(backend *b, int fd, uint32_t index, char *why, size_t whylen);
+/* Starts the sender, the beat and the watcher threads. */
+int job_start_threads(job *j);
+/* Records the job's root cause (the first one wins) and wakes its threads. */
+void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool job_failed(job *j);
+/* Sends one frame; a failed send fails the job. Never waits on the driver. */
+int job_send(job *j, frame_kind kind, const struct iovec *iov, int n);
+/* Sends the root cause once and ends our side of the connection. */
+void job_send_abort(job *j);
+CUresult job_use_device(job *j, int device);
+/* A driver error as the job's cause: a sticky error names the last kernel. */
+void job_fail_driver(job *j, int device, CUresult rc, const char *what);
+bool job_sticky(CUresult rc);
+const char *job_op_name(uint32_t op);
+/* Destroys every object of the job and gives its window back (for a job
+ * that ends inside a longer-lived process, as the fuzz harnesses run). */
+void job_cleanup(job *j);
+
+/* ---- request.c ---- */
+void replay_request(job *j, const frame *f);
+CUresult job_function_on(job *j, agent_obj *fn, int device, CUfunction *out);
+
+/* ---- handover.c ---- */
+void replay_handover(job *j, const frame *f);
+void replay_drop(job *j, const frame *f);
+CUstream job_real_stream(agent_obj *s);
+
+/* ---- sender.c ---- */
+/* A note whose marker, run by the driver, hands it to the sender. */
+note *note_new(job *j);
+void CUDA_CB job_marker(void *arg);
+void *sender_main(void *arg);
+void *beat_main(void *arg);
+void *watch_main(void *arg);
+/* Sends what kernels printed so far (before words, so output printed before
+ * a value reaches the program before the value does). */
+void forward_output(job *j);
+
+#endif

@@ -1,0 +1,545 @@
+/* Requests: each is replayed at once on the job thread and answered
+ * (u8 0, u32 CUresult, outputs), or refused (u8 1, why) when malformed. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/generic.h"
+#include "agent/job.h"
+#include "proto/cuda_ops.h"
+#include "proto/job.h"
+
+/* Sends an answer: u8 0, u32 result, outputs. */
+static void answer(job *j, CUresult result, const void *out, size_t n)
+{
+    uint8_t head[5];
+    head[0] = 0;
+    wire_store_u32(head + 1, (uint32_t)result);
+    struct iovec iov[2] = { { head, 5 }, { (void *)out, n } };
+    job_send(j, FRAME_ANSWER, iov, n ? 2 : 1);
+}
+
+/* A protocol refusal: the controller fails the job with this reason. */
+static void refuse(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(job *j, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    uint8_t buf[520];
+    wire_writer w = wire_writer_init(buf, sizeof buf);
+    wire_put_u8(&w, 1);
+    wire_put_string(&w, why, strlen(why));
+    struct iovec iov = { buf, w.off };
+    job_send(j, FRAME_ANSWER, &iov, 1);
+}
+
+static void open_job(job *j, wire_reader *r)
+{
+    uint32_t index = wire_get_u32(r);
+    uint64_t base = wire_get_u64(r), size = wire_get_u64(r);
+    if (wire_reader_finish(r) || size == 0 || index != j->index) {
+        refuse(j, "malformed open request");
+        return;
+    }
+    if (j->win.reserved)
+        window_release(&j->win, j->b);
+    if (!window_reserve(&j->win, j->b, base, size)) {
+        uint8_t no = 0;
+        answer(j, CUDA_SUCCESS, &no, 1);
+        return;
+    }
+    size_t cap = 1 << 16;
+    uint8_t *out = malloc(cap);
+    wire_writer w = wire_writer_init(out, cap);
+    wire_put_u8(&w, 1);
+    int version = 0;
+    j->b->drv.fn_cuDriverGetVersion(&version);
+    wire_put_u32(&w, (uint32_t)version);
+    wire_put_string(&w, j->b->kind, strlen(j->b->kind));
+    wire_put_u32(&w, (uint32_t)j->b->device_count);
+    for (int d = 0; d < j->b->device_count; d++) {
+        char name[256] = "";
+        j->b->drv.fn_cuDeviceGetName(name, sizeof name, d);
+        wire_put_string(&w, name, strlen(name));
+        CUuuid u = { { 0 } };
+        if (j->b->drv.fn_cuDeviceGetUuid_v2)
+            j->b->drv.fn_cuDeviceGetUuid_v2(&u, d);
+        wire_put_bytes(&w, u.bytes, 16);
+        size_t mem = 0;
+        j->b->drv.fn_cuDeviceTotalMem_v2(&mem, d);
+        wire_put_u64(&w, mem);
+        uint32_t n = CU_DEVICE_ATTRIBUTE_MAX - 1;
+        wire_put_u32(&w, n);
+        for (uint32_t a = 1; a <= n; a++) {
+            int v = 0;
+            if (j->b->drv.fn_cuDeviceGetAttribute(&v, (CUdevice_attribute)a, d) != CUDA_SUCCESS)
+                v = 0;
+            wire_put_u32(&w, (uint32_t)v);
+        }
+    }
+    if (w.err)
+        refuse(j, "the device list does not fit an answer");
+    else
+        answer(j, CUDA_SUCCESS, out, w.off);
+    free(out);
+}
+
+/* The function of fn on device, looked up once per device. */
+CUresult job_function_on(job *j, agent_obj *fn, int device, CUfunction *out)
+{
+    if (device < 0 || device >= AGENT_DEVICES_MAX)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (fn->u.fn.per_device[device]) {
+        *out = fn->u.fn.per_device[device];
+        return CUDA_SUCCESS;
+    }
+    CUresult rc = job_use_device(j, device);
+    if (rc)
+        return rc;
+    agent_obj *m = objects_get(&j->objs, fn->u.fn.module, 0);
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (m->type == AOBJ_LIBRARY)
+        rc = j->b->drv.fn_cuKernelGetFunction(&fn->u.fn.per_device[device], fn->u.fn.kernel);
+    else if (m->device != device)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else
+        rc = j->b->drv.fn_cuModuleGetFunction(&fn->u.fn.per_device[device], m->u.module.real, fn->u.fn.name);
+    if (rc == CUDA_SUCCESS)
+        *out = fn->u.fn.per_device[device];
+    return rc;
+}
+
+static void load_module(job *j, uint32_t op, wire_reader *r)
+{
+    uint64_t id = wire_get_u64(r);
+    uint32_t device = wire_get_u32(r);
+    size_t n = wire_remaining(r);
+    const uint8_t *image = wire_get_view(r, n);
+    if (r->err || n == 0) {
+        refuse(j, "malformed module load");
+        return;
+    }
+    /* PTX text must end in a NUL the frame does not promise. */
+    uint8_t *copy = malloc(n + 1);
+    if (!copy) {
+        answer(j, CUDA_ERROR_OUT_OF_MEMORY, NULL, 0);
+        return;
+    }
+    memcpy(copy, image, n);
+    copy[n] = 0;
+    bool library = op == CUDA_OP_cuLibraryLoadData;
+    CUresult rc = job_use_device(j, library ? (j->current >= 0 ? j->current : 0) : (int)device);
+    agent_obj *o = NULL;
+    if (rc == CUDA_SUCCESS) {
+        o = objects_put(&j->objs, id, library ? AOBJ_LIBRARY : AOBJ_MODULE, (int)device);
+        if (!o) {
+            free(copy);
+            job_fail(j, "a module load names object %llu, which is taken or invalid", (unsigned long long)id);
+            refuse(j, "object %llu is taken or invalid", (unsigned long long)id);
+            return;
+        }
+        if (library)
+            rc = j->b->drv.fn_cuLibraryLoadData(&o->u.library.real, copy, NULL, NULL, 0, NULL, NULL, 0);
+        else
+            rc = j->b->drv.fn_cuModuleLoadData(&o->u.module.real, copy);
+        if (rc)
+            objects_remove(&j->objs, id);
+    }
+    free(copy);
+    if (rc == CUDA_ERROR_NOT_SUPPORTED || rc == CUDA_ERROR_NO_BINARY_FOR_GPU || rc == CUDA_ERROR_INVALID_PTX ||
+        rc == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || rc == CUDA_ERROR_INVALID_IMAGE) {
+        /* The reason the program will see in its log: the driver keeps its
+         * own message to itself (or to this agent's stderr). */
+        char why[300];
+        int n = snprintf(why, sizeof why, "the agent's driver (%s) has no code it can run in this module%s",
+                         j->b->kind,
+                         strcmp(j->b->kind, "softgpu") == 0 ? " (softgpu runs PTX up to its ISA, not SASS)" : "");
+        uint8_t out[320];
+        wire_writer w = wire_writer_init(out, sizeof out);
+        wire_put_string(&w, why, (size_t)n < sizeof why ? (size_t)n : sizeof why - 1);
+        answer(j, rc, out, w.off);
+        return;
+    }
+    answer(j, rc, NULL, 0);
+}
+
+static void get_function(job *j, uint32_t op, wire_reader *r)
+{
+    uint64_t mid = wire_get_u64(r), fid = wire_get_u64(r);
+    uint32_t len = wire_get_u32(r);
+    const uint8_t *name = len <= JOB_NAME_MAX ? wire_get_view(r, len) : NULL;
+    if (wire_reader_finish(r) || !name) {
+        refuse(j, "malformed function request");
+        return;
+    }
+    agent_obj *m = objects_get(&j->objs, mid, op == CUDA_OP_cuLibraryGetKernel ? AOBJ_LIBRARY : AOBJ_MODULE);
+    if (!m) {
+        job_fail(j, "a function request names module %llu, which this job does not hold", (unsigned long long)mid);
+        refuse(j, "no module %llu", (unsigned long long)mid);
+        return;
+    }
+    char *cname = strndup((const char *)name, len);
+    agent_obj *f = objects_put(&j->objs, fid, AOBJ_FUNCTION, m->device);
+    if (!f || !cname) {
+        free(cname);
+        job_fail(j, "a function request names object %llu, which is taken", (unsigned long long)fid);
+        refuse(j, "object %llu is taken", (unsigned long long)fid);
+        return;
+    }
+    f->u.fn.module = mid;
+    f->u.fn.name = cname;
+    CUresult rc = CUDA_SUCCESS;
+    int device = m->type == AOBJ_MODULE ? m->device : (j->current >= 0 ? j->current : 0);
+    if (m->type == AOBJ_LIBRARY)
+        rc = j->b->drv.fn_cuLibraryGetKernel(&f->u.fn.kernel, m->u.library.real, cname);
+    CUfunction fn = NULL;
+    if (rc == CUDA_SUCCESS)
+        rc = job_function_on(j, f, device, &fn);
+    if (rc) {
+        objects_remove(&j->objs, fid);
+        answer(j, rc, NULL, 0);
+        return;
+    }
+    uint8_t out[8 + 8 * 1024 + 4 + 4 * 64];
+    wire_writer w = wire_writer_init(out, sizeof out);
+    uint8_t *count_at = out;
+    wire_put_u32(&w, 0);
+    uint32_t n = 0;
+    for (; n < 1024; n++) {
+        size_t off, size;
+        if (j->b->drv.fn_cuFuncGetParamInfo(fn, n, &off, &size) != CUDA_SUCCESS)
+            break;
+        wire_put_u32(&w, (uint32_t)off);
+        wire_put_u32(&w, (uint32_t)size);
+    }
+    wire_store_u32(count_at, n);
+    uint32_t na = CU_FUNC_ATTRIBUTE_MAX;
+    wire_put_u32(&w, na);
+    for (uint32_t a = 0; a < na; a++) {
+        int v = 0;
+        if (j->b->drv.fn_cuFuncGetAttribute(&v, (CUfunction_attribute)a, fn) != CUDA_SUCCESS)
+            v = 0;
+        wire_put_u32(&w, (uint32_t)v);
+    }
+    answer(j, CUDA_SUCCESS, out, w.off);
+}
+
+static void get_global(job *j, uint32_t op, wire_reader *r)
+{
+    uint64_t mid = wire_get_u64(r);
+    uint32_t device = wire_get_u32(r), len = wire_get_u32(r);
+    const uint8_t *name = len <= JOB_NAME_MAX ? wire_get_view(r, len) : NULL;
+    if (wire_reader_finish(r) || !name) {
+        refuse(j, "malformed global request");
+        return;
+    }
+    bool library = op == CUDA_OP_cuLibraryGetGlobal;
+    agent_obj *m = objects_get(&j->objs, mid, library ? AOBJ_LIBRARY : AOBJ_MODULE);
+    if (!m) {
+        job_fail(j, "a global request names module %llu, which this job does not hold", (unsigned long long)mid);
+        refuse(j, "no module %llu", (unsigned long long)mid);
+        return;
+    }
+    char *cname = strndup((const char *)name, len);
+    CUdeviceptr p = 0;
+    size_t size = 0;
+    CUresult rc = job_use_device(j, (int)device);
+    if (rc == CUDA_SUCCESS)
+        rc = library ? j->b->drv.fn_cuLibraryGetGlobal(&p, &size, m->u.library.real, cname)
+                     : j->b->drv.fn_cuModuleGetGlobal_v2(&p, &size, m->u.module.real, cname);
+    free(cname);
+    uint8_t out[16];
+    wire_store_u64(out, p);
+    wire_store_u64(out + 8, size);
+    answer(j, rc, rc ? NULL : out, rc ? 0 : 16);
+}
+
+
+/* The program's own virtual memory calls, inside its window. */
+static void replay_vmm(job *j, uint32_t op, wire_reader *r)
+{
+    const cuda_driver *d = &j->b->drv;
+    CUresult rc = CUDA_SUCCESS;
+    uint64_t out = 0;
+    bool has_out = false;
+    switch (op) {
+    case CUDA_OP_cuMemGetAllocationGranularity: {
+        uint32_t device = wire_get_u32(r), option = wire_get_u32(r);
+        if (wire_reader_finish(r) || device >= (uint32_t)j->b->device_count)
+            goto malformed;
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)device } };
+        size_t g = 0;
+        rc = d->fn_cuMemGetAllocationGranularity(&g, &prop, (CUmemAllocationGranularity_flags)option);
+        /* Ranges in the window are cut at the agent's own granularity. */
+        if (rc == CUDA_SUCCESS && g < j->b->granularity)
+            g = j->b->granularity;
+        out = g;
+        has_out = true;
+        break;
+    }
+    case CUDA_OP_cuMemAddressReserve: {
+        uint64_t size = wire_get_u64(r), align = wire_get_u64(r), hint = wire_get_u64(r);
+        if (wire_reader_finish(r))
+            goto malformed;
+        CUdeviceptr p = 0;
+        rc = window_take_range(&j->win, j->b, size, align, hint, &p);
+        out = p;
+        has_out = true;
+        break;
+    }
+    case CUDA_OP_cuMemAddressFree: {
+        uint64_t p = wire_get_u64(r), size = wire_get_u64(r);
+        if (wire_reader_finish(r))
+            goto malformed;
+        rc = window_give_range(&j->win, p, size);
+        break;
+    }
+    case CUDA_OP_cuMemCreate: {
+        uint64_t id = wire_get_u64(r);
+        uint32_t device = wire_get_u32(r);
+        uint64_t size = wire_get_u64(r);
+        if (wire_reader_finish(r) || device >= (uint32_t)j->b->device_count)
+            goto malformed;
+        agent_obj *o = objects_put(&j->objs, id, AOBJ_MEMORY, (int)device);
+        if (!o) {
+            job_fail(j, "controller: memory object %llu is taken or invalid", (unsigned long long)id);
+            refuse(j, "memory object %llu is taken or invalid", (unsigned long long)id);
+            return;
+        }
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)device } };
+        rc = d->fn_cuMemCreate(&o->u.memory.real, size, &prop, 0);
+        if (rc)
+            objects_remove(&j->objs, id);
+        break;
+    }
+    case CUDA_OP_cuMemRelease: {
+        uint64_t id = wire_get_u64(r);
+        agent_obj *o = objects_get(&j->objs, id, AOBJ_MEMORY);
+        if (wire_reader_finish(r) || !o)
+            goto malformed;
+        rc = d->fn_cuMemRelease(o->u.memory.real);
+        if (rc == CUDA_SUCCESS)
+            objects_remove(&j->objs, id);
+        break;
+    }
+    case CUDA_OP_cuMemMap: {
+        uint64_t p = wire_get_u64(r), size = wire_get_u64(r), offset = wire_get_u64(r);
+        agent_obj *o = objects_get(&j->objs, wire_get_u64(r), AOBJ_MEMORY);
+        if (wire_reader_finish(r) || !o || offset != 0)
+            goto malformed;
+        rc = window_map(&j->win, j->b, p, size, o->u.memory.real);
+        break;
+    }
+    case CUDA_OP_cuMemUnmap: {
+        uint64_t p = wire_get_u64(r), size = wire_get_u64(r);
+        if (wire_reader_finish(r))
+            goto malformed;
+        rc = window_unmap(&j->win, j->b, p, size);
+        break;
+    }
+    case CUDA_OP_cuMemSetAccess: {
+        uint64_t p = wire_get_u64(r), size = wire_get_u64(r);
+        uint32_t count = wire_get_u32(r);
+        CUmemAccessDesc desc[16];
+        if (count == 0 || count > 16)
+            goto malformed;
+        for (uint32_t i = 0; i < count; i++) {
+            uint32_t device = wire_get_u32(r), flags = wire_get_u32(r);
+            if (device >= (uint32_t)j->b->device_count)
+                goto malformed;
+            desc[i] = (CUmemAccessDesc){ .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)device },
+                                         .flags = (CUmemAccess_flags)flags };
+        }
+        if (wire_reader_finish(r))
+            goto malformed;
+        rc = d->fn_cuMemSetAccess(p, size, desc, count);
+        break;
+    }
+    }
+    {
+        uint8_t buf[8];
+        wire_store_u64(buf, out);
+        answer(j, rc, rc || !has_out ? NULL : buf, rc || !has_out ? 0 : 8);
+    }
+    return;
+malformed:
+    refuse(j, "malformed or unknown-object %s request", job_op_name(op));
+}
+
+/* The generic path's view of this job's objects. */
+static bool generic_handle(void *ctx, char kind, uint64_t id, int device, void **real)
+{
+    job *j = ctx;
+    agent_obj *o;
+    switch (kind) {
+    case 'C':
+        if (device < 0 || device >= j->b->device_count)
+            return false;
+        *real = j->b->primary[device];
+        return true;
+    case 'S':
+        if (!(o = objects_get(&j->objs, id, AOBJ_STREAM)))
+            return false;
+        *real = job_real_stream(o);
+        return true;
+    case 'E':
+        if (!(o = objects_get(&j->objs, id, AOBJ_EVENT)))
+            return false;
+        *real = o->u.event.real;
+        return true;
+    case 'F': {
+        CUfunction f;
+        if (!(o = objects_get(&j->objs, id, AOBJ_FUNCTION)) || job_function_on(j, o, device, &f) != CUDA_SUCCESS)
+            return false;
+        *real = f;
+        return true;
+    }
+    case 'K':
+        if (!(o = objects_get(&j->objs, id, AOBJ_FUNCTION)) || !o->u.fn.kernel)
+            return false;
+        *real = o->u.fn.kernel;
+        return true;
+    case 'M':
+        if (!(o = objects_get(&j->objs, id, AOBJ_MODULE)))
+            return false;
+        *real = o->u.module.real;
+        return true;
+    case 'L':
+        if (!(o = objects_get(&j->objs, id, AOBJ_LIBRARY)))
+            return false;
+        *real = o->u.library.real;
+        return true;
+    }
+    return false;
+}
+
+static void generic_use_device(void *ctx, int device)
+{
+    job_use_device(ctx, device);
+}
+
+void replay_request(job *j, const frame *f)
+{
+    wire_reader r = wire_reader_init(f->payload, f->len);
+    uint32_t op = wire_get_u32(&r);
+    if (r.err) {
+        refuse(j, "malformed request");
+        return;
+    }
+    switch (op) {
+    case JOB_OP_OPEN:
+        open_job(j, &r);
+        return;
+    case CUDA_OP_cuMemAlloc_v2: {
+        uint32_t device = wire_get_u32(&r);
+        uint64_t size = wire_get_u64(&r);
+        if (wire_reader_finish(&r)) {
+            refuse(j, "malformed allocation");
+            return;
+        }
+        CUdeviceptr p = 0;
+        CUresult rc = device < (uint32_t)j->b->device_count ? window_alloc(&j->win, j->b, (int)device, size, &p)
+                                                             : CUDA_ERROR_INVALID_DEVICE;
+        uint8_t out[8];
+        wire_store_u64(out, p);
+        answer(j, rc, rc ? NULL : out, rc ? 0 : 8);
+        return;
+    }
+    case CUDA_OP_cuMemGetInfo_v2: {
+        uint32_t device = wire_get_u32(&r);
+        if (wire_reader_finish(&r)) {
+            refuse(j, "malformed memory query");
+            return;
+        }
+        size_t free_b = 0, total = 0;
+        CUresult rc = job_use_device(j, (int)device);
+        if (rc == CUDA_SUCCESS)
+            rc = j->b->drv.fn_cuMemGetInfo_v2(&free_b, &total);
+        uint8_t out[16];
+        wire_store_u64(out, free_b);
+        wire_store_u64(out + 8, total);
+        answer(j, rc, rc ? NULL : out, rc ? 0 : 16);
+        return;
+    }
+    case CUDA_OP_cuModuleLoadData:
+    case CUDA_OP_cuLibraryLoadData:
+        load_module(j, op, &r);
+        return;
+    case CUDA_OP_cuMemGetAllocationGranularity:
+    case CUDA_OP_cuMemAddressReserve:
+    case CUDA_OP_cuMemAddressFree:
+    case CUDA_OP_cuMemCreate:
+    case CUDA_OP_cuMemRelease:
+    case CUDA_OP_cuMemMap:
+    case CUDA_OP_cuMemUnmap:
+    case CUDA_OP_cuMemSetAccess:
+        replay_vmm(j, op, &r);
+        return;
+    case CUDA_OP_cuModuleGetFunction:
+    case CUDA_OP_cuLibraryGetKernel:
+        get_function(j, op, &r);
+        return;
+    case CUDA_OP_cuModuleGetGlobal_v2:
+    case CUDA_OP_cuLibraryGetGlobal:
+        get_global(j, op, &r);
+        return;
+    case CUDA_OP_cuFuncSetAttribute: {
+        uint64_t fid = wire_get_u64(&r);
+        uint32_t device = wire_get_u32(&r), attrib = wire_get_u32(&r), value = wire_get_u32(&r);
+        agent_obj *fn = objects_get(&j->objs, fid, AOBJ_FUNCTION);
+        if (wire_reader_finish(&r) || !fn) {
+            refuse(j, "malformed attribute request");
+            return;
+        }
+        CUfunction f;
+        CUresult rc = job_function_on(j, fn, (int)device, &f);
+        if (rc == CUDA_SUCCESS)
+            rc = j->b->drv.fn_cuFuncSetAttribute(f, (CUfunction_attribute)attrib, (int)value);
+        answer(j, rc, NULL, 0);
+        return;
+    }
+    case CUDA_OP_cuEventElapsedTime_v2: {
+        agent_obj *a = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);
+        agent_obj *b = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);
+        if (wire_reader_finish(&r) || !a || !b) {
+            refuse(j, "malformed elapsed-time request");
+            return;
+        }
+        float ms = 0;
+        CUresult rc = j->b->drv.fn_cuEventElapsedTime_v2
+                          ? j->b->drv.fn_cuEventElapsedTime_v2(&ms, a->u.event.real, b->u.event.real)
+                          : j->b->drv.fn_cuEventElapsedTime(&ms, a->u.event.real, b->u.event.real);
+        uint32_t bits;
+        memcpy(&bits, &ms, 4);
+        uint8_t out[4];
+        wire_store_u32(out, bits);
+        answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
+        return;
+    }
+    default: {
+        const cuda_op_info *info = cuda_op_by_number(op);
+        if (info && info->served == 'G') {
+            generic_env env = { &j->b->drv, j, generic_handle, generic_use_device };
+            uint8_t out[GENERIC_OUT_MAX];
+            size_t n = 0;
+            char why[256] = "";
+            CUresult rc = generic_call(&env, info, &r, out, &n, why, sizeof why);
+            if (rc != CUDA_SUCCESS && why[0])
+                refuse(j, "%s", why);
+            else
+                answer(j, rc, out, n);
+            return;
+        }
+        refuse(j, "request %s is not served by this agent", info ? info->symbol : "of an unknown operation");
+        return;
+    }
+    }
+}
+

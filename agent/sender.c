@@ -1,0 +1,199 @@
+/* The job's threads that send, and the one that watches the devices. No
+ * thread here that sends ever calls the driver: freeing pinned memory or
+ * querying a stream may wait for every queued kernel, and a sender stuck
+ * there sends neither words nor beats, so a healthy job would be failed as
+ * silent. The watcher calls the driver and sends nothing. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/job.h"
+#include "proto/deadline.h"
+#include "proto/job.h"
+
+int agent_stdout_pipe = -1;
+
+void CUDA_CB job_marker(void *arg)
+{
+    note *n = arg;
+    job *j = *(job **)((uint8_t *)n + sizeof *n);
+    pthread_mutex_lock(&j->q_lock);
+    n->next = NULL;
+    if (j->q_tail)
+        j->q_tail->next = n;
+    else
+        j->q_head = n;
+    j->q_tail = n;
+    j->last_marker_ms = deadline_now_ms();
+    pthread_cond_broadcast(&j->q_cond);
+    pthread_mutex_unlock(&j->q_lock);
+}
+
+/* A note carries its job right after itself, so the marker can find it. */
+note *note_new(job *j)
+{
+    note *n = calloc(1, sizeof *n + sizeof(job *));
+    if (n)
+        *(job **)((uint8_t *)n + sizeof *n) = j;
+    return n;
+}
+
+void forward_output(job *j)
+{
+    if (agent_stdout_pipe < 0)
+        return;
+    uint8_t buf[16 + 65536];
+    pthread_mutex_lock(&j->output_lock);
+    for (;;) {
+        ssize_t n = read(agent_stdout_pipe, buf + 16, sizeof buf - 16);
+        if (n <= 0)
+            break;
+        wire_store_u64(buf, 0);
+        wire_store_u64(buf + 8, 0);
+        struct iovec iov = { buf, 16 + (size_t)n };
+        /* Output printed before a failure still goes out, ahead of the
+         * abort: a device assert's message is how the user learns why. */
+        if (!j->abort_sent)
+            job_send(j, FRAME_BYTES, &iov, 1);
+    }
+    pthread_mutex_unlock(&j->output_lock);
+}
+
+/* Bytes of copies into the program, then the words of the values reached. */
+void *sender_main(void *arg)
+{
+    job *j = arg;
+    pthread_mutex_lock(&j->q_lock);
+    for (;;) {
+        while (!j->q_head && !j->stopping)
+            pthread_cond_wait(&j->q_cond, &j->q_lock);
+        note *batch = j->q_head;
+        j->q_head = j->q_tail = NULL;
+        bool stop = j->stopping && !batch;
+        pthread_mutex_unlock(&j->q_lock);
+        if (stop)
+            return NULL;
+
+        forward_output(j);
+        size_t count = 0;
+        for (note *n = batch; n; n = n->next)
+            count++;
+        uint8_t *words = malloc(count * 24);
+        wire_writer w = wire_writer_init(words, words ? count * 24 : 0);
+        for (note *n = batch; n;) {
+            if (n->staging) {
+                uint8_t head[16];
+                wire_store_u64(head, n->stream);
+                wire_store_u64(head + 8, n->value);
+                struct iovec iov[2] = { { head, 16 }, { n->staging, n->len } };
+                if (!job_failed(j))
+                    job_send(j, FRAME_BYTES, iov, 2);
+                staging_put(j->b, n->staging, n->len);
+            }
+            wire_put_u64(&w, n->stream);
+            wire_put_u64(&w, n->value);
+            wire_put_u64(&w, n->bytes);
+            note *next = n->next;
+            free(n);
+            n = next;
+        }
+        if (!words)
+            job_fail(j, "agent: out of memory for the words of %zu values", count);
+        else if (count && !job_failed(j)) {
+            struct iovec iov = { words, w.off };
+            job_send(j, FRAME_WORD, &iov, 1);
+        }
+        free(words);
+        pthread_mutex_lock(&j->q_lock);
+        j->pending_markers -= count;
+        pthread_cond_broadcast(&j->q_cond);
+    }
+}
+
+static struct timespec in_ms(int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    return ts;
+}
+
+/* A beat after JOB_BEAT_MS of quiet, device output within a beat, and the
+ * abort of a job that failed off the job thread (a device fault). A send in
+ * progress holds the send lock; its bytes are its beat, so it is skipped. */
+void *beat_main(void *arg)
+{
+    job *j = arg;
+    pthread_mutex_lock(&j->q_lock);
+    while (!j->stopping) {
+        struct timespec ts = in_ms(JOB_BEAT_MS / 4);
+        pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
+        bool failed = j->failed, stopping = j->stopping;
+        pthread_mutex_unlock(&j->q_lock);
+        if (stopping)
+            return NULL;
+        if (failed) {
+            job_send_abort(j);
+        } else {
+            forward_output(j);
+            if (pthread_mutex_trylock(&j->send_lock) == 0) {
+                bool quiet = deadline_now_ms() - j->c.last_send_ms >= JOB_BEAT_MS;
+                rig_why why = { "" };
+                int rc = quiet ? conn_sendv(&j->c, FRAME_BEAT, NULL, 0, deadline_after(JOB_STALL_MS), &why) : 0;
+                pthread_mutex_unlock(&j->send_lock);
+                if (rc == RIG_E_CLOSED)
+                    job_fail(j, "controller: closed its connection");
+                else if (rc < 0)
+                    job_fail(j, "controller: %s", why.text);
+            }
+        }
+        pthread_mutex_lock(&j->q_lock);
+    }
+    pthread_mutex_unlock(&j->q_lock);
+    return NULL;
+}
+
+/* Work is queued but no marker ran for a second: a device whose context
+ * has failed (a kernel fault) never runs its markers, so ask each device
+ * for its sticky error. A query may wait on the driver; only this thread
+ * waits, and it sends nothing (the beat thread sends the abort). */
+static void check_devices(job *j)
+{
+    for (int d = 0; d < j->b->device_count; d++) {
+        j->b->drv.fn_cuCtxSetCurrent(j->b->primary[d]);
+        CUresult rc = j->b->drv.fn_cuStreamQuery(NULL);
+        if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_READY)
+            continue;
+        const char *name = NULL;
+        j->b->drv.fn_cuGetErrorName(rc, &name);
+        if (j->last_kernel[d][0])
+            job_fail(j, "CUDA:%d: %s in kernel %s", d, name ? name : "error", j->last_kernel[d]);
+        else
+            job_fail(j, "CUDA:%d: %s", d, name ? name : "error");
+        return;
+    }
+}
+
+void *watch_main(void *arg)
+{
+    job *j = arg;
+    pthread_mutex_lock(&j->q_lock);
+    while (!j->stopping && !j->failed) {
+        struct timespec ts = in_ms(JOB_BEAT_MS / 2);
+        pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
+        bool waiting = j->pending_markers > 0 && deadline_now_ms() - j->last_marker_ms >= JOB_BEAT_MS;
+        if (j->stopping || j->failed || !waiting)
+            continue;
+        pthread_mutex_unlock(&j->q_lock);
+        check_devices(j);
+        pthread_mutex_lock(&j->q_lock);
+        j->last_marker_ms = deadline_now_ms();   /* the next look in a second */
+    }
+    pthread_mutex_unlock(&j->q_lock);
+    return NULL;
+}
