@@ -203,7 +203,7 @@ static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *st
         pthread_mutex_unlock(&j->q_lock);
         if (staging)
             staging_put(j->b, staging, staging_len);
-        free(n);
+        note_free(j, n);
         job_fail_driver(j, s->device, rc, "following the stream (cuLaunchHostFunc)");
         return false;
     }

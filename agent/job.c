@@ -193,6 +193,27 @@ int job_start_threads(job *j)
     return 0;
 }
 
+bool job_replay_frame(job *j, const frame *f)
+{
+    switch (f->kind) {
+    case FRAME_REQUEST: replay_request(j, f); break;
+    case FRAME_HANDOVER: replay_handover(j, f); break;
+    case FRAME_DROP: replay_drop(j, f); break;
+    case FRAME_BEAT: break;
+    case FRAME_CLOSE: return true;
+    case FRAME_ABORT: {
+        wire_reader r = wire_reader_init(f->payload, f->len);
+        const uint8_t *s;
+        size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
+        job_fail(j, "controller aborted: %.*s", (int)n, r.err ? "" : (const char *)s);
+        break;
+    }
+    default:
+        job_fail(j, "controller: sent a %s message, which controllers never send", frame_kind_name(f->kind));
+    }
+    return false;
+}
+
 /* Reads and replays frames until the controller closes, fails or goes. */
 static bool serve_frames(job *j)
 {
@@ -207,28 +228,44 @@ static bool serve_frames(job *j)
                 job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why.text);
             return false;
         }
-        bool closed = false;
-        switch (f.kind) {
-        case FRAME_REQUEST: replay_request(j, &f); break;
-        case FRAME_HANDOVER: replay_handover(j, &f); break;
-        case FRAME_DROP: replay_drop(j, &f); break;
-        case FRAME_BEAT: break;
-        case FRAME_CLOSE: closed = true; break;
-        case FRAME_ABORT: {
-            wire_reader r = wire_reader_init(f.payload, f.len);
-            const uint8_t *s;
-            size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
-            job_fail(j, "controller aborted: %.*s", (int)n, r.err ? "" : (const char *)s);
-            break;
-        }
-        default:
-            job_fail(j, "controller: sent a %s message, which controllers never send", frame_kind_name(f.kind));
-        }
+        bool closed = job_replay_frame(j, &f);
         frame_release(&f);
         if (closed)
             return !job_failed(j);
     }
     return false;
+}
+
+void job_free(job *j)
+{
+    pthread_mutex_lock(&j->q_lock);
+    j->stopping = true;
+    pthread_cond_broadcast(&j->q_cond);
+    pthread_mutex_unlock(&j->q_lock);
+    if (j->threads_started) {
+        pthread_join(j->sender, NULL);
+        pthread_join(j->beater, NULL);
+        pthread_join(j->watcher, NULL);
+    }
+    /* No marker may run once the job is gone. */
+    for (int d = 0; d < j->b->device_count; d++) {
+        j->b->drv.fn_cuCtxSetCurrent(j->b->primary[d]);
+        j->b->drv.fn_cuCtxSynchronize();
+    }
+    /* Queued notes, and those of markers a failed context will never run. */
+    while (j->live) {
+        note *n = j->live;
+        if (n->staging)
+            staging_put(j->b, n->staging, n->len);
+        note_free(j, n);
+    }
+    job_cleanup(j);
+    conn_close(&j->c);
+    pthread_mutex_destroy(&j->send_lock);
+    pthread_mutex_destroy(&j->output_lock);
+    pthread_mutex_destroy(&j->q_lock);
+    pthread_cond_destroy(&j->q_cond);
+    free(j);
 }
 
 void job_serve(backend *b, int fd, uint32_t index, void (*ending)(void *ctx), void *ctx, char *ended,

@@ -16,6 +16,7 @@
  * sender; a copy into the program carries its pinned bytes. */
 typedef struct note {
     struct note *next;
+    struct note *live_prev, *live_next;   /* every note not yet sent, for job_free */
     uint64_t stream, value, bytes;
     void *staging;
     size_t len;
@@ -33,6 +34,7 @@ struct job {
     pthread_mutex_t q_lock;
     pthread_cond_t q_cond;
     note *q_head, *q_tail;
+    note *live;                   /* notes given to the driver or queued, not yet sent */
     uint64_t pending_markers;
     int64_t last_marker_ms;       /* when the last marker ran: the watcher's clue */
     char last_kernel[AGENT_DEVICES_MAX][128];   /* for naming a fault */
@@ -62,9 +64,14 @@ CUresult job_use_device(job *j, int device);
 void job_fail_driver(job *j, int device, CUresult rc, const char *what);
 bool job_sticky(CUresult rc);
 const char *job_op_name(uint32_t op);
-/* Destroys every object of the job and gives its window back (for a job
- * that ends inside a longer-lived process, as the fuzz harnesses run). */
+/* Replays one frame from the controller; true for its close. */
+bool job_replay_frame(job *j, const frame *f);
+/* Destroys every object of the job and gives its window back. */
 void job_cleanup(job *j);
+/* Stops the job's threads, waits for its devices, cleans up and frees it:
+ * for a job that ends inside a longer-lived process (tests, fuzzers); a
+ * worker just exits. */
+void job_free(job *j);
 
 /* ---- request.c ---- */
 void replay_request(job *j, const frame *f);
@@ -78,6 +85,8 @@ CUstream job_real_stream(agent_obj *s);
 /* ---- sender.c ---- */
 /* A note whose marker, run by the driver, hands it to the sender. */
 note *note_new(job *j);
+/* Frees a note that was sent, or whose marker was never enqueued. */
+void note_free(job *j, note *n);
 void CUDA_CB job_marker(void *arg);
 void *sender_main(void *arg);
 void *beat_main(void *arg);

@@ -36,9 +36,29 @@ void CUDA_CB job_marker(void *arg)
 note *note_new(job *j)
 {
     note *n = calloc(1, sizeof *n + sizeof(job *));
-    if (n)
-        *(job **)((uint8_t *)n + sizeof *n) = j;
+    if (!n)
+        return NULL;
+    *(job **)((uint8_t *)n + sizeof *n) = j;
+    pthread_mutex_lock(&j->q_lock);
+    n->live_next = j->live;
+    if (j->live)
+        j->live->live_prev = n;
+    j->live = n;
+    pthread_mutex_unlock(&j->q_lock);
     return n;
+}
+
+void note_free(job *j, note *n)
+{
+    pthread_mutex_lock(&j->q_lock);
+    if (n->live_prev)
+        n->live_prev->live_next = n->live_next;
+    else
+        j->live = n->live_next;
+    if (n->live_next)
+        n->live_next->live_prev = n->live_prev;
+    pthread_mutex_unlock(&j->q_lock);
+    free(n);
 }
 
 void forward_output(job *j)
@@ -97,7 +117,7 @@ void *sender_main(void *arg)
             wire_put_u64(&w, n->value);
             wire_put_u64(&w, n->bytes);
             note *next = n->next;
-            free(n);
+            note_free(j, n);
             n = next;
         }
         if (!words)

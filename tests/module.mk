@@ -51,6 +51,14 @@ e2e-programs:
 
 CHECK_TESTS += $(B)/tests/test_remote
 
+# The agent's replay, in process on softgpu: every truncation and many bit
+# flips of each frame of a small valid job.
+$(B)/tests/test_agent_replay: $(B)/tests/test_agent_replay.o $(B)/tests/replay_rig.o $(AGENT_LIB) $(PROTO_LIB) \
+  | $(B)/libcudasoft.so
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion $(AGENT_LDLIBS)
+CHECK_TESTS += $(B)/tests/test_agent_replay
+
 # Fault tests: the rig-relay tool and test_faults (issue 5).
 include tests/tools/module.mk
 

@@ -9,3 +9,12 @@ $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(PROTO_SRC) $(wildcard proto/*.h)
 	$(call say,FUZZ,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -lsodium
+
+# The agent's replay links the agent and runs on the plain build's softgpu.
+FUZZ_TARGETS += $(B)/fuzz/fuzz_agent_replay
+$(B)/fuzz/fuzz_agent_replay: tests/fuzz/fuzz_agent_replay.c tests/replay_rig.c $(AGENT_SRC) $(PROTO_SRC) \
+  $(wildcard agent/*.h proto/*.h) | build/libcudasoft.so
+	$(call say,FUZZ,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(CUDA_HOME)/include -DRIG_SOFTGPU='"$(abspath build/libcudasoft.so)"' \
+	  -o $@ tests/fuzz/fuzz_agent_replay.c tests/replay_rig.c $(AGENT_SRC) $(PROTO_SRC) -lsodium -lffi -ldl -lpthread
