@@ -249,8 +249,6 @@ static void rig_exec(rig_result *r, char *const argv[], char *const env_add[], i
         close(out[0]);
         close(out[1]);
         unsetenv("BXFI_MAP");
-        for (size_t i = 0; env_add && env_add[i]; i++)
-            putenv(env_add[i]);
         /* The test binary as the program: the shim comes after its ASan. */
         putenv("ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0");
 #ifdef __SANITIZE_ADDRESS__
@@ -259,6 +257,9 @@ static void rig_exec(rig_result *r, char *const argv[], char *const env_add[], i
         /* The test binary, sanitized, as the program: no RTLD_DEEPBIND. */
         putenv("RIG_LOCAL_DRIVER=none");
 #endif
+        /* Last, so a test's own RIG_SHIM wins over the defaults above. */
+        for (size_t i = 0; env_add && env_add[i]; i++)
+            putenv(env_add[i]);
         execv(RIG, argv);
         _exit(127);
     }
