@@ -6,7 +6,9 @@
  *                Its standard output then carries rig-agent's two lines
  *                (driver, "listening on HOST:PORT") and its report lines.
  * Without --listen the agent listens on the address ssh reached this
- * machine at (SSH_CONNECTION) under ssh, else 0.0.0.0, on a free port. */
+ * machine at (SSH_CONNECTION) under ssh, else on loopback only, on a free
+ * port: never on every address unless the user asks for 0.0.0.0. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -29,7 +31,8 @@ static const char usage[] =
     "program as rig-agent.\n"
     "  --listen HOST:PORT   where to accept controllers (port 0 picks a free one;\n"
     "                       default: the address ssh reached this machine at\n"
-    "                       when run over ssh, else 0.0.0.0, port 0)\n"
+    "                       (SSH_CONNECTION) when run over ssh, else 127.0.0.1,\n"
+    "                       port 0; every address only with --listen 0.0.0.0:PORT)\n"
     "  --key-file FILE      the job key: owner-only regular file, 16..4096 bytes\n"
     "                       (default ~/.config/rig/key, which `rig key` makes)\n"
     "  --key-stdin          read the job key from standard input until it closes\n"
@@ -115,17 +118,59 @@ static int start_lifeline(rig_why *why)
     return 0;
 }
 
-/* The default --listen: the address ssh reached us at, else all addresses. */
-static void default_listen(char *out, size_t cap, bool lifeline)
+/* Where ssh reached this machine: SSH_CONNECTION's third field ("CLIENT
+ * CPORT SERVER SPORT"), bracketed when IPv6, into out. Returns 1 with out
+ * empty when not run over ssh, 0 when found, or an error naming
+ * SSH_CONNECTION when it holds something else (sshd writes it; anything
+ * else there is not to be guessed at). */
+static int ssh_server_address(char out[static INET6_ADDRSTRLEN + 2], rig_why *why)
 {
-    const char *conn = getenv("SSH_CONNECTION");   /* client port server port */
-    char client[256], server[256];
-    unsigned cport, sport;
-    if (conn && sscanf(conn, "%255s %u %255s %u", client, &cport, server, &sport) == 4 && !strchr(server, '%')) {
-        snprintf(out, cap, strchr(server, ':') ? "[%s]:0" : "%s:0", server);
-        return;
+    out[0] = '\0';
+    const char *conn = getenv("SSH_CONNECTION");
+    if (!conn || !*conn)
+        return 1;
+    const char *field[4] = { NULL };
+    size_t len[4] = { 0 }, n = 0;
+    for (const char *p = conn; *p;) {
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        size_t l = strcspn(p, " ");
+        if (n == 4) {
+            n++;
+            break;
+        }
+        field[n] = p;
+        len[n++] = l;
+        p += l;
     }
-    snprintf(out, cap, "%s", lifeline ? "127.0.0.1:0" : "0.0.0.0:0");
+    if (n != 4)
+        return why_set(why, RIG_E_INVALID, "SSH_CONNECTION '%.80s%s' is not 'CLIENT PORT SERVER PORT'", conn,
+                       strlen(conn) > 80 ? "..." : "");
+    char host[INET6_ADDRSTRLEN];
+    unsigned char bin[sizeof(struct in6_addr)];
+    bool v4 = false, v6 = false;
+    if (len[2] < sizeof host) {
+        memcpy(host, field[2], len[2]);
+        host[len[2]] = '\0';
+        v4 = inet_pton(AF_INET, host, bin) == 1;
+        v6 = !v4 && inet_pton(AF_INET6, host, bin) == 1;
+    }
+    if (!v4 && !v6)
+        return why_set(why, RIG_E_INVALID, "SSH_CONNECTION: the server address '%.*s%s' is not an IP address%s",
+                       len[2] > 80 ? 80 : (int)len[2], field[2], len[2] > 80 ? "..." : "",
+                       memchr(field[2], '%', len[2]) ? " rig can listen on (a scoped one)" : "");
+    snprintf(out, INET6_ADDRSTRLEN + 2, v6 ? "[%s]" : "%s", host);
+    return 0;
+}
+
+/* True when a is option name (or a prefix getopt_long takes for it: at
+ * least min bytes), with or without "=VALUE". */
+static bool is_option(const char *a, const char *name, size_t min)
+{
+    size_t len = strcspn(a, "=");
+    return len >= min && len <= strlen(name) && strncmp(a, name, len) == 0;
 }
 
 int agent_cmd_main(int argc, char **argv)
@@ -148,9 +193,9 @@ int agent_cmd_main(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         }
-        listen |= strncmp(a, "--listen", 8) == 0;
-        key |= strncmp(a, "--key-", 6) == 0;
-        probe |= strcmp(a, "--probe") == 0;
+        listen |= is_option(a, "--listen", 3);
+        key |= is_option(a, "--key-file", 7) || is_option(a, "--key-stdin", 7);
+        probe |= is_option(a, "--probe", 3);
         args[n++] = argv[i];
     }
     if (lifeline && (key || probe)) {
@@ -158,17 +203,36 @@ int agent_cmd_main(int argc, char **argv)
                 usage);
         return 1;
     }
-    char listen_at[300];
+    char host[INET6_ADDRSTRLEN + 2], listen_at[INET6_ADDRSTRLEN + 8], note[INET6_ADDRSTRLEN + 200] = "";
     if (!listen && !probe) {
-        default_listen(listen_at, sizeof listen_at, lifeline);
+        rig_why why = { "" };
+        int over_ssh = ssh_server_address(host, &why);
+        if (over_ssh < 0) {
+            fprintf(stderr, "rig agent: %s; --listen HOST:PORT names where to listen\n", why.text);
+            return 1;
+        }
+        if (over_ssh == 1)
+            snprintf(host, sizeof host, "127.0.0.1");
+        snprintf(listen_at, sizeof listen_at, "%s:0", host);
         args[n++] = "--listen";
         args[n++] = listen_at;
+        /* Under `rig run` the listening line says it, and a line on stderr
+         * would stand as the cause if the agent failed. */
+        if (!lifeline)
+            snprintf(note, sizeof note, "rig agent: listening on %s (%s; --listen HOST:PORT to choose)\n", host,
+                     over_ssh == 1 ? "not reached over ssh" : "where ssh reached this machine");
     }
     /* No key named: the one `rig key` writes by default, if there is one. */
-    char key_file[4200];
+    char key_file[LAUNCHER_PATH_MAX + 1];
     const char *home = getenv("HOME");
     if (!lifeline && !key && !probe && home && *home) {
-        snprintf(key_file, sizeof key_file, "%s/.config/rig/key", home);
+        static const char rel[] = "/.config/rig/key";
+        if (strlen(home) + sizeof rel - 1 > LAUNCHER_PATH_MAX) {
+            fprintf(stderr, "rig agent: HOME: path longer than %zu bytes (room is needed for %s); --key-file FILE "
+                            "names the key\n", LAUNCHER_PATH_MAX - (sizeof rel - 1), rel);
+            return 1;
+        }
+        snprintf(key_file, sizeof key_file, "%s%s", home, rel);
         if (access(key_file, F_OK) == 0) {
             args[n++] = "--key-file";
             args[n++] = key_file;
@@ -183,6 +247,7 @@ int agent_cmd_main(int argc, char **argv)
         args[n++] = "--key-stdin";
     }
     args[n] = NULL;
+    fputs(note, stderr);   /* once nothing of ours can fail */
     optind = 0;   /* agent_main parses with getopt from the start */
     return agent_main(n, args);
 }

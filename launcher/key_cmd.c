@@ -37,20 +37,34 @@ int key_main(int argc, char **argv)
         fprintf(stderr, "rig key: one FILE at most\n%s", usage);
         return 1;
     }
-    char path[4096];
+    char path[LAUNCHER_PATH_MAX + 1];
     if (optind < argc) {
+        if (strlen(argv[optind]) > LAUNCHER_PATH_MAX) {
+            fprintf(stderr, "rig key: FILE: path longer than %d bytes\n", LAUNCHER_PATH_MAX);
+            return 1;
+        }
         snprintf(path, sizeof path, "%s", argv[optind]);
     } else {
+        static const char rel[] = "/.config/rig/key";
         const char *home = getenv("HOME");
         if (!home || !*home) {
             fprintf(stderr, "rig key: HOME is not set; name the FILE\n");
             return 1;
         }
-        snprintf(path, sizeof path, "%s/.config", home);
-        mkdir(path, 0700);
-        snprintf(path, sizeof path, "%s/.config/rig", home);
-        mkdir(path, 0700);
-        snprintf(path, sizeof path, "%s/.config/rig/key", home);
+        if (strlen(home) + sizeof rel - 1 > LAUNCHER_PATH_MAX) {
+            fprintf(stderr, "rig key: HOME: path longer than %zu bytes (room is needed for %s); name the FILE\n",
+                    LAUNCHER_PATH_MAX - (sizeof rel - 1), rel);
+            return 1;
+        }
+        static const char *const dirs[] = { "/.config", "/.config/rig" };   /* existing ones are fine */
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(path, sizeof path, "%s%s", home, dirs[i]);
+            if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+                fprintf(stderr, "rig key: cannot create %s: %s\n", path, strerror(errno));
+                return RIG_EXIT_OWN_FAILURE;
+            }
+        }
+        snprintf(path, sizeof path, "%s%s", home, rel);
     }
     rig_key key;
     rig_why why = { "" };
@@ -60,7 +74,7 @@ int key_main(int argc, char **argv)
     }
     /* Written under a temporary name and renamed, so no reader ever sees a
      * partial key and --force never leaves the old file half-replaced. */
-    char tmp[4200];
+    char tmp[sizeof path + sizeof ".tmp-XXXXXX"];
     snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
     int fd = mkstemp(tmp);
     int rc = RIG_EXIT_OWN_FAILURE;

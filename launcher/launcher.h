@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "launcher/quote.h"
+
 #define RIG_VERSION "0.1.0"
 /* `rig run` exits with this when rig itself failed (PROG's own status
  * otherwise). */
@@ -17,11 +19,21 @@ int key_main(int argc, char **argv);     /* key_cmd.c */
 int probe_main(int argc, char **argv);   /* probe_cmd.c */
 int ls_main(int argc, char **argv);      /* probe_cmd.c */
 
-/* This program's absolute path (/proc/self/exe) into out; -1 when unknown. */
+/* The longest path rig takes from its user (--rig, FILE, HOME, RIG_SHIM,
+ * RIG_TARGETS): PATH_MAX less its NUL, the most the kernel opens. Longer is
+ * an error naming it, never a cut. */
+#define LAUNCHER_PATH_MAX 4095
+
+/* Room for a remote command `exec RIG agent ...` with any --rig path. */
+#define LAUNCHER_REMOTE_MAX (SHELL_QUOTED_MAX(LAUNCHER_PATH_MAX) + 64)
+
+/* This program's absolute path (/proc/self/exe) into out; -1 when unknown
+ * or longer than cap - 1. */
 int self_path(char *out, size_t cap);
 
-/* Appends s to out (cap bytes, NUL-terminated) quoted for a POSIX shell
- * when it needs quoting; false when it does not fit. */
-bool shell_quote(char *out, size_t cap, const char *s);
+/* True when --rig PATH can be sent as rig's path; else false after saying
+ * why on stderr ("CMD: --rig: path longer than 4095 bytes"; usage when
+ * empty). */
+bool rig_path_ok(const char *cmd, const char *rig, const char *usage);
 
 #endif

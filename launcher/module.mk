@@ -13,9 +13,10 @@ ALL_TARGETS += $(LAUNCHER_BIN)
 
 # End to end: rig run through agents it starts locally and over ssh (a
 # private sshd on a loopback port, started by the test; see tests/tools).
-# The targets file and the JSON reader are also tested in-process.
+# The targets file, the JSON reader and shell quoting are also tested
+# in-process.
 $(B)/tests/test_launcher: $(B)/tests/test_launcher.o $(B)/tests/harness.o $(B)/tests/support.o \
-  $(B)/launcher/targets.o $(B)/launcher/json.o $(PROTO_LIB) | e2e-programs $(LAUNCHER_BIN) $(B)/libcudasoft.so
+  $(B)/launcher/targets.o $(B)/launcher/json.o $(B)/launcher/quote.o $(PROTO_LIB) | e2e-programs $(LAUNCHER_BIN) $(B)/libcudasoft.so
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion $(PROTO_LDLIBS)
 

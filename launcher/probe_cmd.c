@@ -46,19 +46,28 @@ typedef struct probe {
     char why[700];              /* when there is no answer */
 } probe;
 
+/* Starts p's probe; self is NULL when this program's path is unknown. */
 static void start(probe *p, const char *self, const char *rig)
 {
     const char *argv[TARGETS_SSH_ARGV_MAX];
-    char remote[4400] = "exec ";
+    char remote[LAUNCHER_REMOTE_MAX] = "";
     if (p->t->local) {
+        if (!self) {
+            snprintf(p->why, sizeof p->why, "cannot find this program (/proc/self/exe)");
+            p->exited = true;
+            return;
+        }
         argv[0] = self;
         argv[1] = "agent";
         argv[2] = "--probe";
         argv[3] = "--json";
         argv[4] = NULL;
     } else {
-        shell_quote(remote, sizeof remote, rig);
-        strcat(remote, " agent --probe --json");
+        if (shell_join(remote, sizeof remote, (const char *const[]){ "exec", rig, "agent", "--probe", "--json", NULL }) < 0) {
+            snprintf(p->why, sizeof p->why, "the remote command is longer than %zu bytes", sizeof remote - 1);
+            p->exited = true;
+            return;
+        }
         targets_ssh_argv(p->t, remote, argv);
     }
     rig_why why = { "" };
@@ -120,10 +129,10 @@ static void finish(probe *p, bool timed_out)
 /* Runs every probe at once until each has answered or the time is up. */
 static void probe_all(probe *ps, size_t n, const char *rig)
 {
-    char self[4096] = "rig";
-    self_path(self, sizeof self);
+    char self[LAUNCHER_PATH_MAX + 1];
+    bool known = self_path(self, sizeof self) == 0;
     for (size_t i = 0; i < n; i++)
-        start(&ps[i], self, rig);
+        start(&ps[i], known ? self : NULL, rig);
     long long until = child_now_ms() + PROBE_TIMEOUT_MS;
     for (;;) {
         struct pollfd pf[2 * TARGETS_MAX];
@@ -263,6 +272,8 @@ int probe_main(int argc, char **argv)
         default: fputs(probe_usage, stderr); return 1;
         }
     }
+    if (!rig_path_ok("rig probe", rig, probe_usage))
+        return 1;
     static targets t;
     static const target *chosen[TARGETS_MAX];
     size_t n = 0;
@@ -335,6 +346,8 @@ static void summary(const json *a, char *out, size_t cap)
             off += (size_t)snprintf(out + off, cap - off, "%s%d x %s (%s, %s)", off ? ", " : "", same,
                                     json_str(d, "name"), json_str(d, "cc"), mem);
     }
+    if (off >= cap && cap > 4)   /* cut: say so */
+        memcpy(out + cap - 4, "...", 4);
 }
 
 int ls_main(int argc, char **argv)
@@ -353,6 +366,8 @@ int ls_main(int argc, char **argv)
         default: fputs(ls_usage, stderr); return 1;
         }
     }
+    if (!rig_path_ok("rig ls", rig, ls_usage))
+        return 1;
     if (optind < argc) {
         fprintf(stderr, "rig ls: unexpected argument '%s'\n%s", argv[optind], ls_usage);
         return 1;

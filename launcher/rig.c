@@ -92,44 +92,21 @@ static int version_main(int argc, char **argv)
 
 int self_path(char *out, size_t cap)
 {
-    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
-    if (n <= 0)
+    /* readlink cuts silently: only a path shorter than the buffer is whole. */
+    ssize_t n = readlink("/proc/self/exe", out, cap);
+    if (n <= 0 || (size_t)n >= cap)
         return -1;
     out[n] = '\0';
     return 0;
 }
 
-bool shell_quote(char *out, size_t cap, const char *s)
+bool rig_path_ok(const char *cmd, const char *rig, const char *usage)
 {
-    size_t off = strlen(out);
-    bool plain = *s != '\0';
-    for (const char *p = s; *p; p++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-", *p))
-            plain = false;
-    if (plain) {
-        size_t n = strlen(s);
-        if (off + n + 1 > cap)
-            return false;
-        memcpy(out + off, s, n + 1);
-        return true;
-    }
-    if (off + 3 > cap)
-        return false;
-    out[off++] = '\'';
-    for (const char *p = s; *p; p++) {
-        const char *piece = *p == '\'' ? "'\\''" : NULL;
-        size_t n = piece ? 4 : 1;
-        if (off + n + 2 > cap)
-            return false;
-        if (piece)
-            memcpy(out + off, piece, n);
-        else
-            out[off] = *p;
-        off += n;
-    }
-    out[off++] = '\'';
-    out[off] = '\0';
-    return true;
+    if (!*rig)
+        fprintf(stderr, "%s: --rig needs a path\n%s", cmd, usage);
+    else if (strlen(rig) > LAUNCHER_PATH_MAX)
+        fprintf(stderr, "%s: --rig: path longer than %d bytes\n", cmd, LAUNCHER_PATH_MAX);
+    return *rig && strlen(rig) <= LAUNCHER_PATH_MAX;
 }
 
 int main(int argc, char **argv)

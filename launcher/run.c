@@ -86,7 +86,9 @@ typedef struct run_state {
     const target *targets[TARGETS_MAX];
     size_t n;
     bool any_local;
-    char self[4096], shim[4200];
+    char self[LAUNCHER_PATH_MAX + 1];
+    char shim[LAUNCHER_PATH_MAX + 32];   /* rig's folder and a place below */
+    char *preload;              /* LD_PRELOAD for PROG: its own, then the shim */
     agent_run *agents;
     pid_t prog;                 /* 0 when not running */
     int prog_status;
@@ -138,7 +140,7 @@ static void agent_out_line(run_state *s, agent_run *a, char *line)
         if (strcmp(addr.host, "0.0.0.0") == 0 || strcmp(addr.host, "::") == 0) {
             if (!a->t->local) {
                 snprintf(a->last_err, sizeof a->last_err,
-                         "the agent listens on %s, not on the address ssh reached it at (no SSH_CONNECTION there?)",
+                         "the agent listens on %s, every address, not on the address ssh reached it at (an older rig there?)",
                          at);
                 a->unusable = true;
                 return;
@@ -320,7 +322,9 @@ typedef enum outcome {
     OUT_ABORT,         /* rig cannot go on (or was interrupted) */
 } outcome;
 
-static void agent_command(const run_state *s, const target *t, char *remote, size_t cap, const char *argv[])
+/* The command that starts an agent on t into argv (remote, cap bytes,
+ * holds the command ssh runs there); RIG_E_TOO_LONG when it does not fit. */
+static int agent_command(const run_state *s, const target *t, char *remote, size_t cap, const char *argv[])
 {
     if (t->local) {
         int n = 0;
@@ -330,13 +334,14 @@ static void agent_command(const run_state *s, const target *t, char *remote, siz
         argv[n++] = "--listen";
         argv[n++] = "127.0.0.1:0";
         argv[n] = NULL;
-        return;
+        return 0;
     }
-    snprintf(remote, cap, "exec ");
-    shell_quote(remote, cap, s->o->rig);
-    size_t off = strlen(remote);
-    snprintf(remote + off, cap - off, " agent --lifeline");
+    remote[0] = '\0';
+    int rc = shell_join(remote, cap, (const char *const[]){ "exec", s->o->rig, "agent", "--lifeline", NULL });
+    if (rc < 0)
+        return rc;
     targets_ssh_argv(t, remote, argv);
+    return 0;
 }
 
 /* Why agent a did not start. */
@@ -374,8 +379,11 @@ static outcome start_agents(run_state *s, const char *key_hex, char *cause, size
     for (size_t i = 0; i < s->n; i++) {
         agent_run *a = &s->agents[i];
         const char *argv[TARGETS_SSH_ARGV_MAX];
-        char remote[4400];
-        agent_command(s, a->t, remote, sizeof remote, argv);
+        char remote[LAUNCHER_REMOTE_MAX];
+        if (agent_command(s, a->t, remote, sizeof remote, argv) < 0) {
+            snprintf(cause, cap, "%s: the remote command is longer than %zu bytes", a->t->name, sizeof remote - 1);
+            return OUT_ABORT;
+        }
         rig_why why = { "" };
         if (child_spawn(&a->c, argv, &why) < 0) {
             snprintf(cause, cap, "%s: %s", a->t->name, why.text);
@@ -420,8 +428,12 @@ static outcome start_agents(run_state *s, const char *key_hex, char *cause, size
     }
 }
 
-/* The program's environment additions, in the child. */
-static void program_env(run_state *s, const char *key_hex, int report_fd)
+/* Every agent's "NAME=ADDRESS" fits RIG_REMOTE_AGENTS' buffer below. */
+_Static_assert(TARGETS_MAX <= NAMES_AGENTS_MAX, "more targets than RIG_REMOTE_AGENTS holds");
+
+/* The program's environment additions, in the child; -1 with errno when
+ * one cannot be set (the program must not run without them). */
+static int program_env(run_state *s, const char *key_hex, int report_fd)
 {
     char agents[NAMES_AGENTS_MAX * (NAMES_NAME_MAX + NAMES_TEXT_MAX + 2)];
     size_t off = 0;
@@ -429,18 +441,13 @@ static void program_env(run_state *s, const char *key_hex, int report_fd)
     for (size_t i = 0; i < s->n; i++)
         off += (size_t)snprintf(agents + off, sizeof agents - off, "%s%s=%s", i ? "," : "", s->agents[i].t->name,
                                 s->agents[i].address);
-    const char *old = getenv("LD_PRELOAD");
-    char preload[8400];
-    snprintf(preload, sizeof preload, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", s->shim);
     char fd[16];
     snprintf(fd, sizeof fd, "%d", report_fd);
-    setenv("LD_PRELOAD", preload, 1);
-    setenv("RIG_REMOTE_AGENTS", agents, 1);
-    setenv("RIG_REMOTE_KEY", key_hex, 1);
-    setenv("RIG_REMOTE_REPORT", fd, 1);
-    unsetenv("RIG_KEY_FILE");
-    if (s->any_local)
-        setenv("RIG_LOCAL_DRIVER", "none", 1);
+    if (report_fd < 0 || setenv("LD_PRELOAD", s->preload, 1) < 0 || setenv("RIG_REMOTE_AGENTS", agents, 1) < 0 ||
+        setenv("RIG_REMOTE_KEY", key_hex, 1) < 0 || setenv("RIG_REMOTE_REPORT", fd, 1) < 0 ||
+        unsetenv("RIG_KEY_FILE") < 0 || (s->any_local && setenv("RIG_LOCAL_DRIVER", "none", 1) < 0))
+        return -1;
+    return 0;
 }
 
 static outcome run_program(run_state *s, const char *key_hex, char *cause, size_t cap, int *status)
@@ -458,8 +465,8 @@ static outcome run_program(run_state *s, const char *key_hex, char *cause, size_
         sigprocmask(SIG_SETMASK, &none, NULL);
         signal(SIGPIPE, SIG_DFL);
         int fd = dup(rp[1]);   /* without close-on-exec: PROG's to write */
-        program_env(s, key_hex, fd);
-        execvp(s->o->prog[0], s->o->prog);
+        if (program_env(s, key_hex, fd) == 0)
+            execvp(s->o->prog[0], s->o->prog);
         int e = errno;
         ssize_t w = write(ep[1], &e, sizeof e);
         (void)w;
@@ -544,23 +551,38 @@ static outcome attempt(run_state *s, char *cause, size_t cap, int *status)
 static bool find_shim(run_state *s)
 {
     const char *env = getenv("RIG_SHIM");
-    if (env && *env) {
+    if (env && *env) {   /* run_main refused one longer than s->shim */
         snprintf(s->shim, sizeof s->shim, "%s", env);
         return access(s->shim, R_OK) == 0;
     }
-    char dir[4096];
+    char dir[sizeof s->self];
     snprintf(dir, sizeof dir, "%s", s->self);
     char *slash = strrchr(dir, '/');
     if (slash)
         *slash = '\0';
     static const char *const places[] = { "%s/librigshim.so", "%s/../lib/rig/librigshim.so" };
+    /* A place too long to be a path (rig itself deep near PATH_MAX) holds
+     * no shim: the kernel would refuse to open it. */
     for (size_t i = 0; i < 2; i++) {
         snprintf(s->shim, sizeof s->shim, places[i], dir);
-        if (access(s->shim, R_OK) == 0)
+        if (strlen(s->shim) <= LAUNCHER_PATH_MAX && access(s->shim, R_OK) == 0)
             return true;
     }
     snprintf(s->shim, sizeof s->shim, places[0], dir);
     return false;
+}
+
+/* LD_PRELOAD for the program: its own, then the shim; NULL when out of
+ * memory. Built whole, however long the inherited one is. */
+static char *make_preload(const char *shim)
+{
+    const char *old = getenv("LD_PRELOAD");
+    bool keep = old && *old;
+    size_t len = (keep ? strlen(old) + 1 : 0) + strlen(shim) + 1;
+    char *p = malloc(len);
+    if (p)
+        snprintf(p, len, "%s%s%s", keep ? old : "", keep ? ":" : "", shim);
+    return p;
 }
 
 /* True when PROG can be run: a path to an executable, or found in PATH. */
@@ -574,10 +596,13 @@ static bool program_exists(const char *prog)
     while (*path) {
         const char *colon = strchr(path, ':');
         size_t len = colon ? (size_t)(colon - path) : strlen(path);
-        char full[4200];
-        snprintf(full, sizeof full, "%.*s/%s", (int)len, len ? path : ".", prog);
+        char full[LAUNCHER_PATH_MAX + 1];
+        /* An entry too long to hold PROG is skipped, as execvp finds
+         * nothing there either (the kernel refuses such a path). */
+        int n = snprintf(full, sizeof full, "%.*s/%s", (int)len, len ? path : ".", prog);
         struct stat st;
-        if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0)
+        if (n >= 0 && (size_t)n < sizeof full && stat(full, &st) == 0 && S_ISREG(st.st_mode) &&
+            access(full, X_OK) == 0)
             return true;
         if (!colon)
             break;
@@ -586,33 +611,45 @@ static bool program_exists(const char *prog)
     return false;
 }
 
-static void print_quoted(const char *s)
+/* Prints s as one shell word, whole however long; false when out of
+ * memory. */
+static bool print_quoted(const char *s)
 {
-    char q[8400] = "";
-    shell_quote(q, sizeof q, s);
-    fputs(q, stdout);
+    size_t cap = SHELL_QUOTED_MAX(strlen(s)) + 1;
+    char *q = malloc(cap);
+    if (!q)
+        return false;
+    q[0] = '\0';
+    int rc = shell_quote(q, cap, s);   /* cannot fail: cap is the most it needs */
+    if (rc == 0)
+        fputs(q, stdout);
+    free(q);
+    return rc == 0;
 }
 
 static int dry_run(run_state *s)
 {
     printf("rig run --dry-run: nothing is started. Up to %d attempt%s, each with a fresh key:\n",
            s->o->retries + 1, s->o->retries ? "s" : "");
+    bool ok = true;
     for (size_t i = 0; i < s->n; i++) {
         const char *argv[TARGETS_SSH_ARGV_MAX];
-        char remote[4400];
-        agent_command(s, s->targets[i], remote, sizeof remote, argv);
+        char remote[LAUNCHER_REMOTE_MAX];
+        if (agent_command(s, s->targets[i], remote, sizeof remote, argv) < 0) {
+            fflush(stdout);
+            fprintf(stderr, "rig run: %s: the remote command is longer than %zu bytes\n", s->targets[i]->name,
+                    sizeof remote - 1);
+            return RIG_EXIT_OWN_FAILURE;
+        }
         printf("agent %s:", s->targets[i]->name);
         for (size_t j = 0; argv[j]; j++) {
             putchar(' ');
-            print_quoted(argv[j]);
+            ok &= print_quoted(argv[j]);
         }
         printf("   (the key on its standard input)\n");
     }
     printf("program: LD_PRELOAD=");
-    const char *old = getenv("LD_PRELOAD");
-    char preload[8400];
-    snprintf(preload, sizeof preload, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", s->shim);
-    print_quoted(preload);
+    ok &= print_quoted(s->preload);
     printf(" RIG_REMOTE_AGENTS=");
     for (size_t i = 0; i < s->n; i++)
         printf("%s%s=<its agent's address>", i ? "," : "", s->targets[i]->name);
@@ -620,9 +657,14 @@ static int dry_run(run_state *s)
            s->any_local ? " RIG_LOCAL_DRIVER=none" : "");
     for (char **a = s->o->prog; *a; a++) {
         putchar(' ');
-        print_quoted(*a);
+        ok &= print_quoted(*a);
     }
     putchar('\n');
+    if (!ok) {
+        fflush(stdout);
+        fprintf(stderr, "rig run: out of memory: the lines above are incomplete\n");
+        return RIG_EXIT_OWN_FAILURE;
+    }
     return 0;
 }
 
@@ -660,9 +702,16 @@ int run_main(int argc, char **argv)
         return 1;
     }
     o.prog = argv + optind;
-    if (!*o.rig) {
-        fprintf(stderr, "rig run: --rig needs a path\n%s", usage);
+    if (!rig_path_ok("rig run", o.rig, usage))
         return 1;
+    const char *shim_env = getenv("RIG_SHIM");
+    if (shim_env && strlen(shim_env) > LAUNCHER_PATH_MAX) {
+        fprintf(stderr, "rig run: RIG_SHIM: path longer than %d bytes\n", LAUNCHER_PATH_MAX);
+        return RIG_EXIT_OWN_FAILURE;
+    }
+    if (strlen(o.prog[0]) > LAUNCHER_PATH_MAX) {
+        fprintf(stderr, "rig run: PROG: path longer than %d bytes\n", LAUNCHER_PATH_MAX);
+        return RIG_EXIT_OWN_FAILURE;
     }
 
     run_state *s = calloc(1, sizeof *s);
@@ -688,6 +737,10 @@ int run_main(int argc, char **argv)
     }
     if (!find_shim(s)) {
         fprintf(stderr, "rig run: no shim to preload at %s (RIG_SHIM names one)\n", s->shim);
+        goto out;
+    }
+    if (!(s->preload = make_preload(s->shim))) {
+        fprintf(stderr, "rig run: out of memory\n");
         goto out;
     }
     if (o.dry_run) {
@@ -749,8 +802,10 @@ int run_main(int argc, char **argv)
 out:
     if (s && s->sigfd >= 0)
         close(s->sigfd);
-    if (s)
+    if (s) {
         free(s->agents);
+        free(s->preload);
+    }
     free(s);
     free(t);
     return rc;

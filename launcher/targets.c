@@ -11,14 +11,19 @@ static int set_path(targets *t, bool *explicit, rig_why *why)
     const char *env = getenv("RIG_TARGETS");
     *explicit = env && *env;
     if (*explicit) {
+        if (strlen(env) >= sizeof t->path)
+            return why_set(why, RIG_E_TOO_LONG, "RIG_TARGETS: path longer than %zu bytes", sizeof t->path - 1);
         snprintf(t->path, sizeof t->path, "%s", env);
         return 0;
     }
     const char *home = getenv("HOME");
-    if (home && *home)
-        snprintf(t->path, sizeof t->path, "%s/.config/rig/targets", home);
-    else
+    if (!home || !*home)
         return why_set(why, RIG_E_INVALID, "HOME is not set: cannot find the targets file (set RIG_TARGETS)");
+    static const char rel[] = "/.config/rig/targets";
+    if (strlen(home) + sizeof rel > sizeof t->path)
+        return why_set(why, RIG_E_TOO_LONG, "HOME: path longer than %zu bytes (room is needed for %s); set RIG_TARGETS",
+                       sizeof t->path - sizeof rel, rel);
+    snprintf(t->path, sizeof t->path, "%s%s", home, rel);
     return 0;
 }
 
@@ -30,7 +35,10 @@ static int add(targets *t, const char *name, const char *address, const char *wh
                        NAMES_NAME_MAX);
     if (targets_find(t, name))
         return why_set(why, RIG_E_INVALID, "%s: target '%s' is named twice", where, name);
-    if (strlen(address) >= TARGET_ADDRESS_MAX || address[0] == '-')
+    if (strlen(address) >= TARGET_ADDRESS_MAX)
+        return why_set(why, RIG_E_TOO_LONG, "%s: the address of '%s' is longer than %d bytes", where, name,
+                       TARGET_ADDRESS_MAX - 1);
+    if (address[0] == '-')
         return why_set(why, RIG_E_INVALID, "%s: '%s' is not an ssh destination", where, address);
     if (t->count == TARGETS_MAX)
         return why_set(why, RIG_E_TOO_LONG, "%s: more than %d targets", where, TARGETS_MAX);
@@ -53,10 +61,16 @@ int targets_load(targets *t, rig_why *why)
         return why_set(why, RIG_E_IO, "targets file %s: %s", t->path, strerror(errno));
     if (f) {
         t->have_file = true;
-        char line[2048];
+        char line[TARGETS_LINE_MAX + 2];   /* the line, its newline, the NUL */
         for (int no = 1; fgets(line, sizeof line, f); no++) {
-            char where[4200];
+            char where[sizeof t->path + 16];
             snprintf(where, sizeof where, "%s:%d", t->path, no);
+            /* fgets would hand on the rest of a long line as a line of its
+             * own (a comment's tail read as a target). */
+            if (!strchr(line, '\n') && !feof(f)) {
+                rc = why_set(why, RIG_E_TOO_LONG, "%s: line longer than %d bytes", where, TARGETS_LINE_MAX);
+                break;
+            }
             char *hash = strchr(line, '#');
             if (hash)
                 *hash = '\0';

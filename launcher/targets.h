@@ -17,6 +17,7 @@
 
 #define TARGETS_MAX 256
 #define TARGET_ADDRESS_MAX 512
+#define TARGETS_LINE_MAX 2046   /* bytes of a line of the file, without its newline */
 
 typedef struct target {
     char name[NAMES_NAME_MAX + 1];

@@ -7,6 +7,7 @@
  * The program of several tests is this test binary itself: run with
  * RIG_TEST_ROLE set, a constructor plays that role through the preloaded
  * shim (found with dlsym) and exits before Criterion starts. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <cuda.h>
 #include <dirent.h>
@@ -27,7 +28,9 @@
 #include <unistd.h>
 
 #include "launcher/json.h"
+#include "launcher/quote.h"
 #include "launcher/targets.h"
+#include "proto/error.h"
 #include "tests/harness.h"
 #include "tests/support.h"
 
@@ -216,7 +219,7 @@ __attribute__((constructor)) static void maybe_play_a_role(void)
 
 typedef struct rig_result {
     int status;         /* exit code, 128 + signal, -1 on timeout */
-    char out[1 << 16];  /* stdout and stderr together */
+    char out[1 << 18];  /* stdout and stderr together */
     double seconds;
 } rig_result;
 
@@ -246,8 +249,6 @@ static void rig_exec(rig_result *r, char *const argv[], char *const env_add[], i
         close(out[0]);
         close(out[1]);
         unsetenv("BXFI_MAP");
-        for (size_t i = 0; env_add && env_add[i]; i++)
-            putenv(env_add[i]);
         /* The test binary as the program: the shim comes after its ASan. */
         putenv("ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0");
 #ifdef __SANITIZE_ADDRESS__
@@ -256,6 +257,9 @@ static void rig_exec(rig_result *r, char *const argv[], char *const env_add[], i
         /* The test binary, sanitized, as the program: no RTLD_DEEPBIND. */
         putenv("RIG_LOCAL_DRIVER=none");
 #endif
+        /* Last, so a test's own RIG_SHIM wins over the defaults above. */
+        for (size_t i = 0; env_add && env_add[i]; i++)
+            putenv(env_add[i]);
         execv(RIG, argv);
         _exit(127);
     }
@@ -394,6 +398,12 @@ Test(launcher, help_version_and_usage_errors, .timeout = 30)
     rig_exec(&r, (char *[]){ "rig", "agent", "--help", NULL }, NULL, 10, NULL);
     cr_expect_eq(r.status, 0);
     cr_expect(strstr(r.out, "--key-stdin"), "%s", r.out);
+    /* Where it listens by default: never every address. */
+    rig_exec(&r, (char *[]){ "rig", "help", "agent", NULL }, NULL, 10, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "(SSH_CONNECTION) when run over ssh, else 127.0.0.1") &&
+              strstr(r.out, "every address only with --listen 0.0.0.0:PORT") && !strstr(r.out, "else 0.0.0.0"),
+              "%s", r.out);
 }
 
 Test(launcher, key_file_is_new_random_and_owner_only, .timeout = 30)
@@ -800,4 +810,613 @@ static void parse_mutation(const uint8_t *p, size_t n, void *ctx)
 Test(launcher, json_survives_every_truncation_and_bit_flip, .timeout = 60)
 {
     support_each_mutation((const uint8_t *)probe_answer, sizeof probe_answer - 1, parse_mutation, NULL);
+}
+
+/* ---- in-process: shell quoting ---- */
+
+/* Runs `sh -c cmd` and returns its standard output (malloc'd, *len bytes). */
+static char *sh_output(const char *cmd, size_t *len)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t cap = 1 << 16, n = 0;
+    char *out = malloc(cap);
+    for (ssize_t r; (r = read(p[0], out + n, cap - n)) > 0;) {
+        n += (size_t)r;
+        if (n == cap)
+            cr_assert_not_null(out = realloc(out, cap *= 2));
+    }
+    close(p[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sh -c failed (status %#x) on: %.300s", st, cmd);
+    *len = n;
+    return out;
+}
+
+/* Builds `printf '%s\0' WORDS...` with shell_join, has /bin/sh run it, and
+ * expects each word back exactly. */
+static void expect_round_trip(const char *const *words, size_t count, const char *what)
+{
+    const char **argv = calloc(count + 3, sizeof *argv);
+    size_t cap = 64, want = 0;
+    argv[0] = "printf";
+    argv[1] = "%s\\0";
+    for (size_t i = 0; i < count; i++) {
+        argv[i + 2] = words[i];
+        cap += SHELL_QUOTED_MAX(strlen(words[i])) + 1;
+        want += strlen(words[i]) + 1;
+    }
+    char *cmd = malloc(cap);
+    cmd[0] = '\0';
+    cr_assert_eq(shell_join(cmd, cap, argv), 0, "%s: refused in a buffer of the most it needs", what);
+    size_t n;
+    char *out = sh_output(cmd, &n);
+    cr_assert_eq(n, want, "%s: sh printed %zu bytes, not %zu, for: %.300s", what, n, want, cmd);
+    size_t off = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(words[i]);
+        cr_assert(memcmp(out + off, words[i], len + 1) == 0, "%s: word %zu came back as '%.200s' from: %.300s", what,
+                  i, out + off, cmd);
+        off += len + 1;
+    }
+    free(out);
+    free(cmd);
+    free(argv);
+}
+
+Test(launcher, shell_quote_round_trips_hostile_and_random_words_through_sh, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    char touch[256], backtick[256];
+    snprintf(touch, sizeof touch, "$(touch %s/ran)", s.dir);
+    snprintf(backtick, sizeof backtick, "`touch %s/ran`", s.dir);
+    const char *hostile[] = {
+        "", "'", "''", "\"", "\\", "\\'", "'\\''", touch, backtick, "a\nb", "\n", "\r\n", " ", "\t", "*", "?", "[a]",
+        "~", "~root", "#x", "$HOME", "${HOME}", "$", "a;b", "a&b", "a|b", "<a", ">a", "!", "-n", "-e", "--",
+        "%s", "%%", "\\0", "a'b'c", "it's", "\x01\x1f\x7f", "\xff\xfe", "\xc3\xa9t\xc3\xa9", "plain/path_1.2-3:4@5",
+        "$(printf x)'$(printf y)'", "';touch /tmp/x;'", "\"$@\"", "a b", "{a,b}", "=x", "x=y",
+    };
+    expect_round_trip(hostile, sizeof hostile / sizeof hostile[0], "hostile words");
+    char ran[200];
+    snprintf(ran, sizeof ran, "%s/ran", s.dir);
+    cr_expect_neq(access(ran, F_OK), 0, "a quoted word ran a command");
+
+    unsigned seed = (unsigned)time(NULL);
+    srand(seed);
+    cr_log_info("seed %u", seed);
+    static const char alphabet[] = "'\"\\$`()!*?[]{};&|<>~# \t\n\r%-=:/.aZ09";
+    for (int round = 0; round < 20; round++) {
+        char *words[40];
+        for (size_t i = 0; i < 40; i++) {
+            size_t len = (size_t)rand() % 48;
+            words[i] = malloc(len + 1);
+            for (size_t j = 0; j < len; j++)   /* any byte but NUL, hostile ones often */
+                words[i][j] = rand() % 2 ? alphabet[rand() % (int)(sizeof alphabet - 1)] : (char)(1 + rand() % 255);
+            words[i][len] = '\0';
+        }
+        char what[64];
+        snprintf(what, sizeof what, "random words (seed %u, round %d)", seed, round);
+        expect_round_trip((const char *const *)words, 40, what);
+        for (size_t i = 0; i < 40; i++)
+            free(words[i]);
+    }
+    /* Long words: 30000 bytes, one of them all quotes (quoted, four times
+     * its size: near the kernel's 128 KiB for one argument). */
+    char *longs[2] = { malloc(30001), malloc(30001) };
+    for (size_t j = 0; j < 30000; j++) {
+        longs[0][j] = alphabet[rand() % (int)(sizeof alphabet - 1)];
+        longs[1][j] = '\'';
+    }
+    longs[0][30000] = longs[1][30000] = '\0';
+    expect_round_trip((const char *const *)longs, 1, "a 30000-byte random word");
+    expect_round_trip((const char *const *)longs + 1, 1, "30000 quotes");
+    free(longs[0]);
+    free(longs[1]);
+    setup_end(&s);
+}
+
+/* For every cap short of what the result needs, from a buffer of exactly
+ * cap bytes (so ASan sees any write past it): refused, the buffer as it
+ * was. At exactly the need: the whole result. */
+static void expect_all_or_nothing(const char *prefix, const char *const words[], bool join)
+{
+    size_t big = 1 << 16;
+    char *whole = malloc(big);
+    snprintf(whole, big, "%s", prefix);
+    cr_assert_eq(join ? shell_join(whole, big, words) : shell_quote(whole, big, words[0]), 0);
+    size_t need = strlen(whole) + 1;
+    for (size_t cap = 0; cap <= need; cap++) {
+        char *buf = malloc(cap ? cap : 1);
+        char *before = malloc(cap ? cap : 1);
+        /* A prefix that does not fit leaves no NUL within cap. */
+        memset(buf, 'Z', cap);
+        memcpy(buf, prefix, strlen(prefix) + 1 < cap ? strlen(prefix) + 1 : cap);
+        memcpy(before, buf, cap);
+        int rc = join ? shell_join(buf, cap, words) : shell_quote(buf, cap, words[0]);
+        if (cap < need) {
+            cr_expect_eq(rc, RIG_E_TOO_LONG, "'%s' + '%s': cap %zu of %zu accepted", prefix, words[0], cap, need);
+            cr_expect(memcmp(buf, before, cap) == 0, "'%s' + '%s': cap %zu changed the buffer to '%.*s'", prefix,
+                      words[0], cap, (int)cap, buf);
+        } else {
+            cr_expect_eq(rc, 0, "'%s' + '%s': refused at exactly %zu bytes", prefix, words[0], cap);
+            cr_expect_str_eq(buf, whole);
+        }
+        free(buf);
+        free(before);
+    }
+    free(whole);
+}
+
+Test(launcher, shell_quote_fits_whole_or_refuses_leaving_the_buffer, .timeout = 30)
+{
+    static const char *const cases[][4] = {
+        { "plain", NULL }, { "it's", NULL }, { "''", NULL }, { "", NULL }, { "a b'c'd", NULL },
+        { "exec", "/opt/my rig/rig", "agent", NULL }, { "exec", "/o'p't", "--lifeline", NULL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        expect_all_or_nothing("", cases[i], false);
+        expect_all_or_nothing("exec ", cases[i], false);
+        expect_all_or_nothing("", cases[i], true);
+        expect_all_or_nothing("ssh --", cases[i], true);
+    }
+    /* A 100000-byte path in the launcher's remote-command room: refused,
+     * nothing of it left behind. */
+    char *huge = malloc(100001);
+    memset(huge, '\'', 100000);
+    huge[100000] = '\0';
+    static char remote[SHELL_QUOTED_MAX(4095) + 64];
+    snprintf(remote, sizeof remote, "exec");
+    cr_expect_eq(shell_join(remote, sizeof remote, (const char *const[]){ huge, "agent", NULL }), RIG_E_TOO_LONG);
+    cr_expect_str_eq(remote, "exec");
+    free(huge);
+}
+
+/* ---- where `rig agent` listens ---- */
+
+/* Every address listening on TCP port `port` (/proc/net/tcp and tcp6), as
+ * text; returns how many. */
+static size_t listeners_on(unsigned port, char addrs[][INET6_ADDRSTRLEN], size_t max)
+{
+    size_t n = 0;
+    for (int v6 = 0; v6 < 2; v6++) {
+        FILE *f = fopen(v6 ? "/proc/net/tcp6" : "/proc/net/tcp", "r");
+        if (!f)
+            continue;
+        char line[512], hex[40];
+        unsigned lport, st;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, " %*d: %39[0-9A-Fa-f]:%x %*s %x", hex, &lport, &st) != 3 || lport != port || st != 0x0A ||
+                n == max)
+                continue;
+            /* The kernel prints each 32-bit word of the address as a native
+             * integer. */
+            uint32_t words[4] = { 0 };
+            for (size_t w = 0; w < strlen(hex) / 8 && w < 4; w++) {
+                char part[9];
+                memcpy(part, hex + 8 * w, 8);
+                part[8] = '\0';
+                words[w] = (uint32_t)strtoul(part, NULL, 16);
+            }
+            inet_ntop(v6 ? AF_INET6 : AF_INET, words, addrs[n++], INET6_ADDRSTRLEN);
+        }
+        fclose(f);
+    }
+    return n;
+}
+
+static bool connects(const char *host, unsigned port)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port) };
+    cr_assert_eq(inet_pton(v6 ? AF_INET6 : AF_INET, host, v6 ? (void *)&a6.sin6_addr : (void *)&a4.sin_addr), 1);
+    int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+    bool ok = connect(fd, v6 ? (struct sockaddr *)&a6 : (struct sockaddr *)&a4, v6 ? sizeof a6 : sizeof a4) == 0;
+    close(fd);
+    return ok;
+}
+
+typedef struct rig_agent {
+    pid_t pid;
+    char out[4096], err[4096];   /* its standard output and error so far */
+    char host[INET6_ADDRSTRLEN]; /* from its "listening on HOST:PORT" line */
+    unsigned port;
+} rig_agent;
+
+/* Starts `rig agent --key-file KEY [extra]` with SSH_CONNECTION set to
+ * ssh_connection (unset when NULL) and waits for its listening line. */
+static void rig_agent_start(rig_agent *a, setup *s, const char *ssh_connection, const char *extra)
+{
+    memset(a, 0, sizeof *a);
+    char key[160], out[160], err[160];
+    snprintf(key, sizeof key, "%s/key", s->dir);
+    snprintf(out, sizeof out, "%s/agent.out", s->dir);
+    snprintf(err, sizeof err, "%s/agent.err", s->dir);
+    int kfd = open(key, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(kfd, 0);
+    cr_assert_eq(write(kfd, "0123456789abcdef0123456789abcdef", 32), 32);
+    close(kfd);
+    unlink(out);
+    fflush(NULL);
+    a->pid = fork();
+    cr_assert_geq(a->pid, 0);
+    if (a->pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int in = open("/dev/null", O_RDONLY);
+        dup2(in, 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        unsetenv("BXFI_MAP");
+        if (ssh_connection)
+            setenv("SSH_CONNECTION", ssh_connection, 1);
+        else
+            unsetenv("SSH_CONNECTION");
+        putenv("ASAN_OPTIONS=detect_leaks=0");
+        execl(RIG, "rig", "agent", "--key-file", key, extra, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 400; i++) {
+        char *text = support_read_file(out, NULL);
+        const char *at = text ? strstr(text, "listening on ") : NULL;
+        bool done = at && strchr(at, '\n');
+        if (done) {
+            char hostport[200];
+            cr_assert_eq(sscanf(at, "listening on %199s", hostport), 1);
+            char *colon = strrchr(hostport, ':');
+            cr_assert_not_null(colon, "%s", at);
+            *colon = '\0';
+            a->port = (unsigned)atoi(colon + 1);
+            size_t hl = strlen(hostport);
+            bool br = hostport[0] == '[' && hostport[hl - 1] == ']';
+            snprintf(a->host, sizeof a->host, "%.*s", (int)(br ? hl - 2 : hl), hostport + br);
+        }
+        snprintf(a->out, sizeof a->out, "%s", text ? text : "");
+        free(text);
+        text = support_read_file(err, NULL);
+        snprintf(a->err, sizeof a->err, "%s", text ? text : "");
+        free(text);
+        if (done || waitpid(a->pid, NULL, WNOHANG) == a->pid)
+            break;
+        usleep(50000);
+    }
+    cr_assert_gt(a->port, 0u, "rig agent did not say where it listens:\n%s%s", a->out, a->err);
+}
+
+static void rig_agent_stop(rig_agent *a)
+{
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+}
+
+/* It listens at host only: its line says so, the kernel's tables agree, a
+ * connection there is taken, and never on every address. */
+static void expect_listens_only_on(const rig_agent *a, const char *host)
+{
+    cr_expect_str_eq(a->host, host, "%s", a->out);
+    char addrs[8][INET6_ADDRSTRLEN];
+    size_t n = listeners_on(a->port, addrs, 8);
+    cr_expect_eq(n, 1u, "%zu listeners on port %u", n, a->port);
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_str_eq(addrs[i], host, "port %u", a->port);
+        cr_expect(strcmp(addrs[i], "0.0.0.0") != 0 && strcmp(addrs[i], "::") != 0, "on every address");
+    }
+    cr_expect(connects(host, a->port), "no connection to %s:%u", host, a->port);
+}
+
+Test(launcher, agent_listens_on_loopback_when_not_reached_over_ssh, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    rig_agent a;
+    rig_agent_start(&a, &s, NULL, NULL);
+    expect_listens_only_on(&a, "127.0.0.1");
+    cr_expect(strstr(a.err, "rig agent: listening on 127.0.0.1 (not reached over ssh; --listen HOST:PORT to choose)\n"),
+              "%s", a.err);
+    rig_agent_stop(&a);
+    /* Every address only when asked, and then no note about a default. */
+    rig_agent_start(&a, &s, NULL, "--listen=0.0.0.0:0");
+    cr_expect_str_eq(a.host, "0.0.0.0");
+    cr_expect(!strstr(a.err, "rig agent: listening"), "%s", a.err);
+    rig_agent_stop(&a);
+    /* An abbreviated --listen is the user's too, never overridden. */
+    rig_agent_start(&a, &s, "10.9.8.7 50000 127.0.0.3 22", "--li=127.0.0.4:0");
+    expect_listens_only_on(&a, "127.0.0.4");
+    rig_agent_stop(&a);
+    setup_end(&s);
+}
+
+Test(launcher, agent_listens_where_ssh_reached_it, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    rig_agent a;
+    /* 127.0.0.2 is this machine too, but not 127.0.0.1. */
+    rig_agent_start(&a, &s, "10.9.8.7 50000 127.0.0.2 22", NULL);
+    expect_listens_only_on(&a, "127.0.0.2");
+    cr_expect(!connects("127.0.0.1", a.port), "it listens on 127.0.0.1 too");
+    cr_expect(strstr(a.err, "rig agent: listening on 127.0.0.2 (where ssh reached this machine; --listen HOST:PORT"),
+              "%s", a.err);
+    rig_agent_stop(&a);
+    if (access("/proc/net/tcp6", F_OK) != 0) {
+        cr_log_warn("no IPv6 here: the IPv6 case is not run");
+    } else {
+        rig_agent_start(&a, &s, "::1 50000 ::1 22", NULL);
+        cr_expect(strstr(a.out, "listening on [::1]:"), "%s", a.out);
+        expect_listens_only_on(&a, "::1");
+        cr_expect(!connects("127.0.0.1", a.port), "it listens on 127.0.0.1 too");
+        cr_expect(strstr(a.err, "rig agent: listening on [::1] (where ssh reached"), "%s", a.err);
+        rig_agent_stop(&a);
+    }
+    setup_end(&s);
+}
+
+Test(launcher, agent_refuses_an_ssh_connection_it_cannot_read, .timeout = 60)
+{
+    char *huge = malloc(100001);
+    memset(huge, '1', 100000);
+    huge[100000] = '\0';
+    huge[10] = ' ';
+    const char *bad[][2] = {
+        { "garbage", "SSH_CONNECTION 'garbage' is not 'CLIENT PORT SERVER PORT'" },
+        { "1.2.3.4 5 6.7.8.9 22 extra", "is not 'CLIENT PORT SERVER PORT'" },
+        { "1.2.3.4 5 gpu-host 22", "the server address 'gpu-host' is not an IP address" },
+        { "fe80::2 5 fe80::1%eth0 22", "'fe80::1%eth0' is not an IP address rig can listen on (a scoped one)" },
+        { huge, "is not 'CLIENT PORT SERVER PORT'" },
+    };
+    setup s;
+    setup_begin(&s, "");
+    char key[160];
+    snprintf(key, sizeof key, "%s/key", s.dir);
+    write_file(key, "0123456789abcdef0123456789abcdef");
+    chmod(key, 0600);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t len = strlen("SSH_CONNECTION=") + strlen(bad[i][0]) + 1;
+        char *env = malloc(len);
+        snprintf(env, len, "SSH_CONNECTION=%s", bad[i][0]);
+        rig_result r;
+        rig_exec(&r, (char *[]){ "rig", "agent", "--key-file", key, NULL }, (char *[]){ env, NULL }, 20, NULL);
+        cr_expect_eq(r.status, 1, "%.100s: %s", bad[i][0], r.out);
+        cr_expect(strstr(r.out, bad[i][1]) && strstr(r.out, "--listen HOST:PORT names where to listen"), "%.100s: %s",
+                  bad[i][0], r.out);
+        cr_expect(!strstr(r.out, "listening on"), "%.100s: %s", bad[i][0], r.out);
+        cr_expect_lt(strlen(r.out), 400u, "the message repeats all of SSH_CONNECTION: %.100s", r.out);
+        free(env);
+    }
+    setup_end(&s);
+    free(huge);
+}
+
+/* ---- over-long input ---- */
+
+/* A path of len bytes with a space and a quote in it (so quoting grows
+ * it), malloc'd. */
+static char *long_path(size_t len)
+{
+    char *p = malloc(len + 1);
+    static const char part[] = "/it's a dir";
+    for (size_t i = 0; i < len; i++)
+        p[i] = part[i % (sizeof part - 1)];
+    p[len] = '\0';
+    return p;
+}
+
+Test(launcher, rig_path_longer_than_path_max_is_refused, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "gpu user@gpu-host.invalid\ndefault gpu\n");
+    /* Nothing must reach ssh: a stand-in that says it ran. */
+    static const size_t lens[] = { 4096, 5000, 100000 };
+    for (size_t i = 0; i < 3; i++) {
+        char *path = long_path(lens[i]);
+        char *const cmds[][8] = {
+            { "rig", "probe", "--rig", path, "gpu", NULL },
+            { "rig", "ls", "--rig", path, NULL },
+            { "rig", "run", "--rig", path, "--dry-run", "--", "true", NULL },
+            { "rig", "run", "--rig", path, "--", "true", NULL },
+        };
+        for (size_t c = 0; c < 4; c++) {
+            rig_result r;
+            rig_exec(&r, cmds[c], (char *[]){ s.targets_env, "RIG_SSH=/bin/echo", NULL }, 20, NULL);
+            char want[80];
+            snprintf(want, sizeof want, "rig %s: --rig: path longer than 4095 bytes\n", cmds[c][1]);
+            cr_expect_eq(r.status, 1, "rig %s, %zu bytes: %.300s", cmds[c][1], lens[i], r.out);
+            cr_expect_str_eq(r.out, want, "rig %s, %zu bytes", cmds[c][1], lens[i]);
+        }
+        free(path);
+    }
+    /* 4095 bytes is a path: the dry run shows it whole, quoted. */
+    char *path = long_path(4095);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--rig", path, "--dry-run", "--", "true", NULL },
+             (char *[]){ s.targets_env, NULL }, 20, NULL);
+    cr_expect_eq(r.status, 0, "%.300s", r.out);
+    size_t cap = SHELL_QUOTED_MAX(4095) + 64;
+    char *want = malloc(cap);
+    char *quoted = malloc(cap);
+    snprintf(want, cap, "exec");
+    cr_assert_eq(shell_join(want, cap, (const char *const[]){ path, "agent", "--lifeline", NULL }), 0);
+    quoted[0] = '\0';
+    cr_assert_eq(shell_quote(quoted, cap, want), 0);
+    cr_expect(strstr(r.out, quoted), "the remote command is not there whole: %.300s", r.out);
+    free(want);
+    free(quoted);
+    free(path);
+    setup_end(&s);
+}
+
+Test(launcher, key_file_path_longer_than_path_max_is_refused, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    static const size_t lens[] = { 4096, 5000, 100000 };
+    for (size_t i = 0; i < 3; i++) {
+        /* DIR/./././.../key-file-name: cut at 4095 it would still name a
+         * file in DIR (key-fi...), written without a word. */
+        char *path = malloc(lens[i] + 1);
+        size_t n = (size_t)snprintf(path, lens[i] + 1, "%s/", s.dir);
+        while (n + 2 < lens[i] - 20)
+            n += (size_t)snprintf(path + n, lens[i] + 1 - n, "./");
+        while (n < lens[i])
+            path[n++] = 'k';
+        path[n] = '\0';
+        rig_result r;
+        rig_exec(&r, (char *[]){ "rig", "key", path, NULL }, NULL, 20, NULL);
+        cr_expect_eq(r.status, 1, "%zu bytes: %.300s", lens[i], r.out);
+        cr_expect_str_eq(r.out, "rig key: FILE: path longer than 4095 bytes\n");
+        free(path);
+    }
+    /* Nothing was written anywhere in DIR. */
+    DIR *d = opendir(s.dir);
+    for (struct dirent *e; (e = readdir(d));)
+        cr_expect(strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || strcmp(e->d_name, "targets") == 0,
+                  "rig key wrote %s", e->d_name);
+    closedir(d);
+    /* HOME too long for HOME/.config/rig/key: for rig key and rig agent. */
+    char *home = malloc(5000 + 6);
+    memcpy(home, "HOME=", 5);
+    memset(home + 5, 'h', 5000);
+    home[5] = '/';
+    home[5005] = '\0';
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "key", NULL }, (char *[]){ home, NULL }, 20, NULL);
+    cr_expect_eq(r.status, 1, "%.300s", r.out);
+    cr_expect(strstr(r.out, "rig key: HOME: path longer than 4079 bytes (room is needed for /.config/rig/key)"),
+              "%.300s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "agent", NULL }, (char *[]){ home, NULL }, 20, NULL);
+    cr_expect_eq(r.status, 1, "%.300s", r.out);
+    cr_expect(strstr(r.out, "rig agent: HOME: path longer than 4079 bytes"), "%.300s", r.out);
+    free(home);
+    setup_end(&s);
+}
+
+Test(launcher, targets_file_long_lines_and_paths_are_errors, .timeout = 30)
+{
+    setup s;
+    setup_begin(&s, "");
+    static targets t;
+    rig_why why = { "" };
+    int rc;
+    /* A comment of 2100 bytes whose tail looks like a target. */
+    char *text = malloc(4000);
+    size_t n = (size_t)snprintf(text, 4000, "ok host\n#");
+    while (n < 2100)
+        text[n++] = 'x';
+    snprintf(text + n, 4000 - n, " evil evil-host\n");
+    load_targets(&s, text, &t, &why, &rc);
+    cr_expect_lt(rc, 0, "a long comment's tail was read as a line");
+    cr_expect(strstr(why.text, "targets:2: line longer than 2046 bytes"), "%s", why.text);
+    cr_expect_null(targets_find(&t, "evil"));
+    /* 2046 bytes and its newline is a line. */
+    n = (size_t)snprintf(text, 4000, "ok host #");
+    while (n < 2046)
+        text[n++] = 'x';
+    snprintf(text + n, 4000 - n, "\nnext other\n");
+    load_targets(&s, text, &t, &why, &rc);
+    cr_expect_eq(rc, 0, "%s", why.text);
+    cr_expect(targets_find(&t, "ok") && targets_find(&t, "next"));
+    /* An address over its limit says so. */
+    n = (size_t)snprintf(text, 4000, "a ");
+    while (n < 600)
+        text[n++] = 'h';
+    snprintf(text + n, 4000 - n, "\n");
+    load_targets(&s, text, &t, &why, &rc);
+    cr_expect_lt(rc, 0);
+    cr_expect(strstr(why.text, "targets:1: the address of 'a' is longer than 511 bytes"), "%s", why.text);
+    free(text);
+    /* RIG_TARGETS and HOME too long to be a path. */
+    char *path = long_path(5000);
+    setenv("RIG_TARGETS", path, 1);
+    cr_expect_lt(targets_load(&t, &why), 0);
+    cr_expect_str_eq(why.text, "RIG_TARGETS: path longer than 4095 bytes");
+    unsetenv("RIG_TARGETS");
+    setenv("HOME", path, 1);
+    cr_expect_lt(targets_load(&t, &why), 0);
+    cr_expect(strstr(why.text, "HOME: path longer than 4075 bytes (room is needed for /.config/rig/targets); set RIG_TARGETS"), "%s", why.text);
+    free(path);
+    setup_end(&s);
+}
+
+Test(launcher, run_keeps_long_environment_and_arguments_whole, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "box local\n");
+    /* LD_PRELOAD of 9000 bytes: kept whole, the shim after it. */
+    char *preload = malloc(9000 + 12);
+    size_t n = (size_t)snprintf(preload, 12, "LD_PRELOAD=");
+    while (n < 9000 + 11)
+        n += (size_t)snprintf(preload + n, 9000 + 12 - n, "/lib/x.so:");
+    preload[9000 + 11] = '\0';
+    /* An argument of 50000 bytes with quotes in it. */
+    char *arg = long_path(50000);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--dry-run", "--", "true", arg, NULL },
+             (char *[]){ s.targets_env, preload, NULL }, 20, NULL);
+    cr_expect_eq(r.status, 0, "%.300s", r.out);
+    char *want = malloc(SHELL_QUOTED_MAX(50000) + 1);
+    want[0] = '\0';
+    cr_assert_eq(shell_quote(want, SHELL_QUOTED_MAX(50000) + 1, arg), 0);
+    cr_expect(strstr(r.out, want), "the argument is not there whole");
+    char *p = strstr(r.out, "LD_PRELOAD=");
+    cr_assert_not_null(p);
+    cr_expect(strncmp(p, preload, 9000 + 11) == 0 && strstr(p + 9000 + 11, "librigshim.so"),
+              "LD_PRELOAD was cut: %.100s", p + 9000);
+    free(want);
+    free(arg);
+    free(preload);
+    /* RIG_SHIM and PROG too long to be paths. */
+    char *path = long_path(5000);
+    char *shim = malloc(5000 + 10);
+    snprintf(shim, 5000 + 10, "RIG_SHIM=%s", path);
+    rig_exec(&r, (char *[]){ "rig", "run", "--", "true", NULL }, (char *[]){ s.targets_env, shim, NULL }, 20, NULL);
+    cr_expect_eq(r.status, 255, "%.300s", r.out);
+    cr_expect_str_eq(r.out, "rig run: RIG_SHIM: path longer than 4095 bytes\n");
+    rig_exec(&r, (char *[]){ "rig", "run", "--", path, NULL }, (char *[]){ s.targets_env, NULL }, 20, NULL);
+    cr_expect_eq(r.status, 255, "%.300s", r.out);
+    cr_expect_str_eq(r.out, "rig run: PROG: path longer than 4095 bytes\n");
+    free(shim);
+    free(path);
+    setup_end(&s);
+}
+
+Test(launcher, ls_marks_a_cut_device_summary, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "many some-host\n");
+    /* A stand-in for ssh that answers the probe with 40 devices of
+     * different names: more than one line of `rig ls` holds. */
+    char ssh[160], ssh_env[200];
+    snprintf(ssh, sizeof ssh, "%s/fake-ssh", s.dir);
+    FILE *f = fopen(ssh, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "#!/bin/sh\nprintf '{\"host\":\"h\",\"driver\":\"d\",\"version\":1,\"busy\":false,\"devices\":['\n"
+               "i=0; while [ $i -lt 40 ]; do [ $i -gt 0 ] && printf ,\n"
+               "printf '{\"ordinal\":%%d,\"name\":\"device-model-number-%%02d\",\"cc\":\"9.0\",\"memory\":1}' $i $i\n"
+               "i=$((i+1)); done; printf ']}\\n'\n");
+    fclose(f);
+    chmod(ssh, 0700);
+    snprintf(ssh_env, sizeof ssh_env, "RIG_SSH=%s", ssh);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "ls", NULL }, (char *[]){ s.targets_env, ssh_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    char *line = strstr(r.out, "\nmany ");
+    cr_assert_not_null(line, "%s", r.out);
+    char *end = strchr(line + 1, '\n');
+    cr_assert_not_null(end);
+    cr_expect(strstr(line, "1 x device-model-number-00 (9.0, 0.0 GiB)"), "%s", r.out);
+    cr_expect(end - 3 > line && strncmp(end - 3, "...", 3) == 0, "a cut summary not marked: %.*s", (int)(end - line),
+              line);
+    setup_end(&s);
 }
