@@ -149,10 +149,18 @@ typedef struct job job;
  * device printf output; -1 when output is not captured. */
 extern int agent_stdout_pipe;
 
-/* Serves one job on a proven connection until it ends; returns the line to
- * log about how it ended. `ending(ctx)` is called once the controller's
- * side is over. Threads of the job may still run: the worker exits next. */
-void job_serve(backend *b, int fd, uint32_t index, void (*ending)(void *ctx), void *ctx, char *ended,
-               size_t endedlen);
+/* How a job's end is told: `ending` once the controller's side is over,
+ * then `ended` with the line to log ("job closed", "job failed: CAUSE").
+ * Either may run on any of the job's threads: when the job thread is held
+ * by the driver (a kernel that never ends) another thread ends the job. */
+typedef struct job_hooks {
+    void (*ending)(void *ctx);
+    void (*ended)(void *ctx, const char *line);
+    void *ctx;
+} job_hooks;
+
+/* Serves one job on a proven connection until it ends and its hooks have
+ * run. Threads of the job may still run: the worker exits next. */
+void job_serve(backend *b, int fd, uint32_t index, const job_hooks *hooks);
 
 #endif

@@ -228,7 +228,13 @@ static bool serve_frames(job *j)
                 job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why.text);
             return false;
         }
+        pthread_mutex_lock(&j->q_lock);
+        j->replaying_since_ms = deadline_now_ms();
+        pthread_mutex_unlock(&j->q_lock);
         bool closed = job_replay_frame(j, &f);
+        pthread_mutex_lock(&j->q_lock);
+        j->replaying_since_ms = 0;
+        pthread_mutex_unlock(&j->q_lock);
         frame_release(&f);
         if (closed)
             return !job_failed(j);
@@ -268,32 +274,63 @@ void job_free(job *j)
     free(j);
 }
 
-void job_serve(backend *b, int fd, uint32_t index, void (*ending)(void *ctx), void *ctx, char *ended,
-               size_t endedlen)
+bool job_thread_held(job *j, int64_t ms)
 {
-    job *j = job_new(b, fd, index, ended, endedlen);
-    if (!j) {
-        close(fd);
+    pthread_mutex_lock(&j->q_lock);
+    bool held = j->replaying_since_ms && deadline_now_ms() - j->replaying_since_ms > ms;
+    pthread_mutex_unlock(&j->q_lock);
+    return held;
+}
+
+void job_end(job *j, bool closed)
+{
+    pthread_mutex_lock(&j->q_lock);
+    bool already = j->end_started;
+    j->end_started = true;
+    pthread_mutex_unlock(&j->q_lock);
+    if (already)
         return;
-    }
-    if (job_start_threads(j) < 0)
-        job_fail(j, "agent: cannot start the job's threads");
-    bool closed = !job_failed(j) && serve_frames(j);
-    if (ending)
-        ending(ctx);
+    if (j->hooks && j->hooks->ending)
+        j->hooks->ending(j->hooks->ctx);
+    char line[sizeof j->cause + 32];
     if (closed) {
         /* The program has ended: what it left queued can no longer be seen,
          * and the process's exit frees it (as a GPU frees a context whose
          * process has gone). */
         job_send(j, FRAME_CLOSE, NULL, 0);
-        snprintf(ended, endedlen, "job closed");
+        snprintf(line, sizeof line, "job closed");
     } else {
         job_send_abort(j);
-        snprintf(ended, endedlen, "job failed: %s", j->cause);
+        pthread_mutex_lock(&j->q_lock);
+        snprintf(line, sizeof line, "job failed: %s", j->cause);
+        pthread_mutex_unlock(&j->q_lock);
         /* Read and discard until the controller ends its side (at most
          * 10 s), so closing cannot reset the connection under the abort. */
         conn_drain(&j->c, deadline_after(10000));
     }
-    /* The sender may wait for markers of work that never ends (a kernel
-     * that spins, a wait no one satisfies): the process exits under it. */
+    if (j->hooks && j->hooks->ended)
+        j->hooks->ended(j->hooks->ctx, line);
+}
+
+void job_serve(backend *b, int fd, uint32_t index, const job_hooks *hooks)
+{
+    char why[200];
+    job *j = job_new(b, fd, index, why, sizeof why);
+    if (!j) {
+        close(fd);
+        if (hooks->ending)
+            hooks->ending(hooks->ctx);
+        if (hooks->ended)
+            hooks->ended(hooks->ctx, why);
+        return;
+    }
+    j->hooks = hooks;
+    if (job_start_threads(j) < 0)
+        job_fail(j, "agent: cannot start the job's threads");
+    bool closed = !job_failed(j) && serve_frames(j);
+    job_end(j, closed);
+    /* Another thread may be ending the job (it found the failure while this
+     * one was held by the driver): its hooks end the process. */
+    for (;;)
+        pause();
 }

@@ -27,6 +27,20 @@ static void tell_ending(void *ctx)
     status_line(*(int *)ctx, "ending\n");
 }
 
+/* The job's last word to the listener, escaped (a cause may carry a
+ * controller's text); then the process ends, under threads that may still
+ * wait on the driver, which exit handlers would wait for. */
+static void tell_ended(void *ctx, const char *ended)
+{
+    char line[4 * 1200 + 16];
+    size_t n = (size_t)snprintf(line, sizeof line, "ended ");
+    n += agent_escape(line + n, sizeof line - n - 1, ended, strlen(ended));
+    line[n++] = '\n';
+    line[n] = '\0';
+    status_line(*(int *)ctx, line);
+    _exit(0);
+}
+
 /* Keeps fds 0-2, the connection and the status pipe (moved to 3 and 4):
  * the listener's other connections and its listening socket are not the
  * job's, and a stranger's connection must not stay open in here. */
@@ -69,29 +83,20 @@ void worker_main(const worker_args *args)
         agent_stdout_pipe = out[0];
     }
 
-    char ended[1200];
     backend b;
     char bwhy[600];
+    job_hooks hooks = { tell_ending, tell_ended, &status_fd };
     if (backend_open(&b, args->driver, bwhy, sizeof bwhy) < 0) {
         char why[700];
         job *j = job_new(&b, fd, args->index, why, sizeof why);
-        if (j) {
-            job_fail(j, "agent: cannot open its driver: %s", bwhy);
-            job_send_abort(j);
-            conn_drain(&j->c, deadline_after(2000));
+        if (!j) {
+            tell_ending(&status_fd);
+            tell_ended(&status_fd, "job failed: agent: out of memory");
         }
-        tell_ending(&status_fd);
-        snprintf(ended, sizeof ended, "job failed: agent: cannot open its driver: %s", bwhy);
-    } else {
-        job_serve(&b, fd, args->index, tell_ending, &status_fd, ended, sizeof ended);
+        j->hooks = &hooks;
+        job_fail(j, "agent: cannot open its driver: %s", bwhy);
+        job_end(j, false);
     }
-    char line[sizeof ended * 4 + 16];
-    size_t n = (size_t)snprintf(line, sizeof line, "ended ");
-    n += agent_escape(line + n, sizeof line - n - 1, ended, strlen(ended));
-    line[n++] = '\n';
-    line[n] = '\0';
-    status_line(status_fd, line);
-    /* Now, under threads that may still wait on the driver: exit handlers
-     * would wait for them. */
+    job_serve(&b, fd, args->index, &hooks);
     _exit(0);
 }
