@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/job.h"
@@ -214,11 +215,28 @@ bool job_replay_frame(job *j, const frame *f)
     return false;
 }
 
-/* Reads and replays frames until the controller closes, fails or goes. */
-static bool serve_frames(job *j)
+typedef struct inbox_item {
+    struct inbox_item *next;
+    frame f;
+} inbox_item;
+
+/* What the inbox may hold before the reader stops reading (and TCP makes
+ * the controller wait). */
+#define JOB_INBOX_MAX ((uint64_t)256 << 20)
+
+/* Takes frames off the connection into the inbox until the controller's
+ * close, a failure, or its silence. After a failure it reads on and
+ * discards, so the controller's close cannot reset the abort away. */
+static void *reader_main(void *arg)
 {
+    job *j = arg;
     rig_why why = { "" };
-    while (!job_failed(j)) {
+    for (;;) {
+        pthread_mutex_lock(&j->q_lock);
+        while (!j->failed && j->in_bytes > JOB_INBOX_MAX)
+            pthread_cond_wait(&j->q_cond, &j->q_lock);
+        bool discard = j->failed;
+        pthread_mutex_unlock(&j->q_lock);
         frame f = { 0 };
         int rc = conn_recv(&j->c, &f, deadline_after(-1), JOB_SILENCE_MS, &why);
         if (rc < 0) {
@@ -226,20 +244,66 @@ static bool serve_frames(job *j)
                 job_fail(j, "controller: silent for %d s", JOB_SILENCE_MS / 1000);
             else
                 job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why.text);
-            return false;
+            break;
         }
+        inbox_item *it = discard ? NULL : malloc(sizeof *it);
+        if (!it) {
+            frame_release(&f);
+            if (!discard)
+                job_fail(j, "agent: out of memory for a frame of %llu bytes", (unsigned long long)f.len);
+            continue;
+        }
+        bool close = f.kind == FRAME_CLOSE;
+        it->next = NULL;
+        it->f = f;
         pthread_mutex_lock(&j->q_lock);
-        j->replaying_since_ms = deadline_now_ms();
+        if (j->in_tail)
+            j->in_tail->next = it;
+        else
+            j->in_head = it;
+        j->in_tail = it;
+        j->in_bytes += f.len + sizeof *it;
+        pthread_cond_broadcast(&j->q_cond);
         pthread_mutex_unlock(&j->q_lock);
-        bool closed = job_replay_frame(j, &f);
+        if (close)
+            break;
+    }
+    pthread_mutex_lock(&j->q_lock);
+    j->reader_done = true;
+    pthread_cond_broadcast(&j->q_cond);
+    pthread_mutex_unlock(&j->q_lock);
+    return NULL;
+}
+
+/* Replays the inbox's frames until the controller's close or a failure;
+ * true for a close with nothing failed. */
+static bool serve_frames(job *j)
+{
+    for (;;) {
+        pthread_mutex_lock(&j->q_lock);
+        while (!j->in_head && !j->reader_done && !j->failed)
+            pthread_cond_wait(&j->q_cond, &j->q_lock);
+        inbox_item *it = j->failed ? NULL : j->in_head;
+        if (it) {
+            j->in_head = it->next;
+            if (!j->in_head)
+                j->in_tail = NULL;
+            j->in_bytes -= it->f.len + sizeof *it;
+            j->replaying_since_ms = deadline_now_ms();
+            pthread_cond_broadcast(&j->q_cond);
+        }
+        pthread_mutex_unlock(&j->q_lock);
+        if (!it)
+            return false;
+        bool closed = job_replay_frame(j, &it->f);
         pthread_mutex_lock(&j->q_lock);
         j->replaying_since_ms = 0;
         pthread_mutex_unlock(&j->q_lock);
-        frame_release(&f);
+        frame_release(&it->f);
+        free(it);
         if (closed)
             return !job_failed(j);
     }
-    return false;
 }
 
 void job_free(job *j)
@@ -303,10 +367,18 @@ void job_end(job *j, bool closed)
         job_send_abort(j);
         pthread_mutex_lock(&j->q_lock);
         snprintf(line, sizeof line, "job failed: %s", j->cause);
-        pthread_mutex_unlock(&j->q_lock);
-        /* Read and discard until the controller ends its side (at most
+        /* The reader discards until the controller ends its side (at most
          * 10 s), so closing cannot reset the connection under the abort. */
-        conn_drain(&j->c, deadline_after(10000));
+        int64_t until = deadline_after(10000);
+        while (j->reader_started && !j->reader_done && deadline_now_ms() < until) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000000L;
+            ts.tv_sec += ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
+        }
+        pthread_mutex_unlock(&j->q_lock);
     }
     if (j->hooks && j->hooks->ended)
         j->hooks->ended(j->hooks->ctx, line);
@@ -325,8 +397,11 @@ void job_serve(backend *b, int fd, uint32_t index, const job_hooks *hooks)
         return;
     }
     j->hooks = hooks;
-    if (job_start_threads(j) < 0)
+    pthread_t reader;
+    if (job_start_threads(j) < 0 || pthread_create(&reader, NULL, reader_main, j) != 0)
         job_fail(j, "agent: cannot start the job's threads");
+    else
+        j->reader_started = true;
     bool closed = !job_failed(j) && serve_frames(j);
     job_end(j, closed);
     /* Another thread may be ending the job (it found the failure while this

@@ -45,6 +45,12 @@ struct job {
     pthread_t sender, beater, watcher;
     bool threads_started;
     int64_t replaying_since_ms;   /* the job thread is in a replay (0: waiting for frames) */
+    /* The inbox: frames the reader thread took off the connection, waiting
+     * for the job thread, so that the controller's sends keep moving and
+     * its silence is noticed while the driver holds the job thread. */
+    struct inbox_item *in_head, *in_tail;
+    uint64_t in_bytes;
+    bool reader_started, reader_done;
     bool end_started;
     const job_hooks *hooks;
 };

@@ -4,7 +4,6 @@
  * there sends neither words nor beats, so a healthy job would be failed as
  * silent. The watcher calls the driver and sends nothing. */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,14 +143,6 @@ static struct timespec in_ms(int ms)
     return ts;
 }
 
-/* The controller has ended its side or reset the connection: with the job
- * thread held by the driver no one reads, so look without reading. */
-static bool peer_gone(job *j)
-{
-    struct pollfd p = { .fd = j->c.fd, .events = POLLRDHUP };
-    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 /* A beat after JOB_BEAT_MS of quiet, device output within a beat, and the
  * abort of a job that failed off the job thread (a device fault). A send in
  * progress holds the send lock; its bytes are its beat, so it is skipped. */
@@ -166,9 +157,6 @@ void *beat_main(void *arg)
         pthread_mutex_unlock(&j->q_lock);
         if (stopping)
             return NULL;
-        if (!failed && job_thread_held(j, JOB_BEAT_MS) && peer_gone(j))
-            job_fail(j, "controller: closed its connection");
-        failed = job_failed(j);
         if (failed && job_thread_held(j, JOB_BEAT_MS)) {
             /* The job thread waits on the driver (a kernel that never
              * ends, a wait no one satisfies): end the job from here. */
