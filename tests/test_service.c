@@ -153,8 +153,8 @@ static void proc_start(proc *p, char *const argv[], const agent_proc *agent, con
         memcpy(env, e, sizeof e);
     }
     int o[2], i[2];
-    cr_assert_eq(pipe(o), 0);
-    cr_assert_eq(pipe(i), 0);
+    cr_assert_eq(pipe2(o, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(i, O_CLOEXEC), 0);
     fflush(NULL);
     p->started = now_s();
     p->pid = fork();
@@ -381,6 +381,18 @@ static int count_lines(const char *path)
 
 /* ---- 1: strangers hold nothing ---- */
 
+/* Up to 200 bytes of what a stranger received from at on, printable
+ * (other bytes as '.'), in a static buffer. */
+static const char *shown(const char *bytes, size_t len, const char *at)
+{
+    static char out[256];
+    size_t from = at ? (size_t)(at - bytes) : 0, start = from > 100 ? from - 100 : 0, n = 0;
+    for (size_t i = start; i < len && n < 200; i++)
+        out[n++] = bytes[i] >= 0x20 && bytes[i] < 0x7f ? bytes[i] : '.';
+    out[n] = '\0';
+    return out;
+}
+
 /* Whether what strangers received names an address: 127.0.0.1, the agent's
  * port or any stranger's own port, as text. */
 static void expect_names_nothing(const char *record, const agent_proc *a, const char *what)
@@ -392,16 +404,16 @@ static void expect_names_nothing(const char *record, const agent_proc *a, const 
     char *ports = read_from(ports_path, 0, NULL);
     char needle[16];
     /* The bytes may hold NULs (nonces): search them with memmem. */
-    cr_expect(!memmem(bytes, len, "127.0.0.1", 9), "%s: a stranger was told an address: %.*s", what,
-              (int)(len < 2000 ? len : 2000), bytes);
+    const char *at = memmem(bytes, len, "127.0.0.1", 9);
+    cr_expect(!at, "%s: a stranger was told an address (%zu bytes received): %s", what, len, shown(bytes, len, at));
     snprintf(needle, sizeof needle, "%u", (unsigned)a->port);
-    cr_expect(!memmem(bytes, len, needle, strlen(needle)), "%s: a stranger was told the agent's port %s", what,
-              needle);
+    at = memmem(bytes, len, needle, strlen(needle));
+    cr_expect(!at, "%s: a stranger was told the agent's port %s: %s", what, needle, shown(bytes, len, at));
     int leaked = 0;
     for (char *line = strtok(ports, "\n"); line; line = strtok(NULL, "\n"))
-        if (strlen(line) >= 4 && memmem(bytes, len, line, strlen(line)) && leaked++ < 3)
-            cr_expect_fail("%s: a stranger was told port %s (a connection's own): %.*s", what, line,
-                           (int)(len < 2000 ? len : 2000), bytes);
+        if (strlen(line) >= 4 && (at = memmem(bytes, len, line, strlen(line))) && leaked++ < 3)
+            cr_expect_fail("%s: a stranger was told port %s (a stranger's own): %s", what, line,
+                           shown(bytes, len, at));
     free(ports);
     free(bytes);
 }
@@ -463,7 +475,8 @@ Test(service, a_stranger_during_a_job_is_told_nothing, .timeout = 90)
     snprintf(args, sizeof args, "--count 3 --seconds 3 --record %s", rec);
     proc idle;
     hostile_start(&idle, &a, "idle", args);
-    proc_finish(&idle, 20);
+    cr_expect(proc_wait_text(&idle, "hostile: done", 20), "%s", idle.text);
+    proc_finish(&idle, 5);
     cr_expect(strstr(idle.text, "hostile: done idle 3 connections"), "%s", idle.text);
     expect_names_nothing(rec, &a, "strangers during a job");
     proc_free(&idle);
@@ -635,10 +648,11 @@ Test(service, hostile_controller_fails_only_its_jobs, .timeout = 180)
 
 /* ---- 6: out of descriptors, flooded ---- */
 
-/* The address-space limit under which the agent still serves softgpu jobs
- * (it reserves a 256 GiB pointer window per job, so the limit sits above
- * that); none under the sanitizers, whose shadow memory needs far more. */
-#define AGENT_AS_LIMIT "--as=300000000000"
+/* The address-space limit under which the agent still serves softgpu jobs:
+ * 257 GiB, as it reserves a 256 GiB pointer window per job (JOB_WINDOW_SIZE)
+ * and needs well under 1 GiB beside it for vecadd; none under the
+ * sanitizers, whose shadow memory needs far more. */
+#define AGENT_AS_LIMIT "--as=275951648768"
 
 Test(service, flood_while_out_of_descriptors, .timeout = 120)
 {
@@ -664,7 +678,7 @@ Test(service, flood_while_out_of_descriptors, .timeout = 120)
             100 * cpu / wall, lines);
     cr_expect_eq(f.status, 0, "%s", f.text);
     cr_expect(agent_alive(&a), "the agent died in the flood:\n%s", tail(log_since(&a, 0)));
-    cr_expect_lt(cpu, 0.5 * wall, "the agent spun: %.2f s of CPU over %.2f s of flood", cpu, wall);
+    cr_expect_lt(cpu, 0.2 * wall, "the agent spun: %.2f s of CPU over %.2f s of flood", cpu, wall);
     cr_expect_leq(lines, 300, "the agent's log grew by %d lines over the flood", lines);
     proc_free(&f);
     /* After the flood, within a few seconds, a real job is served. */

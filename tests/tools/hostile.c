@@ -464,9 +464,8 @@ static void read_verdict(conn *c, char *said, size_t cap)
         }
         if (f.kind == FRAME_ANSWER) {
             uint8_t status = wire_get_u8(&r);
-            uint32_t result = wire_get_u32(&r);
             if (status == 0)
-                snprintf(said, cap, "answered CUresult %u", result);
+                snprintf(said, cap, "answered CUresult %u", wire_get_u32(&r));
             else {
                 const uint8_t *s;
                 size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
