@@ -22,7 +22,7 @@
  *       contents from the seed) and reads until the agent aborts or closes
  *       (5 s at most), then closes. One line per job:
  *       "hostile: job I: KIND: aborted: WHY" | "answered CUresult N" |
- *       "closed" | "no answer within 5 s" | "refused: WHY".
+ *       "closed" | "no answer within 5 s" | "not admitted: WHY".
  *
  * --record FILE appends every byte the agent sends on the idle or drip
  * connections (to a stranger, before any proof) to FILE, and writes the
@@ -508,7 +508,7 @@ static int controller_main(const char *key_file, int jobs, double seconds, uint6
         fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
         hs_config cfg = { .key = &key, .version = HS_VERSION, .timeout_ms = HS_TIMEOUT_MS };
         if (hs_dial(fd, &cfg, 0, 1, &why) < 0) {
-            printf("hostile: job %d: %s: refused: %s\n", i, kinds[k], why.text);
+            printf("hostile: job %d: %s: not admitted: %s\n", i, kinds[k], why.text);
             close(fd);
             done++;
             continue;
