@@ -68,3 +68,9 @@ include tests/tools/module.mk
 check-error-table:
 	$(Q)$(PYTHON) scripts/gen-error-table --check $(CUDA_HOME)
 CHECK_STEPS += check-error-table
+
+# The soak (issue 12): SOAK_JOBS jobs (default 1000) of every kind against
+# one agent; not part of make check.
+.PHONY: soak
+soak: $(ALL_TARGETS)
+	$(Q)tests/soak $(B)

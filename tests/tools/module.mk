@@ -16,3 +16,23 @@ $(B)/tests/test_faults: $(B)/tests/test_faults.o $(B)/tests/harness.o $(B)/tests
 
 ALL_TARGETS += $(RELAY_BIN)
 CHECK_TESTS += $(B)/tests/test_faults
+
+# rig-hostile: idle, dripping, flooding and key-holding hostile peers of an
+# agent (tests/tools/hostile.c) for test_service and the soak (issue 12).
+HOSTILE_BIN := $(B)/tests/tools/rig-hostile
+
+$(HOSTILE_BIN): $(B)/tests/tools/hostile.o $(PROTO_LIB)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PROTO_LDLIBS)
+
+ALL_TARGETS += $(HOSTILE_BIN)
+
+# test_service: the agent as a service (issue 12), with rig-hostile.
+$(B)/tests/test_service.o: CFLAGS += -DRIG_HOSTILE='"$(abspath $(HOSTILE_BIN))"'
+
+$(B)/tests/test_service: $(B)/tests/test_service.o $(B)/tests/harness.o $(B)/tests/support.o \
+  | $(HOSTILE_BIN) e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
+
+CHECK_TESTS += $(B)/tests/test_service

@@ -1,0 +1,68 @@
+// One long kernel, then a synchronous copy of its result (no sync between:
+// the copy itself waits for the kernel), checked against the CPU.
+//   long_kernel [ROUNDS]   each of 64 threads runs a dependent chain of
+//                          ROUNDS steps (default 100000); prints
+//                          "long_kernel: ok ROUNDS rounds in S s"
+// On softgpu the kernel's time grows linearly with ROUNDS; the service test
+// calibrates with a short run and asks for about 30 s. (No clock64 or
+// %globaltimer: softgpu refuses them, and the work must be real anyway.)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+
+__device__ __host__ unsigned chain(unsigned x, long long rounds)
+{
+    for (long long r = 0; r < rounds; r++)
+        x = x * 1664525u + 1013904223u + (x >> 13);
+    return x;
+}
+
+__global__ void work(unsigned *out, long long rounds)
+{
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = chain(i * 2654435761u + 1u, rounds);
+}
+
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        cudaError_t e_ = (call);                                                      \
+        if (e_ != cudaSuccess) {                                                      \
+            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
+            return 1;                                                                 \
+        }                                                                             \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    long long rounds = argc > 1 ? strtoll(argv[1], nullptr, 0) : 100000;
+    if (rounds < 1) {
+        printf("long_kernel: ROUNDS must be positive\n");
+        return 2;
+    }
+    const int n = 64;
+    unsigned *d, h[n];
+    CHECK(cudaMalloc(&d, sizeof h));
+    CHECK(cudaMemset(d, 0, sizeof h));
+    CHECK(cudaDeviceSynchronize());
+    auto t0 = std::chrono::steady_clock::now();
+    work<<<2, 32>>>(d, rounds);
+    CHECK(cudaGetLastError());
+    printf("long_kernel: launched %lld rounds\n", rounds);
+    fflush(stdout);
+    CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int wrong = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned want = chain((unsigned)i * 2654435761u + 1u, rounds);
+        if (h[i] != want && wrong++ < 5)
+            printf("out[%d] = %#x, expected %#x\n", i, h[i], want);
+    }
+    CHECK(cudaFree(d));
+    if (wrong) {
+        printf("long_kernel: %d wrong\n", wrong);
+        return 1;
+    }
+    printf("long_kernel: ok %lld rounds in %.2f s\n", rounds, secs);
+    return 0;
+}

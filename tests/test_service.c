@@ -1,0 +1,761 @@
+/* The agent as a service (issue 12), end to end on loopback: a real
+ * rig-agent, real programs through the preloaded shim, and
+ * tests/tools/rig-hostile for what else an open port meets (idle and
+ * dripping strangers, connection floods, a key-holding controller that
+ * sends garbage). What must hold:
+ *   - a connection that has not proven the key holds nothing: a real job
+ *     is served at once beside twenty idle strangers and a drip, and no
+ *     stranger is told any address;
+ *   - a job left waiting forever (cuStreamWaitValue32 never satisfied, a
+ *     kernel that never ends) does not outlive its controller: the next
+ *     job is served within 2 s of the kill;
+ *   - a healthy job is never failed as silent: a 30 s kernel then a
+ *     synchronous copy, 64 MiB of registered memory through four streams;
+ *   - garbage from a proven controller fails that job with a reason, and
+ *     the agent serves the next;
+ *   - out of descriptors (and under a memory limit), a flood of
+ *     connections does not make the agent spin or fill its log;
+ *   - only a proven controller learns that the agent is busy.
+ * Timing bounds are measured against a run of the same program on the same
+ * agent in the same test, so a slow machine moves both. The tests run one
+ * at a time (their timings are the point); each prints a "service-table:"
+ * line for the record. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+
+#define PROGRAMS PLAIN_BUILD "/programs/"
+#define SERVED_WITHIN 2.0    /* seconds beyond a job's normal time */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- what a test started, ended by the suite's fini ---- */
+
+#define LIVE_MAX 16
+static pid_t live_pids[LIVE_MAX];    /* programs and tools: process groups */
+static struct {
+    pid_t pid;
+    char dir[64];
+} live_agents[2];
+
+static void live_add(pid_t pid)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (live_pids[i] == 0) {
+            live_pids[i] = pid;
+            return;
+        }
+    cr_assert_fail("more than %d processes at once", LIVE_MAX);
+}
+
+static void live_remove(pid_t pid)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (live_pids[i] == pid)
+            live_pids[i] = 0;
+}
+
+static void end_what_lives(void)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (live_pids[i] > 0) {
+            kill(-live_pids[i], SIGKILL);
+            waitpid(live_pids[i], NULL, 0);
+            live_pids[i] = 0;
+        }
+    for (int i = 0; i < 2; i++)
+        if (live_agents[i].pid > 0) {
+            kill(live_agents[i].pid, SIGKILL);
+            waitpid(live_agents[i].pid, NULL, 0);
+            live_agents[i].pid = 0;
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", live_agents[i].dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "could not remove %s\n", live_agents[i].dir);
+        }
+}
+
+TestSuite(service, .fini = end_what_lives);
+
+static void start_agent(agent_proc *a)
+{
+    agent_start(a, NULL, NULL);
+    for (int i = 0; i < 2; i++)
+        if (!live_agents[i].pid) {
+            live_agents[i].pid = a->pid;
+            snprintf(live_agents[i].dir, sizeof live_agents[i].dir, "%s", a->dir);
+            break;
+        }
+}
+
+static void stop_agent(agent_proc *a)
+{
+    for (int i = 0; i < 2; i++)
+        if (live_agents[i].pid && strcmp(live_agents[i].dir, a->dir) == 0)
+            live_agents[i].pid = 0;
+    if (a->pid > 0 || a->dir[0])
+        agent_stop(a);
+    a->pid = 0;
+    a->dir[0] = '\0';
+}
+
+/* True while the agent process runs (not exited, not a zombie). */
+static bool agent_alive(const agent_proc *a)
+{
+    int st;
+    return a->pid > 0 && waitpid(a->pid, &st, WNOHANG) == 0;
+}
+
+/* ---- a process whose output is watched while it runs ---- */
+
+typedef struct proc {
+    pid_t pid;
+    int out;                 /* its stdout and stderr */
+    int in;                  /* its stdin (tools end when it closes), or -1 */
+    char *text;
+    size_t len, cap;
+    bool eof;
+    int status;              /* exit code, 128 + signal, -1: killed at the timeout */
+    double started, ended;
+} proc;
+
+/* Starts argv in a process group of its own with env added; when agent is
+ * given, through the shim against it with key_hex (NULL: the agent's). */
+static void proc_start(proc *p, char *const argv[], const agent_proc *agent, const char *key_hex)
+{
+    memset(p, 0, sizeof *p);
+    char preload[300], agents[96], key[96];
+    shim_env(preload, sizeof preload);
+    char *env[8] = { NULL };
+    if (agent) {
+        snprintf(agents, sizeof agents, "RIG_REMOTE_AGENTS=b=127.0.0.1:%u", (unsigned)agent->port);
+        snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", key_hex ? key_hex : agent->key_hex);
+        char *e[] = { preload, agents, key, "RIG_LOCAL_DRIVER=none", "ASAN_OPTIONS=detect_leaks=0", NULL };
+        memcpy(env, e, sizeof e);
+    }
+    int o[2], i[2];
+    cr_assert_eq(pipe2(o, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(i, O_CLOEXEC), 0);
+    fflush(NULL);
+    p->started = now_s();
+    p->pid = fork();
+    cr_assert_geq(p->pid, 0);
+    if (p->pid == 0) {
+        setpgid(0, 0);
+        dup2(i[0], 0);
+        dup2(o[1], 1);
+        dup2(o[1], 2);
+        close(o[0]);
+        close(o[1]);
+        close(i[0]);
+        close(i[1]);
+        unsetenv("BXFI_MAP");
+        for (size_t k = 0; env[k]; k++)
+            putenv(env[k]);
+        execv(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(p->pid, p->pid);
+    live_add(p->pid);
+    close(o[1]);
+    close(i[0]);
+    p->out = o[0];
+    p->in = i[1];
+    p->cap = 1 << 16;
+    p->text = calloc(1, p->cap);
+}
+
+/* Reads what the process wrote until `until` or its end of output. */
+static void proc_read(proc *p, double until)
+{
+    while (!p->eof) {
+        int left = (int)((until - now_s()) * 1000);
+        if (left < 0)
+            return;
+        struct pollfd pf = { p->out, POLLIN, 0 };
+        if (poll(&pf, 1, left) <= 0)
+            return;
+        if (p->len + 4096 > p->cap)
+            p->text = realloc(p->text, p->cap *= 2);
+        ssize_t n = read(p->out, p->text + p->len, p->cap - p->len - 1);
+        if (n <= 0) {
+            p->eof = true;
+            break;
+        }
+        p->len += (size_t)n;
+        p->text[p->len] = '\0';
+    }
+}
+
+/* True once the process printed needle, within timeout_s. */
+static bool proc_wait_text(proc *p, const char *needle, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    while (!strstr(p->text, needle) && !p->eof && now_s() < until)
+        proc_read(p, now_s() + 0.05 < until ? now_s() + 0.05 : until);
+    return strstr(p->text, needle) != NULL;
+}
+
+/* Waits for the process to end, killing its group at timeout_s. */
+static void proc_finish(proc *p, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    if (p->in >= 0)
+        close(p->in);
+    p->in = -1;
+    proc_read(p, until);
+    int st;
+    pid_t got = 0;
+    while ((got = waitpid(p->pid, &st, WNOHANG)) == 0 && now_s() < until)
+        usleep(5000);
+    if (got != p->pid) {
+        kill(-p->pid, SIGKILL);
+        waitpid(p->pid, &st, 0);
+        p->status = -1;
+    } else {
+        p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    live_remove(p->pid);
+    p->ended = now_s();
+    if (!p->eof)
+        proc_read(p, now_s() + 0.5);
+    close(p->out);
+}
+
+static void proc_free(proc *p)
+{
+    free(p->text);
+    p->text = NULL;
+}
+
+/* The end of a text, for messages. */
+static const char *tail(const char *text)
+{
+    size_t n = strlen(text);
+    return n > 3000 ? text + n - 3000 : text;
+}
+
+/* Runs a program through the agent to its end (timeout_s); the caller
+ * frees it. */
+static void run_through(proc *p, const agent_proc *a, const char *key_hex, double timeout_s, ...)
+{
+    char *argv[8] = { NULL };
+    va_list ap;
+    va_start(ap, timeout_s);
+    for (int i = 0; i < 7 && (argv[i] = va_arg(ap, char *)); i++)
+        ;
+    va_end(ap);
+    proc_start(p, argv, a, key_hex);
+    proc_finish(p, timeout_s);
+}
+
+/* vecadd through the agent, which must pass; returns its time. */
+static double vecadd_passes(const agent_proc *a, const char *what)
+{
+    proc p;
+    run_through(&p, a, NULL, 60, PROGRAMS "vecadd.static", NULL);
+    cr_expect_eq(p.status, 0, "%s: vecadd exited %d:\n%s", what, p.status, tail(p.text));
+    cr_expect(strstr(p.text, "vecadd: ok"), "%s: vecadd did not say ok:\n%s", what, tail(p.text));
+    double t = p.ended - p.started;
+    proc_free(&p);
+    return t;
+}
+
+/* ---- rig-hostile ---- */
+
+static void hostile_start(proc *h, const agent_proc *a, const char *mode, const char *extra)
+{
+    char to[48], cmd[1024];
+    snprintf(to, sizeof to, "127.0.0.1:%u", (unsigned)a->port);
+    snprintf(cmd, sizeof cmd, "exec %s %s --to %s %s", RIG_HOSTILE, mode, to, extra ? extra : "");
+    char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+    proc_start(h, argv, NULL, NULL);
+}
+
+/* ---- the agent's log and process ---- */
+
+static size_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+/* A file from byte `from` on, malloc'd and NUL-terminated; *len its size. */
+static char *read_from(const char *path, size_t from, size_t *len)
+{
+    FILE *f = fopen(path, "r");
+    size_t cap = 4096, n = 0;
+    char *s = malloc(cap);
+    if (f) {
+        fseek(f, (long)from, SEEK_SET);
+        size_t got;
+        while ((got = fread(s + n, 1, cap - n - 1, f)) > 0)
+            if ((n += got) + 1 == cap)
+                s = realloc(s, cap *= 2);
+        fclose(f);
+    }
+    s[n] = '\0';
+    if (len)
+        *len = n;
+    return s;
+}
+
+static char *log_since(const agent_proc *a, size_t from)
+{
+    return read_from(a->log, from, NULL);
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Seconds until the agent's log (from `from`) holds `count` lines with
+ * needle, or -1. */
+static double agent_wait_log(const agent_proc *a, size_t from, const char *needle, int count, double timeout_s)
+{
+    double start = now_s();
+    while (now_s() - start < timeout_s) {
+        char *s = log_since(a, from);
+        int n = count_of(s, needle);
+        free(s);
+        if (n >= count)
+            return now_s() - start;
+        usleep(20000);
+    }
+    return -1;
+}
+
+/* The agent's user + system CPU time so far, in seconds. */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* Fields after the command name (which may hold spaces): state is 3,
+     * utime 14, stime 15. */
+    char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int count_lines(const char *path)
+{
+    char *s = read_from(path, 0, NULL);
+    int n = count_of(s, "\n");
+    free(s);
+    return n;
+}
+
+/* ---- 1: strangers hold nothing ---- */
+
+/* Up to 200 bytes of what a stranger received from at on, printable
+ * (other bytes as '.'), in a static buffer. */
+static const char *shown(const char *bytes, size_t len, const char *at)
+{
+    static char out[256];
+    size_t from = at ? (size_t)(at - bytes) : 0, start = from > 100 ? from - 100 : 0, n = 0;
+    for (size_t i = start; i < len && n < 200; i++)
+        out[n++] = bytes[i] >= 0x20 && bytes[i] < 0x7f ? bytes[i] : '.';
+    out[n] = '\0';
+    return out;
+}
+
+/* Whether what strangers received names an address: 127.0.0.1, the agent's
+ * port or any stranger's own port, as text. */
+static void expect_names_nothing(const char *record, const agent_proc *a, const char *what)
+{
+    size_t len;
+    char *bytes = read_from(record, 0, &len);
+    char ports_path[600];
+    snprintf(ports_path, sizeof ports_path, "%s.ports", record);
+    char *ports = read_from(ports_path, 0, NULL);
+    char needle[16];
+    /* The bytes may hold NULs (nonces): search them with memmem. */
+    const char *at = memmem(bytes, len, "127.0.0.1", 9);
+    cr_expect(!at, "%s: a stranger was told an address (%zu bytes received): %s", what, len, shown(bytes, len, at));
+    snprintf(needle, sizeof needle, "%u", (unsigned)a->port);
+    at = memmem(bytes, len, needle, strlen(needle));
+    cr_expect(!at, "%s: a stranger was told the agent's port %s: %s", what, needle, shown(bytes, len, at));
+    int leaked = 0;
+    for (char *line = strtok(ports, "\n"); line; line = strtok(NULL, "\n"))
+        if (strlen(line) >= 4 && (at = memmem(bytes, len, line, strlen(line))) && leaked++ < 3)
+            cr_expect_fail("%s: a stranger was told port %s (a stranger's own): %s", what, line,
+                           shown(bytes, len, at));
+    free(ports);
+    free(bytes);
+}
+
+Test(service, strangers_hold_nothing, .timeout = 120)
+{
+    agent_proc a;
+    start_agent(&a);
+    double normal = vecadd_passes(&a, "alone");
+    char idle_args[400], drip_args[400], idle_rec[256], drip_rec[256];
+    snprintf(idle_rec, sizeof idle_rec, "%s/idle.bytes", a.dir);
+    snprintf(drip_rec, sizeof drip_rec, "%s/drip.bytes", a.dir);
+    snprintf(idle_args, sizeof idle_args, "--count 20 --seconds 60 --record %s", idle_rec);
+    snprintf(drip_args, sizeof drip_args, "--seconds 60 --record %s", drip_rec);
+    proc idle, drip;
+    hostile_start(&idle, &a, "idle", idle_args);
+    cr_assert(proc_wait_text(&idle, "hostile: ready idle 20 connections", 10), "%s", idle.text);
+    hostile_start(&drip, &a, "drip", drip_args);
+    cr_assert(proc_wait_text(&drip, "hostile: ready drip", 10), "%s", drip.text);
+
+    proc p;
+    run_through(&p, &a, NULL, 60, PROGRAMS "vecadd.static", NULL);
+    double took = p.ended - p.started;
+    fprintf(stderr, "service-table: vecadd beside 20 idle + a drip: exit %d in %.2f s (alone %.2f s)\n", p.status,
+            took, normal);
+    cr_expect_eq(p.status, 0, "vecadd beside idle strangers exited %d:\n%s", p.status, tail(p.text));
+    cr_expect(strstr(p.text, "vecadd: ok"), "%s", tail(p.text));
+    cr_expect_leq(took, normal + SERVED_WITHIN, "vecadd beside idle strangers took %.2f s, alone %.2f s:\n%s", took,
+                  normal, tail(p.text));
+    proc_free(&p);
+
+    /* A second job while they are still there, then let them go. */
+    double again = vecadd_passes(&a, "beside strangers, again");
+    cr_expect_leq(again, normal + SERVED_WITHIN, "the second job beside strangers took %.2f s", again);
+    proc_finish(&idle, 10);
+    proc_finish(&drip, 10);
+    cr_expect(strstr(idle.text, "hostile: done idle"), "%s", idle.text);
+    cr_expect(strstr(drip.text, "hostile: done drip"), "%s", drip.text);
+    expect_names_nothing(idle_rec, &a, "idle strangers");
+    expect_names_nothing(drip_rec, &a, "a drip");
+    proc_free(&idle);
+    proc_free(&drip);
+    cr_expect(agent_alive(&a), "the agent died");
+    stop_agent(&a);
+}
+
+/* A keyless stranger that connects while a job runs learns nothing either:
+ * the proof comes before any word about the agent's state. */
+Test(service, a_stranger_during_a_job_is_told_nothing, .timeout = 90)
+{
+    agent_proc a;
+    start_agent(&a);
+    char *argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
+    proc first;
+    proc_start(&first, argv, &a, NULL);
+    cr_assert(proc_wait_text(&first, "fault_stream: step 3\n", 30), "%s", tail(first.text));
+    char rec[256], args[400];
+    snprintf(rec, sizeof rec, "%s/stranger.bytes", a.dir);
+    snprintf(args, sizeof args, "--count 3 --seconds 3 --record %s", rec);
+    proc idle;
+    hostile_start(&idle, &a, "idle", args);
+    cr_expect(proc_wait_text(&idle, "hostile: done", 20), "%s", idle.text);
+    proc_finish(&idle, 5);
+    cr_expect(strstr(idle.text, "hostile: done idle 3 connections"), "%s", idle.text);
+    expect_names_nothing(rec, &a, "strangers during a job");
+    proc_free(&idle);
+    proc_finish(&first, 60);
+    cr_expect_eq(first.status, 0, "the running job was hurt:\n%s", tail(first.text));
+    proc_free(&first);
+    stop_agent(&a);
+}
+
+/* ---- 2: a job that would wait forever does not outlive its controller ---- */
+
+typedef struct forever_case {
+    char program[32];
+    char says[32];           /* printed once the endless work is on the agent */
+} forever_case;
+
+ParameterizedTestParameters(service, killed_controller_frees_the_agent)
+{
+    static forever_case cases[] = {
+        { "hang_wait.static", "hang_wait: waiting" },
+        { "hang_spin.static", "hang_spin: spinning" },
+    };
+    return cr_make_param_array(forever_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(forever_case *c, service, killed_controller_frees_the_agent, .timeout = 90)
+{
+    agent_proc a;
+    start_agent(&a);
+    double normal = vecadd_passes(&a, "before");
+    size_t from = file_size(a.log);
+    char path[128];
+    snprintf(path, sizeof path, PROGRAMS "%s", c->program);
+    char *argv[] = { path, "forever", NULL };
+    proc p;
+    proc_start(&p, argv, &a, NULL);
+    cr_assert(proc_wait_text(&p, c->says, 30), "%s never said \"%s\":\n%s", c->program, c->says, tail(p.text));
+    kill(-p.pid, SIGKILL);
+    double t_kill = now_s();
+    proc_finish(&p, 10);
+    proc_free(&p);
+
+    proc next;
+    run_through(&next, &a, NULL, 60, PROGRAMS "vecadd.static", NULL);
+    double served = next.ended - t_kill;
+    char *log = log_since(&a, from);
+    fprintf(stderr, "service-table: %s killed: next vecadd exit %d, done %.2f s after the kill (alone %.2f s)\n",
+            c->program, next.status, served, normal);
+    cr_expect_eq(next.status, 0, "after %s was killed, vecadd exited %d:\n%s\nagent log:\n%s", c->program,
+                 next.status, tail(next.text), tail(log));
+    cr_expect(strstr(next.text, "vecadd: ok"), "%s", tail(next.text));
+    cr_expect_leq(served, normal + SERVED_WITHIN,
+                  "after %s was killed, the next job ended %.2f s after the kill (alone %.2f s):\n%s\nagent log:\n%s",
+                  c->program, served, normal, tail(next.text), tail(log));
+    free(log);
+    proc_free(&next);
+    /* And the one after: the agent is not left half-free. */
+    vecadd_passes(&a, "the job after");
+    cr_expect(agent_alive(&a), "the agent died");
+    stop_agent(&a);
+}
+
+/* ---- 3, 4: healthy long jobs are never silent ---- */
+
+/* The agent's softgpu's speed on long_kernel: rounds per second from a short
+ * run through the same agent. */
+static double long_kernel_rate(const agent_proc *a)
+{
+    proc p;
+    run_through(&p, a, NULL, 60, PROGRAMS "long_kernel.static", "2000000", NULL);
+    cr_assert_eq(p.status, 0, "the calibration run failed:\n%s", tail(p.text));
+    long long rounds = 0;
+    double secs = 0;
+    const char *ok = strstr(p.text, "long_kernel: ok ");
+    cr_assert(ok && sscanf(ok, "long_kernel: ok %lld rounds in %lf s", &rounds, &secs) == 2 && secs > 0, "%s",
+              tail(p.text));
+    proc_free(&p);
+    return (double)rounds / secs;
+}
+
+Test(service, thirty_second_kernel_then_a_copy, .timeout = 200)
+{
+    agent_proc a;
+    start_agent(&a);
+    double rate = long_kernel_rate(&a);
+    char rounds[32];
+    snprintf(rounds, sizeof rounds, "%lld", (long long)(rate * 30));
+    proc p;
+    run_through(&p, &a, NULL, 150, PROGRAMS "long_kernel.static", rounds, NULL);
+    fprintf(stderr, "service-table: 30 s kernel then a synchronous copy (%s rounds): exit %d in %.1f s\n", rounds,
+            p.status, p.ended - p.started);
+    cr_expect_eq(p.status, 0, "exited %d:\n%s", p.status, tail(p.text));
+    cr_expect(strstr(p.text, "long_kernel: ok"), "%s", tail(p.text));
+    cr_expect(!strstr(p.text, "silent"), "a healthy job was called silent:\n%s", tail(p.text));
+    double secs = 0;
+    const char *ok = strstr(p.text, "long_kernel: ok ");
+    if (ok && sscanf(ok, "long_kernel: ok %*d rounds in %lf s", &secs) == 1)
+        cr_expect_geq(secs, 15.0, "the kernel ran %.1f s, not the 30 s asked for: it does not test silence", secs);
+    proc_free(&p);
+    stop_agent(&a);
+}
+
+/* The issue's program: 64 MiB registered, 100 rounds of four streams. */
+#define HOSTREG_MIB "64"
+#define HOSTREG_ROUNDS "100"
+
+Test(service, registered_memory_four_streams, .timeout = 300)
+{
+    agent_proc a;
+    start_agent(&a);
+    proc p;
+    run_through(&p, &a, NULL, 280, PROGRAMS "hostreg_streams.static", HOSTREG_MIB, HOSTREG_ROUNDS, NULL);
+    fprintf(stderr, "service-table: hostreg_streams %s MiB x %s rounds: exit %d in %.1f s\n", HOSTREG_MIB,
+            HOSTREG_ROUNDS, p.status, p.ended - p.started);
+    cr_expect_eq(p.status, 0, "exited %d:\n%s", p.status, tail(p.text));
+    cr_expect(strstr(p.text, "hostreg_streams: ok " HOSTREG_MIB " MiB " HOSTREG_ROUNDS " rounds"), "%s",
+              tail(p.text));
+    cr_expect(!strstr(p.text, "silent"), "a healthy job was called silent:\n%s", tail(p.text));
+    proc_free(&p);
+    stop_agent(&a);
+}
+
+/* ---- 5: a key-holding controller that sends garbage ---- */
+
+#define HOSTILE_JOBS 12
+
+Test(service, hostile_controller_fails_only_its_jobs, .timeout = 180)
+{
+    agent_proc a;
+    start_agent(&a);
+    size_t from = file_size(a.log);
+    char args[400];
+    unsigned seed = (unsigned)time(NULL);
+    snprintf(args, sizeof args, "--key-file %s --jobs %d --seconds 120 --seed %u", a.key_file, HOSTILE_JOBS, seed);
+    proc h;
+    hostile_start(&h, &a, "controller", args);
+    proc_finish(&h, 150);
+    fprintf(stderr, "service-table: hostile controller (seed %u): %s", seed,
+            strstr(h.text, "hostile: done") ? strstr(h.text, "hostile: done") : "(no end)\n");
+    cr_expect_eq(h.status, 0, "rig-hostile exited %d (seed %u):\n%s", h.status, seed, tail(h.text));
+    char *log = NULL;
+    for (int i = 0; i < HOSTILE_JOBS; i++) {
+        char head[32];
+        snprintf(head, sizeof head, "hostile: job %d: ", i);
+        const char *line = strstr(h.text, head);
+        cr_expect(line, "job %d did not run (seed %u):\n%s", i, seed, tail(h.text));
+        if (!line)
+            continue;
+        int n = (int)strcspn(line, "\n");
+        bool clean = memmem(line, (size_t)n, ": aborted: ", 11) || memmem(line, (size_t)n, ": answered", 10) ||
+                     memmem(line, (size_t)n, ": closed", 8);
+        cr_expect(clean, "job %d did not end cleanly (seed %u): %.*s", i, seed, n, line);
+    }
+    /* Every one of them ended on the agent, each with its reason. */
+    double t = agent_wait_log(&a, from, "job failed: ", HOSTILE_JOBS, 20);
+    log = log_since(&a, from);
+    cr_expect_geq(t, 0, "the agent did not fail all %d hostile jobs (seed %u):\n%s", HOSTILE_JOBS, seed, tail(log));
+    for (const char *p = log; (p = strstr(p, "job failed: ")); p++) {
+        int n = (int)strcspn(p + 12, "\n");
+        cr_expect_gt(n, 3, "a failure without a reason: %.*s", n + 12, p);
+    }
+    cr_expect(!strstr(log, "AddressSanitizer") && !strstr(log, "runtime error"), "the agent:\n%s", tail(log));
+    free(log);
+    cr_expect(agent_alive(&a), "the agent died (seed %u)", seed);
+    proc_free(&h);
+    vecadd_passes(&a, "after hostile jobs");
+    stop_agent(&a);
+}
+
+/* ---- 6: out of descriptors, flooded ---- */
+
+/* The address-space limit under which the agent still serves softgpu jobs:
+ * 257 GiB, as it reserves a 256 GiB pointer window per job (JOB_WINDOW_SIZE)
+ * and needs well under 1 GiB beside it for vecadd; none under the
+ * sanitizers, whose shadow memory needs far more. */
+#define AGENT_AS_LIMIT "--as=275951648768"
+
+Test(service, flood_while_out_of_descriptors, .timeout = 120)
+{
+    agent_proc a;
+    start_agent(&a);
+    char cmd[256];
+#ifdef __SANITIZE_ADDRESS__
+    snprintf(cmd, sizeof cmd, "prlimit --pid %d --nofile=24:24", (int)a.pid);
+#else
+    snprintf(cmd, sizeof cmd, "prlimit --pid %d --nofile=24:24 " AGENT_AS_LIMIT, (int)a.pid);
+#endif
+    cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+    double normal = vecadd_passes(&a, "under the limits, before the flood");
+    int lines0 = count_lines(a.log);
+    double cpu0 = cpu_seconds(a.pid), t0 = now_s();
+    proc f;
+    hostile_start(&f, &a, "flood", "--seconds 4 --hold 400");
+    proc_finish(&f, 20);
+    double wall = now_s() - t0, cpu = cpu_seconds(a.pid) - cpu0;
+    int lines = count_lines(a.log) - lines0;
+    fprintf(stderr, "service-table: flood under nofile=24: %s  agent CPU %.2f s over %.2f s (%.0f%%), log +%d lines\n",
+            strstr(f.text, "hostile: done") ? strstr(f.text, "hostile: done") : f.text, cpu, wall,
+            100 * cpu / wall, lines);
+    cr_expect_eq(f.status, 0, "%s", f.text);
+    cr_expect(agent_alive(&a), "the agent died in the flood:\n%s", tail(log_since(&a, 0)));
+    cr_expect_lt(cpu, 0.2 * wall, "the agent spun: %.2f s of CPU over %.2f s of flood", cpu, wall);
+    cr_expect_leq(lines, 300, "the agent's log grew by %d lines over the flood", lines);
+    proc_free(&f);
+    /* After the flood, within a few seconds, a real job is served. */
+    double t = now_s();
+    proc p;
+    for (;;) {
+        run_through(&p, &a, NULL, 60, PROGRAMS "vecadd.static", NULL);
+        if (p.status == 0 || now_s() - t > 15)
+            break;
+        proc_free(&p);
+        usleep(500 * 1000);
+    }
+    fprintf(stderr, "service-table: after the flood: vecadd exit %d, %.2f s after the flood (alone %.2f s)\n",
+            p.status, now_s() - t, normal);
+    cr_expect_eq(p.status, 0, "after the flood vecadd still failed:\n%s", tail(p.text));
+    cr_expect_leq(now_s() - t, normal + 12, "the agent took %.1f s to serve again after the flood", now_s() - t);
+    proc_free(&p);
+    stop_agent(&a);
+}
+
+/* ---- 7: who learns that the agent is busy ---- */
+
+/* test_faults' second_controller covers a proven controller refused while a
+ * job runs, within 2 s, the running job unharmed. Here: a wrong key during
+ * a job is refused as a wrong key (not told the agent is busy, nor by
+ * whom), and a proven one is told the agent serves another job. */
+Test(service, only_a_proven_controller_learns_busy, .timeout = 90)
+{
+    agent_proc a;
+    start_agent(&a);
+    char *argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
+    proc first;
+    proc_start(&first, argv, &a, NULL);
+    cr_assert(proc_wait_text(&first, "fault_stream: step 3\n", 30), "%s", tail(first.text));
+
+    char wrong[65];
+    memset(wrong, 'a', 64);
+    wrong[64] = '\0';
+    proc w;
+    double t = now_s();
+    run_through(&w, &a, wrong, 20, PROGRAMS "vecadd.static", NULL);
+    fprintf(stderr, "service-table: wrong key during a job: %.*s\n", (int)strcspn(w.text, "\n"), w.text);
+    cr_expect_neq(w.status, 0, "%s", tail(w.text));
+    cr_expect(strstr(w.text, "rig: agent b: refused: wrong key"), "a wrong key during a job:\n%s", tail(w.text));
+    cr_expect(!strstr(w.text, "busy") && !strstr(w.text, "serving"), "a wrong key was told the agent is busy:\n%s",
+              tail(w.text));
+    cr_expect(!strstr(w.text, "127.0.0.1"), "a wrong key was told an address:\n%s", tail(w.text));
+    cr_expect_leq(w.ended - t, 2 * SERVED_WITHIN, "%s", tail(w.text));
+    proc_free(&w);
+
+    proc second;
+    t = now_s();
+    run_through(&second, &a, NULL, 20, PROGRAMS "vecadd.static", NULL);
+    const char *why = strstr(second.text, "rig: agent b: refused: ");
+    fprintf(stderr, "service-table: second controller: %.*s\n", why ? (int)strcspn(why, "\n") : 6,
+            why ? why : "(none)");
+    cr_expect_neq(second.status, 0, "%s", tail(second.text));
+    cr_expect(why && (strstr(why, "busy") || strstr(why, "another job")),
+              "a second proven controller was not told the agent serves another job:\n%s", tail(second.text));
+    cr_expect_leq(second.ended - t, 2 * SERVED_WITHIN, "%s", tail(second.text));
+    proc_free(&second);
+
+    proc_finish(&first, 60);
+    cr_expect_eq(first.status, 0, "the running job was hurt:\n%s", tail(first.text));
+    cr_expect(strstr(first.text, "fault_stream: ok 60 steps"), "%s", tail(first.text));
+    proc_free(&first);
+    stop_agent(&a);
+}
+
+/* One test at a time: their bounds are timings. */
+__attribute__((visibility("default"))) int main(int argc, char *argv[])
+{
+    struct criterion_test_set *tests = criterion_initialize();
+    criterion_options.jobs = 1;
+    int result = 0;
+    if (criterion_handle_args(argc, argv, true))
+        result = !criterion_run_all_tests(tests);
+    criterion_finalize(tests);
+    return result;
+}
