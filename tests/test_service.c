@@ -541,17 +541,17 @@ ParameterizedTest(forever_case *c, service, killed_controller_frees_the_agent, .
 
 /* ---- 3, 4: healthy long jobs are never silent ---- */
 
-/* The agent's softgpu's speed on long_kernel: rounds per second from a short
+/* The agent's softgpu's speed on longkernel: rounds per second from a short
  * run through the same agent. */
-static double long_kernel_rate(const agent_proc *a)
+static double longkernel_rate(const agent_proc *a)
 {
     proc p;
-    run_through(&p, a, NULL, 60, PROGRAMS "long_kernel.static", "2000000", NULL);
+    run_through(&p, a, NULL, 60, PROGRAMS "longkernel.static", "2000000", NULL);
     cr_assert_eq(p.status, 0, "the calibration run failed:\n%s", tail(p.text));
     long long rounds = 0;
     double secs = 0;
-    const char *ok = strstr(p.text, "long_kernel: ok ");
-    cr_assert(ok && sscanf(ok, "long_kernel: ok %lld rounds in %lf s", &rounds, &secs) == 2 && secs > 0, "%s",
+    const char *ok = strstr(p.text, "longkernel: ok ");
+    cr_assert(ok && sscanf(ok, "longkernel: ok %lld rounds in %lf s", &rounds, &secs) == 2 && secs > 0, "%s",
               tail(p.text));
     proc_free(&p);
     return (double)rounds / secs;
@@ -561,19 +561,19 @@ Test(service, thirty_second_kernel_then_a_copy, .timeout = 200)
 {
     agent_proc a;
     start_agent(&a);
-    double rate = long_kernel_rate(&a);
+    double rate = longkernel_rate(&a);
     char rounds[32];
     snprintf(rounds, sizeof rounds, "%lld", (long long)(rate * 30));
     proc p;
-    run_through(&p, &a, NULL, 150, PROGRAMS "long_kernel.static", rounds, NULL);
+    run_through(&p, &a, NULL, 150, PROGRAMS "longkernel.static", rounds, NULL);
     fprintf(stderr, "service-table: 30 s kernel then a synchronous copy (%s rounds): exit %d in %.1f s\n", rounds,
             p.status, p.ended - p.started);
     cr_expect_eq(p.status, 0, "exited %d:\n%s", p.status, tail(p.text));
-    cr_expect(strstr(p.text, "long_kernel: ok"), "%s", tail(p.text));
+    cr_expect(strstr(p.text, "longkernel: ok"), "%s", tail(p.text));
     cr_expect(!strstr(p.text, "silent"), "a healthy job was called silent:\n%s", tail(p.text));
     double secs = 0;
-    const char *ok = strstr(p.text, "long_kernel: ok ");
-    if (ok && sscanf(ok, "long_kernel: ok %*d rounds in %lf s", &secs) == 1)
+    const char *ok = strstr(p.text, "longkernel: ok ");
+    if (ok && sscanf(ok, "longkernel: ok %*d rounds in %lf s", &secs) == 1)
         cr_expect_geq(secs, 15.0, "the kernel ran %.1f s, not the 30 s asked for: it does not test silence", secs);
     proc_free(&p);
     stop_agent(&a);

@@ -1,8 +1,8 @@
 // One long kernel, then a synchronous copy of its result (no sync between:
 // the copy itself waits for the kernel), checked against the CPU.
-//   long_kernel [ROUNDS]   each of 64 threads runs a dependent chain of
+//   longkernel [ROUNDS]   each of 64 threads runs a dependent chain of
 //                          ROUNDS steps (default 100000); prints
-//                          "long_kernel: ok ROUNDS rounds in S s"
+//                          "longkernel: ok ROUNDS rounds in S s"
 // On softgpu the kernel's time grows linearly with ROUNDS; the service test
 // calibrates with a short run and asks for about 30 s. (No clock64 or
 // %globaltimer: softgpu refuses them, and the work must be real anyway.)
@@ -37,7 +37,7 @@ int main(int argc, char **argv)
 {
     long long rounds = argc > 1 ? strtoll(argv[1], nullptr, 0) : 100000;
     if (rounds < 1) {
-        printf("long_kernel: ROUNDS must be positive\n");
+        printf("longkernel: ROUNDS must be positive\n");
         return 2;
     }
     const int n = 64;
@@ -48,7 +48,7 @@ int main(int argc, char **argv)
     auto t0 = std::chrono::steady_clock::now();
     work<<<2, 32>>>(d, rounds);
     CHECK(cudaGetLastError());
-    printf("long_kernel: launched %lld rounds\n", rounds);
+    printf("longkernel: launched %lld rounds\n", rounds);
     fflush(stdout);
     CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -60,9 +60,9 @@ int main(int argc, char **argv)
     }
     CHECK(cudaFree(d));
     if (wrong) {
-        printf("long_kernel: %d wrong\n", wrong);
+        printf("longkernel: %d wrong\n", wrong);
         return 1;
     }
-    printf("long_kernel: ok %lld rounds in %.2f s\n", rounds, secs);
+    printf("longkernel: ok %lld rounds in %.2f s\n", rounds, secs);
     return 0;
 }
