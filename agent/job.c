@@ -289,16 +289,12 @@ static bool serve_frames(job *j)
             if (!j->in_head)
                 j->in_tail = NULL;
             j->in_bytes -= it->f.len + sizeof *it;
-            j->replaying_since_ms = deadline_now_ms();
             pthread_cond_broadcast(&j->q_cond);
         }
         pthread_mutex_unlock(&j->q_lock);
         if (!it)
             return false;
         bool closed = job_replay_frame(j, &it->f);
-        pthread_mutex_lock(&j->q_lock);
-        j->replaying_since_ms = 0;
-        pthread_mutex_unlock(&j->q_lock);
         frame_release(&it->f);
         free(it);
         if (closed)
@@ -336,14 +332,6 @@ void job_free(job *j)
     pthread_mutex_destroy(&j->q_lock);
     pthread_cond_destroy(&j->q_cond);
     free(j);
-}
-
-bool job_thread_held(job *j, int64_t ms)
-{
-    pthread_mutex_lock(&j->q_lock);
-    bool held = j->replaying_since_ms && deadline_now_ms() - j->replaying_since_ms > ms;
-    pthread_mutex_unlock(&j->q_lock);
-    return held;
 }
 
 void job_end(job *j, bool closed)

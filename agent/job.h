@@ -44,7 +44,6 @@ struct job {
     char cause[512];
     pthread_t sender, beater, watcher;
     bool threads_started;
-    int64_t replaying_since_ms;   /* the job thread is in a replay (0: waiting for frames) */
     /* The inbox: frames the reader thread took off the connection, waiting
      * for the job thread, so that the controller's sends keep moving and
      * its silence is noticed while the driver holds the job thread. */
@@ -74,11 +73,9 @@ void job_fail_driver(job *j, int device, CUresult rc, const char *what);
 bool job_sticky(CUresult rc);
 const char *job_op_name(uint32_t op);
 /* Ends the job once, from whichever thread sees its end first: the job
- * thread after the controller's last frame, or the beat thread when the
- * job failed while the job thread is held by the driver. */
+ * thread after the controller's close, or the beat thread once the job
+ * failed (the driver may hold the job thread). */
 void job_end(job *j, bool closed);
-/* True when the job thread has been in one replay for longer than ms. */
-bool job_thread_held(job *j, int64_t ms);
 /* Replays one frame from the controller; true for its close. */
 bool job_replay_frame(job *j, const frame *f);
 /* Destroys every object of the job and gives its window back. */

@@ -144,8 +144,8 @@ static struct timespec in_ms(int ms)
 }
 
 /* A beat after JOB_BEAT_MS of quiet, device output within a beat, and the
- * abort of a job that failed off the job thread (a device fault). A send in
- * progress holds the send lock; its bytes are its beat, so it is skipped. */
+ * end of a job that failed, wherever it failed. A send in progress holds
+ * the send lock; its bytes are its beat, so it is skipped. */
 void *beat_main(void *arg)
 {
     job *j = arg;
@@ -157,12 +157,10 @@ void *beat_main(void *arg)
         pthread_mutex_unlock(&j->q_lock);
         if (stopping)
             return NULL;
-        if (failed && job_thread_held(j, JOB_BEAT_MS)) {
-            /* The job thread waits on the driver (a kernel that never
-             * ends, a wait no one satisfies): end the job from here. */
+        if (failed) {
+            /* Here, not on the job thread, which the driver may hold (a
+             * kernel that never ends, a free behind it). */
             job_end(j, false);
-        } else if (failed) {
-            job_send_abort(j);
         } else {
             forward_output(j);
             if (pthread_mutex_trylock(&j->send_lock) == 0) {

@@ -490,14 +490,18 @@ Test(service, a_stranger_during_a_job_is_told_nothing, .timeout = 90)
 
 typedef struct forever_case {
     char program[32];
-    char says[32];           /* printed once the endless work is on the agent */
+    char mode[16];
+    char says[48];           /* printed once the endless work is on the agent */
 } forever_case;
 
 ParameterizedTestParameters(service, killed_controller_frees_the_agent)
 {
     static forever_case cases[] = {
-        { "hang_wait.static", "hang_wait: waiting" },
-        { "hang_spin.static", "hang_spin: spinning" },
+        { "hang_wait.static", "forever", "hang_wait: waiting" },
+        { "hang_spin.static", "forever", "hang_spin: spinning" },
+        /* A free behind the endless kernel holds the agent's job thread in
+         * the driver: the controller's end must still be noticed. */
+        { "hang_spin.static", "held", "hang_spin: spinning, a free behind it" },
     };
     return cr_make_param_array(forever_case, cases, sizeof cases / sizeof cases[0]);
 }
@@ -510,7 +514,7 @@ ParameterizedTest(forever_case *c, service, killed_controller_frees_the_agent, .
     size_t from = file_size(a.log);
     char path[128];
     snprintf(path, sizeof path, PROGRAMS "%s", c->program);
-    char *argv[] = { path, "forever", NULL };
+    char *argv[] = { path, c->mode, NULL };
     proc p;
     proc_start(&p, argv, &a, NULL);
     cr_assert(proc_wait_text(&p, c->says, 30), "%s never said \"%s\":\n%s", c->program, c->says, tail(p.text));

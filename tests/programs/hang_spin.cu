@@ -7,6 +7,10 @@
 //                       launch and synchronises forever (the service tests
 //                       kill it there); if the sync returns it says so and
 //                       exits 1.
+//   hang_spin held      as forever, with a cudaFree queued behind the
+//                       kernel (through rig it holds the agent's job thread
+//                       in the driver); prints "hang_spin: spinning, a free
+//                       behind it".
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,7 +41,8 @@ __global__ void spin(const volatile int *flag, long long limit, long long *polls
 
 int main(int argc, char **argv)
 {
-    bool forever = argc > 1 && strcmp(argv[1], "forever") == 0;
+    bool held = argc > 1 && strcmp(argv[1], "held") == 0;
+    bool forever = held || (argc > 1 && strcmp(argv[1], "forever") == 0);
     const long long limit = forever ? 0 : 100000;
     int *flag;
     long long *polls, got = -1;
@@ -45,8 +50,19 @@ int main(int argc, char **argv)
     CHECK(cudaMalloc(&polls, sizeof(long long)));
     CHECK(cudaMemset(flag, 0, sizeof(int)));
     CHECK(cudaMemset(polls, 0xff, sizeof(long long)));
+    int *other = NULL;
+    if (held)
+        CHECK(cudaMalloc(&other, 1 << 20));
     spin<<<1, 32>>>(flag, limit, polls);
     CHECK(cudaGetLastError());
+    if (held) {
+        CHECK(cudaFree(other));
+        printf("hang_spin: spinning, a free behind it\n");
+        fflush(stdout);
+        cudaError_t e = cudaDeviceSynchronize();
+        printf("hang_spin: the endless kernel ended: %s\n", cudaGetErrorName(e));
+        return 1;
+    }
     if (forever) {
         printf("hang_spin: spinning\n");
         fflush(stdout);
