@@ -60,3 +60,11 @@ include tests/tools/module.mk
 check-error-table:
 	$(Q)$(PYTHON) scripts/gen-error-table --check $(CUDA_HOME)
 CHECK_STEPS += check-error-table
+
+# The shim's decoders of agent-sent payloads, pure functions tested alone.
+$(B)/tests/test_shim_decode: $(B)/tests/test_shim_decode.o $(B)/shim/decode.o $(B)/tests/support.o $(PROTO_LIB)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lcriterion $(PROTO_LDLIBS)
+
+CHECK_TESTS += $(B)/tests/test_shim_decode
+
