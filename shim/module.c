@@ -304,7 +304,7 @@ static CUresult get_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *
     if (rc == CUDA_SUCCESS) {
         uint64_t p = on == 16 ? wire_load_u64(o) : 0, size = on == 16 ? wire_load_u64(o + 8) : 0;
         if (on != 16) {
-            rc = link_malformed(d->link, "an answer to %s of %zu bytes, not 16", "cuModuleGetGlobal", on);
+            rc = link_malformed(d->link, "an answer to cuModuleGetGlobal of %zu bytes, not 16", on);
         } else if (p == 0 || size > UINT64_MAX - p) {
             rc = link_malformed(d->link, "global %s at %#llx of %llu bytes, which wraps around", name,
                                 (unsigned long long)p, (unsigned long long)size);
