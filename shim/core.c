@@ -263,6 +263,20 @@ static CUresult init_remote(rig_why *why)
     return rc;
 }
 
+/* Takes the job's variables out of the environment once cuInit read them,
+ * so programs this one starts inherit no key (RIG_REMOTE_REPORT went when
+ * report_open_from_env read it). The key's text is wiped first: an
+ * environment string set at exec stays readable in /proc/PID/environ. */
+static void forget_remote_env(void)
+{
+    char *hex = getenv("RIG_REMOTE_KEY");
+    if (hex)
+        sodium_memzero(hex, strlen(hex));
+    unsetenv("RIG_REMOTE_KEY");
+    unsetenv("RIG_REMOTE_AGENTS");
+    unsetenv("RIG_REMOTE_REPORT");
+}
+
 /* RIG_STATS=1: one line per proxy device at exit. Figures are per agent
  * (one connection serves all of an agent's devices). */
 static void print_stats(void)
@@ -325,6 +339,7 @@ CUresult shim_init(unsigned flags)
         }
     }
     rc = init_remote(&why);
+    forget_remote_env();
     if (rc != CUDA_SUCCESS) {
         shim_log(SHIM_LOG_ERROR, "%s", why.text);
         report_failed(why.text);

@@ -143,7 +143,7 @@ static CUresult elapsed(float *ms, CUevent hStart, CUevent hEnd)
     CUresult rc = link_request(a->link, &iov, 1, &f, &out, &n);
     if (rc == CUDA_SUCCESS) {
         if (n != 4) {
-            rc = CUDA_ERROR_UNKNOWN;
+            rc = link_malformed(a->link, "an answer to cuEventElapsedTime of %zu bytes, not 4", n);
         } else {
             uint32_t bits = wire_load_u32(out);
             memcpy(ms, &bits, 4);

@@ -144,7 +144,8 @@ CUresult shim_generic_call(const cuda_op_info *op, const void *const *args)
                 memcpy(dst, v, size);
         }
         if (wire_reader_finish(&r))
-            rc = CUDA_ERROR_UNKNOWN;
+            rc = link_malformed(d->link, "the outputs of %s: %zu bytes, which do not match its parameters",
+                                op->symbol, n);
     }
     frame_release(&f);
     /* Work the call put on a stream gets a place on its timeline, so a sync

@@ -20,6 +20,7 @@
 #include "proto/net.h"
 #include "proto/report.h"
 #include "proto/wire.h"
+#include "shim/decode.h"
 #include "shim/log.h"
 
 #define UNREPORTED_LIMIT ((uint64_t)64 << 20)
@@ -333,30 +334,46 @@ static void *callbacks_main(void *arg)
     return NULL;
 }
 
+/* The oldest value of stream id still waiting for its bytes (0: none);
+ * the caller holds l->lock. */
+static uint64_t first_copy_locked(agent_link *l, uint64_t id)
+{
+    uint64_t first = 0;
+    for (pending_copy *c = l->copies; c; c = c->next)
+        if (c->stream == id && (!first || c->value < first))
+            first = c->value;
+    return first;
+}
+
 static void apply_words(agent_link *l, const frame *f)
 {
-    wire_reader r = wire_reader_init(f->payload, f->len);
-    if (f->len % 24 != 0) {
-        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: malformed word message (%llu bytes)", l->name,
-                  (unsigned long long)f->len);
+    rig_why why = { "" };
+    size_t count;
+    if (shim_decode_words(f->payload, f->len, &count, &why) < 0) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
         return;
     }
-    while (wire_remaining(&r) && !r.err) {
-        uint64_t id = wire_get_u64(&r), value = wire_get_u64(&r), bytes = wire_get_u64(&r);
-        proxy_obj *s = arena_from_id(id);
-        if (r.err || !s || s->type != PROXY_STREAM || s->link != l) {
+    for (size_t i = 0; i < count; i++) {
+        shim_word w = shim_word_at(f->payload, i);
+        proxy_obj *s = arena_from_id(w.stream);
+        if (!s || s->type != PROXY_STREAM || s->link != l) {
             link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: a word names stream %llu, which this job does not hold",
-                      l->name, (unsigned long long)id);
+                      l->name, (unsigned long long)w.stream);
             return;
         }
         timeline *t = &s->u.stream.tl;
-        if (value > __atomic_load_n(&t->submitted, __ATOMIC_ACQUIRE) ||
-            bytes > __atomic_load_n(&t->bytes_submitted, __ATOMIC_ACQUIRE)) {
-            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE,
-                      "%s: a word says stream %llu reached %llu, beyond what was handed over to it", l->name,
-                      (unsigned long long)id, (unsigned long long)value);
+        pthread_mutex_lock(&l->lock);
+        shim_stream_view v = { __atomic_load_n(&t->submitted, __ATOMIC_ACQUIRE),
+                               __atomic_load_n(&t->bytes_submitted, __ATOMIC_ACQUIRE), t->word_value, t->word_bytes,
+                               first_copy_locked(l, w.stream) };
+        pthread_mutex_unlock(&l->lock);
+        if (shim_check_word(&w, &v, &why) < 0) {
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
             return;
         }
+        t->word_value = w.value;
+        t->word_bytes = w.bytes;
+        uint64_t id = w.stream, value = w.value, bytes = w.bytes;
         pthread_mutex_lock(&l->lock);
         /* Host functions up to this value run before the value counts as
          * reached, so a sync after it sees their effects. */
@@ -382,17 +399,17 @@ static void apply_words(agent_link *l, const frame *f)
 
 static void apply_bytes(agent_link *l, const frame *f)
 {
-    wire_reader r = wire_reader_init(f->payload, f->len);
-    uint64_t id = wire_get_u64(&r), value = wire_get_u64(&r);
-    if (r.err) {
-        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: malformed bytes message", l->name);
+    rig_why why = { "" };
+    shim_bytes b;
+    if (shim_decode_bytes(f->payload, f->len, &b, &why) < 0) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
         return;
     }
-    size_t n = wire_remaining(&r);
-    if (id == 0 && value == 0) {
+    size_t n = b.len;
+    if (b.stream == 0) {
         /* Device printf output, for this program's stdout. */
         for (size_t off = 0; off < n;) {
-            ssize_t w = write(1, f->payload + 16 + off, n - off);
+            ssize_t w = write(1, b.data + off, n - off);
             if (w <= 0)
                 break;
             off += (size_t)w;
@@ -402,23 +419,24 @@ static void apply_bytes(agent_link *l, const frame *f)
     pthread_mutex_lock(&l->lock);
     pending_copy **pp = &l->copies, *c = NULL;
     for (; *pp; pp = &(*pp)->next)
-        if ((*pp)->stream == id && (*pp)->value == value) {
+        if ((*pp)->stream == b.stream && (*pp)->value == b.value) {
             c = *pp;
             *pp = c->next;
             break;
         }
     pthread_mutex_unlock(&l->lock);
     if (!c || c->len != n) {
-        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %zu bytes for a copy this job %s", l->name, n,
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %zu bytes for stream %llu at value %llu, a copy this job %s",
+                  l->name, n, (unsigned long long)b.stream, (unsigned long long)b.value,
                   c ? "expects in another size" : "did not ask for");
         free(c);
         return;
     }
     if (c->width) {
         for (size_t off = 0, row = 0; off < n; off += c->width, row++)
-            memcpy((uint8_t *)c->dst + row * c->pitch, f->payload + 16 + off, c->width);
+            memcpy((uint8_t *)c->dst + row * c->pitch, b.data + off, c->width);
     } else {
-        memcpy(c->dst, f->payload + 16, n);
+        memcpy(c->dst, b.data, n);
     }
     free(c);
 }
@@ -464,12 +482,12 @@ static void *receiver_main(void *arg)
         case FRAME_BYTES: apply_bytes(l, &f); break;
         case FRAME_BEAT: break;
         case FRAME_ABORT: {
-            wire_reader r = wire_reader_init(f.payload, f.len);
-            const uint8_t *s;
-            size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
             char cause[JOB_REASON_MAX + 1];
-            snprintf(cause, sizeof cause, "%.*s", (int)n, r.err ? "" : (const char *)s);
-            link_fail_as(l, error_in(cause), false, "%s aborted: %s", l->name, cause);
+            if (shim_decode_reason(f.payload, f.len, cause, &why) < 0)
+                link_fail_as(l, CUDA_ERROR_DEVICE_UNAVAILABLE, false, "%s aborted with a malformed reason: %s",
+                             l->name, why.text);
+            else
+                link_fail_as(l, error_in(cause), false, "%s aborted: %s", l->name, cause);
             frame_release(&f);
             /* End our side too, so the agent's wait for it ends. */
             shutdown(l->c.fd, SHUT_WR);
@@ -542,23 +560,30 @@ CUresult link_flush(agent_link *l)
 /* Splits an answer payload: u8 0 + u32 result + outputs, or u8 1 + why. */
 static CUresult read_answer(agent_link *l, const frame *f, const uint8_t **out, size_t *out_len)
 {
-    wire_reader r = wire_reader_init(f->payload, f->len);
-    uint8_t status = wire_get_u8(&r);
-    if (status == 1) {
-        const uint8_t *s;
-        size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
-        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s refused a request: %.*s", l->name, (int)n,
-                  r.err ? "" : (const char *)s);
+    rig_why why = { "" };
+    shim_answer a;
+    if (shim_decode_answer(f->payload, f->len, &a, &why) < 0) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: malformed answer: %s", l->name, why.text);
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
-    uint32_t result = wire_get_u32(&r);
-    if (r.err || status != 0) {
-        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: malformed answer", l->name);
+    if (a.refused) {
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s refused a request: %s", l->name, a.why);
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
-    *out = f->payload + r.off;
-    *out_len = f->len - r.off;
-    return (CUresult)result;
+    *out = a.out;
+    *out_len = a.out_len;
+    return (CUresult)a.result;
+}
+
+CUresult link_malformed(agent_link *l, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, what);
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
 CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answer, const uint8_t **out,
@@ -566,6 +591,8 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
 {
     pending_answer p = { 0 };
     *answer = (frame){ 0 };
+    *out = NULL;
+    *out_len = 0;
     int64_t start = now_ns();
     CUresult failed = link_status(l);
     if (failed)
@@ -781,7 +808,8 @@ static uint64_t take_candidate(void)
     return c < JOB_WINDOW_LAST ? c : 0;
 }
 
-/* One synchronous request/answer before the receiver runs. */
+/* One synchronous request/answer before the receiver runs, within one
+ * HS_TIMEOUT_MS however many beats the agent sends first. */
 static int open_request(agent_link *l, uint64_t base, frame *f, rig_why *why)
 {
     uint8_t body[24];
@@ -790,20 +818,28 @@ static int open_request(agent_link *l, uint64_t base, frame *f, rig_why *why)
     wire_put_u32(&w, l->index);
     wire_put_u64(&w, base);
     wire_put_u64(&w, JOB_WINDOW_SIZE);
-    int rc = conn_send(&l->c, FRAME_REQUEST, body, w.off, deadline_after(HS_TIMEOUT_MS), why);
+    int64_t deadline = deadline_after(HS_TIMEOUT_MS);
+    int rc = conn_send(&l->c, FRAME_REQUEST, body, w.off, deadline, why);
     if (rc < 0)
         return rc;
     for (;;) {
-        rc = conn_recv(&l->c, f, deadline_after(HS_TIMEOUT_MS), -1, why);
+        rc = conn_recv(&l->c, f, deadline, -1, why);
         if (rc < 0)
             return rc;
         if (f->kind == FRAME_ANSWER)
             return 0;
         if (f->kind == FRAME_ABORT) {
-            wire_reader r = wire_reader_init(f->payload, f->len);
-            const uint8_t *s;
-            size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
-            rc = why_set(why, RIG_E_REFUSED, "aborted: %.*s", (int)n, r.err ? "" : (const char *)s);
+            char cause[JOB_REASON_MAX + 1];
+            rig_why bad = { "" };
+            if (shim_decode_reason(f->payload, f->len, cause, &bad) < 0)
+                rc = why_set(why, RIG_E_MALFORMED, "aborted with a malformed reason: %s", bad.text);
+            else
+                rc = why_set(why, RIG_E_REFUSED, "aborted: %s", cause);
+            frame_release(f);
+            return rc;
+        }
+        if (f->kind != FRAME_BEAT && f->kind != FRAME_BYTES) {
+            rc = why_set(why, RIG_E_MALFORMED, "sent a %s message before answering open", frame_kind_name(f->kind));
             frame_release(f);
             return rc;
         }
@@ -811,42 +847,19 @@ static int open_request(agent_link *l, uint64_t base, frame *f, rig_why *why)
     }
 }
 
-/* Reads the devices out of the open answer into the program's table. */
-static int read_devices(agent_link *l, wire_reader *r, shim_device *devs, int room, rig_why *why)
+/* Makes the decoded devices the agent's proxies in the program's table. */
+static void adopt_devices(agent_link *l, const shim_open_info *o, shim_device *devs)
 {
-    l->driver_version = wire_get_u32(r);
-    const uint8_t *s;
-    size_t n = wire_get_string(r, &s, sizeof l->driver - 1);
-    if (!r->err) {
-        memcpy(l->driver, s, n);
-        l->driver[n] = '\0';
-    }
-    uint32_t count = wire_get_u32(r);
-    if (r->err || (int)count > room)
-        return why_set(why, RIG_E_MALFORMED, "malformed device list (%u devices)", count);
-    for (uint32_t i = 0; i < count; i++) {
+    l->driver_version = o->driver_version;
+    snprintf(l->driver, sizeof l->driver, "%s", o->driver);
+    for (uint32_t i = 0; i < o->count; i++) {
         shim_device *d = &devs[i];
-        memset(d, 0, sizeof *d);
         d->proxy = true;
         d->link = l;
         d->remote_ordinal = (int)i;
-        n = wire_get_string(r, &s, sizeof d->name - 1);
-        if (!r->err)
-            memcpy(d->name, s, n);
-        wire_get_bytes(r, d->uuid, 16);
-        d->total_mem = wire_get_u64(r);
-        uint32_t na = wire_get_u32(r);
-        if (r->err || na > SHIM_ATTRS_MAX)
-            return why_set(why, RIG_E_MALFORMED, "malformed attributes of device %u", i);
-        d->attr_count = (int)na + 1;
-        for (uint32_t a = 1; a <= na; a++)
-            d->attrs[a] = (int32_t)wire_get_u32(r);
         snprintf(d->label, sizeof d->label, "CUDA:%u@%s", i, l->name);
     }
-    if (wire_reader_finish(r) != 0)
-        return why_set(why, RIG_E_MALFORMED, "malformed device list");
-    l->device_count = (int)count;
-    return 0;
+    l->device_count = (int)o->count;
 }
 
 int link_open(agent_link *l, const char *name, const names_address *addr, uint32_t index, const rig_key *key,
@@ -890,31 +903,25 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
             munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
             return why_prefix(why, rc, "agent %s", name);
         }
-        wire_reader r = wire_reader_init(f.payload, f.len);
-        uint8_t status = wire_get_u8(&r);
-        uint32_t result = wire_get_u32(&r);
-        uint8_t taken = wire_get_u8(&r);
-        if (r.err || status != 0) {
-            frame_release(&f);
+        shim_open_info o;
+        rc = shim_decode_open(f.payload, f.len, devs, room, &o, why);
+        frame_release(&f);
+        if (rc < 0) {
             munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
-            return why_set(why, RIG_E_MALFORMED, "agent %s: malformed answer to open", name);
+            return why_prefix(why, rc, "agent %s: malformed answer to open", name);
         }
-        if (result != CUDA_SUCCESS) {
-            frame_release(&f);
+        if (o.result != CUDA_SUCCESS) {
             munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
-            return why_set(why, RIG_E_REFUSED, "agent %s: opening its devices failed with CUDA error %u", name, result);
+            return why_set(why, RIG_E_REFUSED, "agent %s: opening its devices failed with CUDA error %u", name,
+                           o.result);
         }
-        if (!taken) {
-            frame_release(&f);
+        if (!o.taken) {
             munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
             continue;
         }
         l->window_base = base;
         l->window_size = JOB_WINDOW_SIZE;
-        rc = read_devices(l, &r, devs, room, why);
-        frame_release(&f);
-        if (rc < 0)
-            return why_prefix(why, rc, "agent %s", name);
+        adopt_devices(l, &o, devs);
         break;
     }
     pthread_cond_init(&l->cb_ready, NULL);

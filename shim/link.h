@@ -105,6 +105,10 @@ CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value);
 /* True when the stream has reached value (no wait). */
 bool link_reached(proxy_obj *stream, uint64_t value);
 
+/* Fails the job because the agent's answer broke its format ("b: " and
+ * the formatted text); returns the job's error for the call to return. */
+CUresult link_malformed(agent_link *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The job's error once failed, else CUDA_SUCCESS. */
 CUresult link_status(agent_link *l);
 

@@ -37,8 +37,13 @@ static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out)
     CUresult rc = link_request(d->link, &iov, 1, &f, &o, &n);
     if (rc == CUDA_SUCCESS) {
         uint64_t p = n == 8 ? wire_load_u64(o) : 0;
-        if (n != 8 || p < d->link->window_base || p - d->link->window_base >= d->link->window_size)
-            rc = CUDA_ERROR_UNKNOWN;
+        agent_link *l = d->link;
+        if (n != 8)
+            rc = link_malformed(l, "an answer to cuMemAlloc of %zu bytes, not 8", n);
+        else if (p < l->window_base || p - l->window_base >= l->window_size ||
+                 size > l->window_size - (p - l->window_base))
+            rc = link_malformed(l, "an allocation at %#llx of %zu bytes, outside its pointer window",
+                                (unsigned long long)p, size);
         else {
             *out = p;
             shim_alloc_add(p, size, ctx->device);
@@ -107,7 +112,7 @@ SHIM_EXPORT(cuMemGetInfo_v2)
         if (total)
             *total = wire_load_u64(o + 8);
     } else if (rc == CUDA_SUCCESS) {
-        rc = CUDA_ERROR_UNKNOWN;
+        rc = link_malformed(d->link, "an answer to cuMemGetInfo of %zu bytes, not 16", n);
     }
     frame_release(&f);
     return rc;

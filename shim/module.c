@@ -14,6 +14,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/decode.h"
 #include "shim/image.h"
 #include "shim/link.h"
 #include "shim/log.h"
@@ -38,6 +39,8 @@ static CUresult simple_request(agent_link *l, const uint8_t *body, size_t n, con
     const uint8_t *o;
     size_t on;
     CUresult rc = link_request(l, iov, dn ? 2 : 1, &f, &o, &on);
+    if (rc == CUDA_SUCCESS && on)
+        rc = link_malformed(l, "an answer with %zu bytes of outputs where none were due", on);
     frame_release(&f);
     return rc;
 }
@@ -58,13 +61,21 @@ static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device, char *wh
     const uint8_t *o;
     size_t on;
     CUresult rc = link_request(l, iov, 2, &f, &o, &on);
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS && on) {
+        rc = link_malformed(l, "an answer to a module load with %zu bytes of outputs where none were due", on);
+    } else if (rc == CUDA_SUCCESS) {
         __atomic_or_fetch(&m->u.module.loaded, link_bit(l), __ATOMIC_RELEASE);
-    } else if (why && f.payload) {
+    } else if (why && o) {
+        /* The driver's reason, when the agent sent one; a bad one is no
+         * reason but does not fail the job: the load failed anyway. */
         wire_reader r = wire_reader_init(o, on);
         const uint8_t *text;
         size_t n = wire_get_string(&r, &text, 1024);
-        snprintf(why, whylen, "%.*s", r.err ? 0 : (int)n, r.err ? "" : (const char *)text);
+        char clean[JOB_REASON_MAX + 1];
+        shim_printable(clean, text, r.err ? 0 : n);
+        size_t keep = strnlen(clean, whylen - 1);
+        memcpy(why, clean, keep);
+        why[keep] = '\0';
     }
     frame_release(&f);
     return rc;
@@ -125,34 +136,16 @@ static CUresult resolve(proxy_obj *f, shim_device *d)
     if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_DEVICE_UNAVAILABLE)
         tell_unrunnable(f, d, rc, rc == CUDA_ERROR_NOT_FOUND ? "no such kernel in its module" : NULL);
     if (rc == CUDA_SUCCESS && !f->u.fn.params) {
-        wire_reader r = wire_reader_init(o, on);
-        uint32_t n = wire_get_u32(&r);
-        if (n > JOB_PARAMS_MAX / 4)
-            r.err = RIG_E_MALFORMED;
-        proxy_param *params = calloc(n ? n : 1, sizeof *params);
-        uint32_t bytes = 0;
-        for (uint32_t i = 0; i < n && !r.err && params; i++) {
-            params[i].offset = wire_get_u32(&r);
-            params[i].size = wire_get_u32(&r);
-            if (params[i].offset + params[i].size > bytes)
-                bytes = params[i].offset + params[i].size;
-        }
-        uint32_t na = wire_get_u32(&r);
-        if (na > 64)
-            r.err = RIG_E_MALFORMED;
-        int *attrs = calloc(na ? na : 1, sizeof *attrs);
-        for (uint32_t i = 0; i < na && !r.err && attrs; i++)
-            attrs[i] = (int32_t)wire_get_u32(&r);
-        if (wire_reader_finish(&r) || !params || !attrs || bytes > JOB_PARAMS_MAX) {
-            free(params);
-            free(attrs);
-            rc = CUDA_ERROR_UNKNOWN;
+        shim_param_info pi;
+        rig_why bad = { "" };
+        if (shim_decode_param_info(o, on, &pi, &bad) < 0) {
+            rc = link_malformed(l, "the layout of kernel %s: %s", f->u.fn.name, bad.text);
         } else {
-            f->u.fn.params = params;
-            f->u.fn.param_count = n;
-            f->u.fn.param_bytes = bytes;
-            f->u.fn.attrs = attrs;
-            f->u.fn.attr_count = na;
+            f->u.fn.params = pi.params;
+            f->u.fn.param_count = pi.count;
+            f->u.fn.param_bytes = pi.bytes;
+            f->u.fn.attrs = pi.attrs;
+            f->u.fn.attr_count = pi.attr_count;
         }
     }
     frame_release(&fr);
@@ -309,10 +302,13 @@ static CUresult get_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *
     size_t on;
     rc = link_request(d->link, iov, 2, &fr, &o, &on);
     if (rc == CUDA_SUCCESS) {
+        uint64_t p = on == 16 ? wire_load_u64(o) : 0, size = on == 16 ? wire_load_u64(o + 8) : 0;
         if (on != 16) {
-            rc = CUDA_ERROR_UNKNOWN;
+            rc = link_malformed(d->link, "an answer to cuModuleGetGlobal of %zu bytes, not 16", on);
+        } else if (p == 0 || size > UINT64_MAX - p) {
+            rc = link_malformed(d->link, "global %s at %#llx of %llu bytes, which wraps around", name,
+                                (unsigned long long)p, (unsigned long long)size);
         } else {
-            uint64_t p = wire_load_u64(o), size = wire_load_u64(o + 8);
             uint64_t b, s;
             int dev;
             /* Globals live where the agent's driver put them, outside the
@@ -674,16 +670,17 @@ static int active_blocks(proxy_obj *f, int device, int block, size_t dyn)
     int per_sm_blocks = d->attrs[CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR];
     size_t per_sm_shared = (size_t)d->attrs[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR];
     int max_block = f->u.fn.attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
-    if (block <= 0 || block > max_block)
+    if (block <= 0 || block > max_block || per_sm_threads <= 0)
         return 0;
-    int warps = (block + 31) / 32 * 32;
-    int n = per_sm_threads / warps;
+    /* 64-bit: the agent's figures may be any int. */
+    int64_t warps = ((int64_t)block + 31) / 32 * 32;
+    int64_t n = per_sm_threads / warps;
     if (per_sm_blocks > 0 && n > per_sm_blocks)
         n = per_sm_blocks;
-    size_t shared = (size_t)f->u.fn.attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] + dyn;
-    if (shared > 0 && per_sm_shared > 0 && (size_t)n * shared > per_sm_shared)
-        n = (int)(per_sm_shared / shared);
-    return n;
+    size_t shared = (size_t)(uint32_t)f->u.fn.attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] + dyn;
+    if (shared > 0 && per_sm_shared > 0 && (size_t)n > per_sm_shared / shared)
+        n = (int64_t)(per_sm_shared / shared);
+    return (int)n;
 }
 
 static CUresult occupancy(int *num, proxy_obj *f, int block, size_t dyn)
@@ -725,17 +722,24 @@ static CUresult potential(int *min_grid, int *block_out, proxy_obj *f, CUoccupan
     int max_block = f->u.fn.attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
     if (limit > 0 && limit < max_block)
         max_block = limit;
-    int best_block = 0, best_threads = -1, best_n = 0;
+    /* No GPU has bigger blocks; an agent's larger figure must not make
+     * this loop run for seconds. */
+    if (max_block > 65536)
+        max_block = 65536;
+    /* 64-bit products, clamped: the agent's figures may be any int. */
+    int best_block = 0, best_n = 0;
+    int64_t best_threads = -1;
     for (int b = max_block / 32 * 32; b >= 32; b -= 32) {
         int n = active_blocks(f, dev, b, dyn_of ? dyn_of(b) : dyn);
-        if (n * b > best_threads) {
-            best_threads = n * b;
+        if ((int64_t)n * b > best_threads) {
+            best_threads = (int64_t)n * b;
             best_block = b;
             best_n = n;
         }
     }
     *block_out = best_block;
-    *min_grid = best_n * shim_device_at(dev)->attrs[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+    int64_t grid = (int64_t)best_n * shim_device_at(dev)->attrs[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+    *min_grid = grid > INT32_MAX ? INT32_MAX : grid < 0 ? 0 : (int)grid;
     return CUDA_SUCCESS;
 }
 

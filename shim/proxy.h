@@ -45,6 +45,7 @@ typedef struct timeline {
     uint64_t bytes_reported;    /* ... and covered by words */
     _Atomic uint64_t reached;   /* written by the receiver under the link lock */
     uint64_t program_writes;    /* last value that writes program memory */
+    uint64_t word_value, word_bytes;  /* the agent's last word; the receiver's alone */
 } timeline;
 
 typedef enum proxy_type {

@@ -23,7 +23,9 @@ static CUresult vmm_request(agent_link *l, const uint8_t *body, size_t n, uint64
         if (on == 8)
             *out = wire_load_u64(o);
         else
-            rc = CUDA_ERROR_UNKNOWN;
+            rc = link_malformed(l, "an answer of %zu bytes where one u64 was due", on);
+    } else if (rc == CUDA_SUCCESS && on) {
+        rc = link_malformed(l, "an answer with %zu bytes of outputs where none were due", on);
     }
     frame_release(&f);
     return rc;

@@ -74,3 +74,19 @@ CHECK_STEPS += check-error-table
 .PHONY: soak
 soak: $(ALL_TARGETS)
 	$(Q)tests/soak $(B)
+
+# The shim's decoders of agent-sent payloads, pure functions tested alone.
+$(B)/tests/test_shim_decode: $(B)/tests/test_shim_decode.o $(B)/shim/decode.o $(B)/tests/support.o $(PROTO_LIB)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lcriterion $(PROTO_LDLIBS)
+
+CHECK_TESTS += $(B)/tests/test_shim_decode
+
+# A hostile agent end to end: programs through the shim against a relay in
+# the test that holds the key and rewrites one of a real agent's frames.
+$(B)/tests/test_hostile_agent: $(B)/tests/test_hostile_agent.o $(B)/tests/harness.o $(B)/tests/support.o \
+  $(PROTO_LIB) | e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion -lpthread $(PROTO_LDLIBS)
+
+CHECK_TESTS += $(B)/tests/test_hostile_agent

@@ -111,6 +111,8 @@ static int role_kill_agent(void)
     SYM(cuCtxSetCurrent);
     SYM(cuMemAlloc_v2);
     SYM(cuMemFree_v2);
+    /* Read before cuInit: the shim takes RIG_REMOTE_AGENTS out of the environment. */
+    unsigned port = first_agent_port();
     if (!p_cuInit || p_cuInit(0) != CUDA_SUCCESS) {
         printf("helper: cuInit failed\n");
         return 4;
@@ -121,9 +123,9 @@ static int role_kill_agent(void)
         printf("helper: no device\n");
         return 4;
     }
-    pid_t agent = listener_of(first_agent_port());
+    pid_t agent = listener_of(port);
     if (agent <= 0) {
-        printf("helper: no agent listening on port %u\n", first_agent_port());
+        printf("helper: no agent listening on port %u\n", port);
         return 4;
     }
     kill(agent, SIGKILL);
@@ -161,10 +163,11 @@ static int role(const char *r)
         return role_kill_agent();
     if (strcmp(r, "wait") == 0) {
         SYM(cuInit);
+        unsigned port = first_agent_port();   /* before cuInit takes it away */
         if (!p_cuInit || p_cuInit(0) != CUDA_SUCCESS)
             return 4;
         FILE *f = fopen(getenv("RIG_TEST_READY"), "w");
-        fprintf(f, "%u\n", first_agent_port());
+        fprintf(f, "%u\n", port);
         fclose(f);
         for (;;)
             pause();

@@ -3,6 +3,7 @@
  * every build, several agents at once, local and proxy devices together. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,4 +225,43 @@ Test(remote, softgpu_launch_tests_through_the_shim, .timeout = 300)
 {
     run_suite_through("test_softgpu_launch",
                       "*/!(illegal_address_is_sticky_and_named|library_kernel_as_function_and_launch_ex)");
+}
+
+/* The shim takes the job's variables out of the environment once cuInit
+ * read them: a child the program starts after its first CUDA call sees none
+ * of them (and the key never reaches it), while the rest of the environment
+ * passes on as usual. */
+Test(remote, children_inherit_no_job_variables, .timeout = 60)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    /* A descriptor the program inherits, for RIG_REMOTE_REPORT to name. */
+    int report = open("/dev/null", O_WRONLY);
+    cr_assert_geq(report, 0);
+    char path[256], agents_var[256], key[96], preload[300], report_var[48];
+    snprintf(path, sizeof path, PLAIN_BUILD "/programs/envchild.static");
+    cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
+    agents_env(&a, 1, agents_var, sizeof agents_var);
+    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a.key_hex);
+    snprintf(report_var, sizeof report_var, "RIG_REMOTE_REPORT=%d", report);
+    shim_env(preload, sizeof preload);
+    char *argv[] = { path, NULL };
+    char *env[] = { preload, agents_var, key, report_var, "RIG_LOCAL_DRIVER=none", "RIG_TEST_MARK=1", NULL };
+    program_result r = program_run(argv, env, 30);
+    close(report);
+    agent_stop(&a);
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    cr_assert(strstr(r.output, "envchild: child ran"), "%s", r.output);
+    /* The child's environment was listed: the variable set beside them is there. */
+    cr_assert(strstr(r.output, "envchild: child has RIG_TEST_MARK"), "%s", r.output);
+    cr_assert(strstr(r.output, "envchild: child has RIG_LOCAL_DRIVER"), "%s", r.output);
+    static const char *const gone[] = { "RIG_REMOTE_KEY", "RIG_REMOTE_AGENTS", "RIG_REMOTE_REPORT" };
+    for (int i = 0; i < 3; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "envchild: child has %s\n", gone[i]);
+        cr_assert(!strstr(r.output, line), "the child inherited %s:\n%s", gone[i], r.output);
+    }
+    cr_assert(!strstr(r.output, a.key_hex), "the key is in the output:\n%s", r.output);
+    cr_assert(strstr(r.output, "envchild: ok"), "%s", r.output);
+    program_result_free(&r);
 }

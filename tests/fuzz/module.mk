@@ -18,3 +18,13 @@ $(B)/fuzz/fuzz_agent_replay: tests/fuzz/fuzz_agent_replay.c tests/replay_rig.c $
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(CUDA_HOME)/include -DRIG_SOFTGPU='"$(abspath build/libcudasoft.so)"' \
 	  -o $@ tests/fuzz/fuzz_agent_replay.c tests/replay_rig.c $(AGENT_SRC) $(PROTO_SRC) -lsodium -lffi -ldl -lpthread
+
+# The shim's decoders of what an agent sends (shim/decode.c).
+SHIM_FUZZ_NAMES := shim_answer shim_open shim_words shim_bytes
+SHIM_FUZZ_TARGETS := $(SHIM_FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
+FUZZ_TARGETS += $(SHIM_FUZZ_TARGETS)
+
+$(SHIM_FUZZ_TARGETS): $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c shim/decode.c $(PROTO_SRC) $(wildcard proto/*.h shim/*.h)
+	$(call say,FUZZ,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -I$(CUDA_HOME)/include -o $@ $< shim/decode.c $(PROTO_SRC) -lsodium
