@@ -22,154 +22,15 @@
 #include <unistd.h>
 
 #include "tests/harness.h"
+#include "tests/watch.h"
 
 #define PROGRAMS PLAIN_BUILD "/programs/"
 #define BOUND_FAST 2.0       /* seconds: every fault but silence and stalls */
 #define BOUND_SILENCE 12.0   /* seconds: silence and stalled sends */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---- a program running through the shim, watched while it runs ---- */
 
-typedef struct job {
-    pid_t pid;
-    int out;                 /* its stdout and stderr */
-    char *text;
-    size_t len, cap;
-    bool eof;
-    int status;              /* exit code, 128 + signal, -1: killed at the timeout */
-    double started, ended;
-    double failed_at;        /* when "rig: job failed" appeared; 0: never */
-    bool reaped;
-} job;
-
-/* What a test started, by value (a test's locals are gone when an assertion
- * ends it early), ended by the suite's fini: no agent, relay or program
- * outlives its test. */
-static pid_t live_jobs[8], live_relay;
-static struct {
-    pid_t pid;
-    char dir[64];
-} live_agents[2];
-
-static void live_job(pid_t pid, bool alive)
-{
-    for (int i = 0; i < 8; i++)
-        if (alive ? live_jobs[i] == 0 : live_jobs[i] == pid) {
-            live_jobs[i] = alive ? pid : 0;
-            return;
-        }
-}
-
-/* Starts argv through the shim against agents_port with key_hex. */
-static void job_start(job *j, char *const argv[], unsigned agents_port, const char *key_hex)
-{
-    memset(j, 0, sizeof *j);
-    char preload[300], agents[96], key[96];
-    shim_env(preload, sizeof preload);
-    snprintf(agents, sizeof agents, "RIG_REMOTE_AGENTS=b=127.0.0.1:%u", agents_port);
-    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", key_hex);
-    char *env[] = { preload, agents, key, "RIG_LOCAL_DRIVER=none", "ASAN_OPTIONS=detect_leaks=0", NULL };
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    fflush(NULL);
-    j->started = now_s();
-    j->pid = fork();
-    cr_assert_geq(j->pid, 0);
-    if (j->pid == 0) {
-        setpgid(0, 0);
-        dup2(p[1], 1);
-        dup2(p[1], 2);
-        close(p[0]);
-        close(p[1]);
-        unsetenv("BXFI_MAP");
-        for (size_t i = 0; env[i]; i++)
-            putenv(env[i]);
-        execv(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    live_job(j->pid, true);
-    close(p[1]);
-    j->out = p[0];
-    j->cap = 1 << 16;
-    j->text = calloc(1, j->cap);
-}
-
-/* Reads what the program wrote until `until` or its end of output. */
-static void job_read(job *j, double until)
-{
-    while (!j->eof) {
-        int left = (int)((until - now_s()) * 1000);
-        if (left < 0)
-            return;
-        struct pollfd p = { j->out, POLLIN, 0 };
-        if (poll(&p, 1, left) <= 0)
-            return;
-        if (j->len + 4096 > j->cap)
-            j->text = realloc(j->text, j->cap *= 2);
-        ssize_t n = read(j->out, j->text + j->len, j->cap - j->len - 1);
-        if (n <= 0) {
-            j->eof = true;
-            break;
-        }
-        j->len += (size_t)n;
-        j->text[j->len] = '\0';
-        if (!j->failed_at && strstr(j->text, "rig: job failed"))
-            j->failed_at = now_s();
-    }
-}
-
-/* True once the program printed needle, within timeout_s. */
-static bool job_wait_text(job *j, const char *needle, double timeout_s)
-{
-    double until = now_s() + timeout_s;
-    while (!strstr(j->text, needle) && !j->eof && now_s() < until)
-        job_read(j, now_s() + 0.05 < until ? now_s() + 0.05 : until);
-    return strstr(j->text, needle) != NULL;
-}
-
-/* Waits for the program to end, killing it (and its forks) at timeout_s. */
-static void job_finish(job *j, double timeout_s)
-{
-    double until = now_s() + timeout_s;
-    job_read(j, until);
-    int st;
-    pid_t got = 0;
-    while ((got = waitpid(j->pid, &st, WNOHANG)) == 0 && now_s() < until)
-        usleep(5000);
-    if (got != j->pid) {
-        kill(-j->pid, SIGKILL);
-        waitpid(j->pid, &st, 0);
-        j->status = -1;
-    } else {
-        j->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-    j->reaped = true;
-    live_job(j->pid, false);
-    j->ended = now_s();
-    if (!j->eof)
-        job_read(j, now_s() + 0.5);
-    close(j->out);
-}
-
-static void job_free(job *j)
-{
-    free(j->text);
-    j->text = NULL;
-}
-
-/* The end of a program's output, for messages. */
-static const char *tail(const char *text)
-{
-    size_t n = strlen(text);
-    return n > 3000 ? text + n - 3000 : text;
-}
+typedef watched job;
 
 /* ---- the relay ---- */
 
@@ -184,10 +45,10 @@ struct relay {
 static void relay_line(relay *r, char *line, size_t cap)
 {
     size_t have = 0;
-    double until = now_s() + 5;
+    double until = watch_now() + 5;
     while (have + 1 < cap) {
         struct pollfd p = { r->out, POLLIN, 0 };
-        cr_assert_gt(poll(&p, 1, (int)((until - now_s()) * 1000) + 1), 0, "rig-relay did not answer");
+        cr_assert_gt(poll(&p, 1, (int)((until - watch_now()) * 1000) + 1), 0, "rig-relay did not answer");
         ssize_t n = read(r->out, line + have, 1);
         cr_assert_eq(n, 1, "rig-relay ended (see %s)", r->err);
         if (line[have] == '\n')
@@ -219,7 +80,7 @@ static void relay_start(relay *r, const agent_proc *a)
         execl(RIG_RELAY, "rig-relay", "--to", to, (char *)NULL);
         _exit(127);
     }
-    live_relay = r->pid;
+    watch_live_add(r->pid);
     close(in[0]);
     close(out[1]);
     r->in = in[1];
@@ -261,93 +122,21 @@ static void relay_stop(relay *r)
     waitpid(r->pid, NULL, 0);
     close(r->out);
     r->pid = 0;
-    live_relay = 0;
+    watch_live_remove(r->pid);
 }
 
-/* ---- the agent's side ---- */
-
-static void start_agent(agent_proc *a)
-{
-    agent_start(a, NULL, NULL);
-    for (int i = 0; i < 2; i++)
-        if (!live_agents[i].pid) {
-            live_agents[i].pid = a->pid;
-            snprintf(live_agents[i].dir, sizeof live_agents[i].dir, "%s", a->dir);
-            break;
-        }
-}
-
-/* Stops it once: a second call never signals a pid that may be reused. */
-static void stop_agent(agent_proc *a)
-{
-    for (int i = 0; i < 2; i++)
-        if (live_agents[i].pid && strcmp(live_agents[i].dir, a->dir) == 0)
-            live_agents[i].pid = 0;
-    if (a->pid > 0 || a->dir[0])
-        agent_stop(a);
-    a->pid = 0;
-    a->dir[0] = '\0';
-}
-
-static void end_what_lives(void)
-{
-    for (int i = 0; i < 8; i++)
-        if (live_jobs[i] > 0) {
-            kill(-live_jobs[i], SIGKILL);
-            waitpid(live_jobs[i], NULL, 0);
-        }
-    if (live_relay > 0) {
-        kill(live_relay, SIGKILL);
-        waitpid(live_relay, NULL, 0);
-    }
-    for (int i = 0; i < 2; i++)
-        if (live_agents[i].pid > 0) {
-            kill(live_agents[i].pid, SIGKILL);
-            waitpid(live_agents[i].pid, NULL, 0);
-            char cmd[128];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s'", live_agents[i].dir);
-            if (system(cmd) != 0)
-                fprintf(stderr, "could not remove %s\n", live_agents[i].dir);
-        }
-}
-
-TestSuite(faults, .fini = end_what_lives);
-
-static size_t file_size(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
-}
-
-/* The agent's log from byte `from` on, malloc'd. */
-static char *log_since(const agent_proc *a, size_t from)
-{
-    FILE *f = fopen(a->log, "r");
-    char *s = calloc(1, 1);
-    if (!f)
-        return s;
-    fseek(f, (long)from, SEEK_SET);
-    size_t cap = 1, len = 0;
-    for (int c; (c = fgetc(f)) != EOF;) {
-        if (len + 2 > cap)
-            s = realloc(s, cap = cap * 2 + 64);
-        s[len++] = (char)c;
-    }
-    s[len] = '\0';
-    fclose(f);
-    return s;
-}
+TestSuite(faults, .fini = watch_end_all);
 
 /* Seconds until the agent's log (from `from`) holds needle, or -1. */
 static double agent_wait_log(const agent_proc *a, size_t from, const char *needle, double timeout_s)
 {
-    double start = now_s();
-    while (now_s() - start < timeout_s) {
-        char *s = log_since(a, from);
+    double start = watch_now();
+    while (watch_now() - start < timeout_s) {
+        char *s = watch_log_since(a, from);
         bool found = strstr(s, needle) != NULL;
         free(s);
         if (found)
-            return now_s() - start;
+            return watch_now() - start;
         usleep(10000);
     }
     return -1;
@@ -356,13 +145,13 @@ static double agent_wait_log(const agent_proc *a, size_t from, const char *needl
 /* Seconds until the agent's log (from `from`) ends a job, or -1. */
 static double agent_wait_end(const agent_proc *a, size_t from, double timeout_s)
 {
-    double start = now_s();
-    while (now_s() - start < timeout_s) {
-        char *s = log_since(a, from);
+    double start = watch_now();
+    while (watch_now() - start < timeout_s) {
+        char *s = watch_log_since(a, from);
         bool found = strstr(s, ": job failed") || strstr(s, ": job closed");
         free(s);
         if (found)
-            return now_s() - start;
+            return watch_now() - start;
         usleep(10000);
     }
     return -1;
@@ -387,16 +176,16 @@ static long agent_rss_kb(pid_t pid)
 static void agent_serves_next(const agent_proc *a, size_t from, const char *what)
 {
     double t = agent_wait_end(a, from, 15);
-    char *log = log_since(a, from);
+    char *log = watch_log_since(a, from);
     cr_expect_geq(t, 0, "%s: the agent never ended the job:\n%s", what, log);
     free(log);
     char *argv[] = { PROGRAMS "fault_stream.static", "3", NULL };
     job j;
-    job_start(&j, argv, a->port, a->key_hex);
-    job_finish(&j, 30);
-    cr_expect_eq(j.status, 0, "%s: the next job exited %d:\n%s", what, j.status, tail(j.text));
-    cr_expect(strstr(j.text, "fault_stream: ok 3 steps"), "%s: the next job:\n%s", what, tail(j.text));
-    job_free(&j);
+    watch_start(&j, argv, a->port, a->key_hex);
+    watch_finish(&j, 30);
+    cr_expect_eq(j.status, 0, "%s: the next job exited %d:\n%s", what, j.status, watch_tail(j.text));
+    cr_expect(strstr(j.text, "fault_stream: ok 3 steps"), "%s: the next job:\n%s", what, watch_tail(j.text));
+    watch_free(&j);
 }
 
 /* The first "rig: ..." line the program printed, for the table. */
@@ -424,11 +213,11 @@ static void expect_failed(job *j, const char *fault, double t_fault, const char 
     first_rig_line(j->text, line, sizeof line);
     double detect = j->failed_at ? j->failed_at - t_fault : -1, exit_after = j->ended - t_fault;
     table_row(fault, detect, exit_after, line);
-    cr_expect_neq(j->status, -1, "%s: the program hung (killed at the test's timeout):\n%s", fault, tail(j->text));
-    cr_expect_neq(j->status, 0, "%s: the program exited 0:\n%s", fault, tail(j->text));
-    cr_expect(strstr(j->text, cause), "%s: expected \"%s\" on stderr:\n%s", fault, cause, tail(j->text));
+    cr_expect_neq(j->status, -1, "%s: the program hung (killed at the test's timeout):\n%s", fault, watch_tail(j->text));
+    cr_expect_neq(j->status, 0, "%s: the program exited 0:\n%s", fault, watch_tail(j->text));
+    cr_expect(strstr(j->text, cause), "%s: expected \"%s\" on stderr:\n%s", fault, cause, watch_tail(j->text));
     cr_expect_leq(exit_after, bound, "%s: ended %.2f s after the fault, bound %.0f s:\n%s", fault, exit_after,
-                  bound, tail(j->text));
+                  bound, watch_tail(j->text));
     char once[600];
     snprintf(once, sizeof once, "rig: job failed:");
     const char *first = strstr(j->text, once);
@@ -440,8 +229,8 @@ static void expect_failed(job *j, const char *fault, double t_fault, const char 
 static void stream_start(job *j, unsigned port, const agent_proc *a)
 {
     char *argv[] = { PROGRAMS "fault_stream.static", NULL };
-    job_start(j, argv, port, a->key_hex);
-    cr_assert(job_wait_text(j, "fault_stream: step 5\n", 20), "fault_stream did not get going:\n%s", tail(j->text));
+    watch_start(j, argv, port, a->key_hex);
+    cr_assert(watch_wait_text(j, "fault_stream: step 5\n", 20), "fault_stream did not get going:\n%s", watch_tail(j->text));
 }
 
 /* ---- 1, 2: the agent killed or stopped ---- */
@@ -449,35 +238,35 @@ static void stream_start(job *j, unsigned port, const agent_proc *a)
 Test(faults, agent_killed, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     job j;
     stream_start(&j, a.port, &a);
     kill(a.pid, SIGKILL);
-    double t = now_s();
-    job_finish(&j, 20);
+    double t = watch_now();
+    watch_finish(&j, 20);
     expect_failed(&j, "agent killed (SIGKILL)", t, "rig: job failed: b: closed its connection", BOUND_FAST);
-    job_free(&j);
+    watch_free(&j);
     waitpid(a.pid, NULL, 0);
     a.pid = 0;
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 Test(faults, agent_stopped, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
-    size_t from = file_size(a.log);
+    watch_agent_start(&a);
+    size_t from = watch_file_size(a.log);
     job j;
     stream_start(&j, a.port, &a);
     /* The whole agent: its listener and the job's worker process. */
     kill(-a.pid, SIGSTOP);
-    double t = now_s();
-    job_finish(&j, 20);
+    double t = watch_now();
+    watch_finish(&j, 20);
     kill(-a.pid, SIGCONT);
     expect_failed(&j, "agent stopped (SIGSTOP)", t, "rig: job failed: b: silent for 10 s", BOUND_SILENCE);
-    job_free(&j);
+    watch_free(&j);
     agent_serves_next(&a, from, "after SIGSTOP/SIGCONT");
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* ---- 3, 4: the connection cut or stalled ---- */
@@ -496,26 +285,26 @@ ParameterizedTestParameters(faults, connection_cut)
 ParameterizedTest(cut_case *c, faults, connection_cut, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     relay r;
     relay_start(&r, &a);
-    size_t from = file_size(a.log);
+    size_t from = watch_file_size(a.log);
     job j;
     stream_start(&j, r.port, &a);
     relay_cmd(&r, NULL, 0, "%s", c->cmd);
-    double t = now_s();
-    job_finish(&j, 20);
+    double t = watch_now();
+    watch_finish(&j, 20);
     expect_failed(&j, c->name, t, "rig: job failed: b: closed its connection", BOUND_FAST);
-    job_free(&j);
+    watch_free(&j);
     double seen = agent_wait_end(&a, from, BOUND_FAST);
-    char *log = log_since(&a, from);
+    char *log = watch_log_since(&a, from);
     cr_expect_geq(seen, 0, "the agent did not end the job within %.0f s:\n%s", BOUND_FAST, log);
     cr_expect(strstr(log, "job failed: controller: closed its connection"),
               "the agent's cause is not \"controller: closed its connection\":\n%s", log);
     free(log);
     agent_serves_next(&a, from, c->name);
     relay_stop(&r);
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 typedef struct stall_case {
@@ -550,17 +339,17 @@ static void bigcopy_start(job *j, relay *r, const agent_proc *a, int mib, const 
     snprintf(mib_s, sizeof mib_s, "%d", mib);
     snprintf(dir_s, sizeof dir_s, "%s", dir);
     char *argv[] = { PROGRAMS "fault_bigcopy.static", mib_s, dir_s, NULL };
-    job_start(j, argv, r->port, a->key_hex);
-    cr_assert(job_wait_text(j, "fault_bigcopy: copying", 20), "fault_bigcopy did not get going:\n%s", tail(j->text));
+    watch_start(j, argv, r->port, a->key_hex);
+    cr_assert(watch_wait_text(j, "fault_bigcopy: copying", 20), "fault_bigcopy did not get going:\n%s", watch_tail(j->text));
 }
 
 ParameterizedTest(stall_case *c, faults, direction_stalled, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     relay r;
     relay_start(&r, &a);
-    size_t from = file_size(a.log);
+    size_t from = watch_file_size(a.log);
     job j;
     if (c->mib) {
         /* Slowed first, so the copy's frame is surely still going out. */
@@ -571,16 +360,16 @@ ParameterizedTest(stall_case *c, faults, direction_stalled, .timeout = 60)
         stream_start(&j, r.port, &a);
     }
     relay_cmd(&r, NULL, 0, "stall %s", c->dir);
-    double t = now_s();
-    job_finish(&j, 20);
+    double t = watch_now();
+    watch_finish(&j, 20);
     const char *cause = strstr(j.text, c->cause[0]) || !c->cause[1][0] ? c->cause[0] : c->cause[1];
     expect_failed(&j, c->name, t, cause, BOUND_SILENCE);
-    job_free(&j);
+    watch_free(&j);
     /* Let what is held move again, so the agent sees the program's end. */
     relay_cmd(&r, NULL, 0, "pass");
     agent_serves_next(&a, from, c->name);
     relay_stop(&r);
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* A slow link is not a stalled one: a frame that takes longer than the stall
@@ -595,23 +384,23 @@ ParameterizedTestParameters(faults, slow_link_keeps_the_job)
 ParameterizedTest(char (*dir)[8], faults, slow_link_keeps_the_job, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     relay r;
     relay_start(&r, &a);
     relay_cmd(&r, NULL, 0, "slow %s 2000000", *dir);
     job j;
     bigcopy_start(&j, &r, &a, 32, *dir);
-    double t = now_s();
-    job_finish(&j, 40);
+    double t = watch_now();
+    watch_finish(&j, 40);
     char line[512], name[48];
     first_rig_line(j.text, line, sizeof line);
     snprintf(name, sizeof name, "slow link %s (2 MB/s, 32 MiB)", *dir);
     table_row(name, j.failed_at ? j.failed_at - t : -1, j.ended - t, line);
-    cr_expect_eq(j.status, 0, "%s: a copy that kept moving failed the job:\n%s", name, tail(j.text));
-    cr_expect(strstr(j.text, "fault_bigcopy: ok"), "%s:\n%s", name, tail(j.text));
-    job_free(&j);
+    cr_expect_eq(j.status, 0, "%s: a copy that kept moving failed the job:\n%s", name, watch_tail(j.text));
+    cr_expect(strstr(j.text, "fault_bigcopy: ok"), "%s:\n%s", name, watch_tail(j.text));
+    watch_free(&j);
     relay_stop(&r);
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* Waits in progress when the connection is cut: five threads in stream
@@ -635,32 +424,32 @@ ParameterizedTestParameters(faults, waits_return_on_cut)
 ParameterizedTest(waits_case *c, faults, waits_return_on_cut, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     relay r;
     relay_start(&r, &a);
-    size_t from = file_size(a.log);
+    size_t from = watch_file_size(a.log);
     if (c->slow[0])
         relay_cmd(&r, NULL, 0, "%s", c->slow);
     char *argv[] = { PROGRAMS "fault_waits.static", c->mode, NULL };
     job j;
-    job_start(&j, argv, r.port, a.key_hex);
-    cr_assert(job_wait_text(&j, c->ready, 20), "%s:\n%s", c->name, tail(j.text));
+    watch_start(&j, argv, r.port, a.key_hex);
+    cr_assert(watch_wait_text(&j, c->ready, 20), "%s:\n%s", c->name, watch_tail(j.text));
     usleep(300 * 1000);
     relay_cmd(&r, NULL, 0, "cut");
-    double t = now_s();
-    job_finish(&j, 20);
+    double t = watch_now();
+    watch_finish(&j, 20);
     expect_failed(&j, c->name, t, "rig: job failed: b: closed its connection", BOUND_FAST);
     if (strcmp(c->mode, "threads") == 0)
         for (int i = 0; i < 5; i++) {
             char want[64];
             snprintf(want, sizeof want, "fault_waits: thread %d: cudaError", i);
-            cr_expect(strstr(j.text, want), "%s: thread %d did not return an error:\n%s", c->name, i, tail(j.text));
+            cr_expect(strstr(j.text, want), "%s: thread %d did not return an error:\n%s", c->name, i, watch_tail(j.text));
         }
-    job_free(&j);
+    watch_free(&j);
     relay_cmd(&r, NULL, 0, "pass");
     agent_serves_next(&a, from, c->name);
     relay_stop(&r);
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* ---- 5: a flipped byte ---- */
@@ -700,24 +489,24 @@ ParameterizedTestParameters(faults, byte_flipped)
 ParameterizedTest(flip_case *c, faults, byte_flipped, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     relay r;
     relay_start(&r, &a);
-    size_t from = file_size(a.log);
+    size_t from = watch_file_size(a.log);
     job j;
     stream_start(&j, r.port, &a);
     relay_cmd(&r, NULL, 0, "%s", c->cmd);
-    double t = now_s();
-    job_finish(&j, BOUND_FAST + 2);
+    double t = watch_now();
+    watch_finish(&j, BOUND_FAST + 2);
     char stats[256];
     relay_cmd(&r, stats, sizeof stats, "stats");
     cr_expect(strstr(stats, "flips 1"), "%s: the relay did not flip: %s", c->name, stats);
     expect_failed(&j, c->name, t, c->cause, BOUND_FAST);
-    job_free(&j);
+    watch_free(&j);
     relay_cmd(&r, NULL, 0, "cut");
     agent_serves_next(&a, from, c->name);
     relay_stop(&r);
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* ---- 6: a kernel that writes out of bounds ---- */
@@ -725,21 +514,21 @@ ParameterizedTest(flip_case *c, faults, byte_flipped, .timeout = 60)
 Test(faults, kernel_out_of_bounds, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
-    size_t from = file_size(a.log);
+    watch_agent_start(&a);
+    size_t from = watch_file_size(a.log);
     char *argv[] = { PROGRAMS "fault_oob.static", NULL };
     job j;
-    job_start(&j, argv, a.port, a.key_hex);
-    cr_assert(job_wait_text(&j, "fault_oob: launching", 20), "%s", tail(j.text));
-    double t = now_s();
-    job_finish(&j, 20);
+    watch_start(&j, argv, a.port, a.key_hex);
+    cr_assert(watch_wait_text(&j, "fault_oob: launching", 20), "%s", watch_tail(j.text));
+    double t = watch_now();
+    watch_finish(&j, 20);
     expect_failed(&j, "kernel writes out of bounds", t,
                   "rig: job failed: b aborted: CUDA:0: CUDA_ERROR_ILLEGAL_ADDRESS in kernel fault_oob_write",
                   BOUND_FAST);
-    cr_expect(strstr(j.text, "cudaErrorIllegalAddress"), "the program's error is not the kernel's:\n%s", tail(j.text));
-    job_free(&j);
+    cr_expect(strstr(j.text, "cudaErrorIllegalAddress"), "the program's error is not the kernel's:\n%s", watch_tail(j.text));
+    watch_free(&j);
     agent_serves_next(&a, from, "out of bounds");
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* ---- 7: the program killed mid-job ---- */
@@ -747,16 +536,16 @@ Test(faults, kernel_out_of_bounds, .timeout = 60)
 Test(faults, program_killed, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
-    size_t from = file_size(a.log);
+    watch_agent_start(&a);
+    size_t from = watch_file_size(a.log);
     job j;
     stream_start(&j, a.port, &a);
     kill(j.pid, SIGKILL);
-    double t = now_s();
-    job_finish(&j, 10);
+    double t = watch_now();
+    watch_finish(&j, 10);
     double seen = agent_wait_end(&a, from, 15);
-    double took = seen < 0 ? -1 : now_s() - t;
-    char *log = log_since(&a, from);
+    double took = seen < 0 ? -1 : watch_now() - t;
+    char *log = watch_log_since(&a, from);
     const char *end = strstr(log, ": job failed");
     char line[256];
     snprintf(line, sizeof line, "agent%.*s", end ? (int)strcspn(end, "\n") : 0, end ? end : "");
@@ -766,9 +555,9 @@ Test(faults, program_killed, .timeout = 60)
               "the agent's cause is not \"controller: closed its connection\":\n%s", log);
     cr_expect_leq(took, BOUND_FAST, "the agent took %.2f s:\n%s", took, log);
     free(log);
-    job_free(&j);
+    watch_free(&j);
     agent_serves_next(&a, from, "program killed");
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* ---- 8: a wrong key ---- */
@@ -776,29 +565,29 @@ Test(faults, program_killed, .timeout = 60)
 Test(faults, wrong_key, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     char wrong[65];
     memset(wrong, 'a', 64);
     wrong[64] = '\0';
     char *argv[] = { PROGRAMS "fault_stream.static", "3", NULL };
     job j;
-    double t = now_s();
-    job_start(&j, argv, a.port, wrong);
-    job_finish(&j, 20);
+    double t = watch_now();
+    watch_start(&j, argv, a.port, wrong);
+    watch_finish(&j, 20);
     char line[512];
     first_rig_line(j.text, line, sizeof line);
     table_row("wrong key", j.ended - t, j.ended - t, line);
-    cr_expect_neq(j.status, 0, "%s", tail(j.text));
-    cr_expect_neq(j.status, -1, "%s", tail(j.text));
-    cr_expect(strstr(j.text, "rig: agent b: refused: wrong key"), "%s", tail(j.text));
-    cr_expect_leq(j.ended - t, BOUND_FAST, "%s", tail(j.text));
-    job_free(&j);
+    cr_expect_neq(j.status, 0, "%s", watch_tail(j.text));
+    cr_expect_neq(j.status, -1, "%s", watch_tail(j.text));
+    cr_expect(strstr(j.text, "rig: agent b: refused: wrong key"), "%s", watch_tail(j.text));
+    cr_expect_leq(j.ended - t, BOUND_FAST, "%s", watch_tail(j.text));
+    watch_free(&j);
     char *argv2[] = { PROGRAMS "fault_stream.static", "3", NULL };
-    job_start(&j, argv2, a.port, a.key_hex);
-    job_finish(&j, 30);
-    cr_expect_eq(j.status, 0, "the next job after a wrong key:\n%s", tail(j.text));
-    job_free(&j);
-    stop_agent(&a);
+    watch_start(&j, argv2, a.port, a.key_hex);
+    watch_finish(&j, 30);
+    cr_expect_eq(j.status, 0, "the next job after a wrong key:\n%s", watch_tail(j.text));
+    watch_free(&j);
+    watch_agent_stop(&a);
 }
 
 /* ---- 9: a second controller ---- */
@@ -806,34 +595,34 @@ Test(faults, wrong_key, .timeout = 60)
 Test(faults, second_controller, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
-    size_t from = file_size(a.log);
+    watch_agent_start(&a);
+    size_t from = watch_file_size(a.log);
     char *first_argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
     job first;
-    job_start(&first, first_argv, a.port, a.key_hex);
-    cr_assert(job_wait_text(&first, "fault_stream: step 3\n", 20), "%s", tail(first.text));
+    watch_start(&first, first_argv, a.port, a.key_hex);
+    cr_assert(watch_wait_text(&first, "fault_stream: step 3\n", 20), "%s", watch_tail(first.text));
     char *argv[] = { PROGRAMS "fault_stream.static", "3", NULL };
     job second;
-    double t = now_s();
-    job_start(&second, argv, a.port, a.key_hex);
-    job_finish(&second, 20);
+    double t = watch_now();
+    watch_start(&second, argv, a.port, a.key_hex);
+    watch_finish(&second, 20);
     char line[512];
     first_rig_line(second.text, line, sizeof line);
     table_row("second controller", second.ended - t, second.ended - t, line);
-    cr_expect_neq(second.status, 0, "%s", tail(second.text));
-    cr_expect_neq(second.status, -1, "%s", tail(second.text));
+    cr_expect_neq(second.status, 0, "%s", watch_tail(second.text));
+    cr_expect_neq(second.status, -1, "%s", watch_tail(second.text));
     cr_expect(strstr(second.text, "rig: agent b: refused: busy: serving a job from 127.0.0.1:"), "%s",
               second.text);
-    cr_expect_leq(second.ended - t, BOUND_FAST, "%s", tail(second.text));
-    job_free(&second);
+    cr_expect_leq(second.ended - t, BOUND_FAST, "%s", watch_tail(second.text));
+    watch_free(&second);
     /* The first goes on to its end, which the agent sees as closed. */
-    job_finish(&first, 40);
-    cr_expect_eq(first.status, 0, "the running job was hurt:\n%s", tail(first.text));
-    cr_expect(strstr(first.text, "fault_stream: ok 60 steps"), "%s", tail(first.text));
-    job_free(&first);
+    watch_finish(&first, 40);
+    cr_expect_eq(first.status, 0, "the running job was hurt:\n%s", watch_tail(first.text));
+    cr_expect(strstr(first.text, "fault_stream: ok 60 steps"), "%s", watch_tail(first.text));
+    watch_free(&first);
     cr_expect_geq(agent_wait_log(&a, from, "job closed", 5), 0, "an orderly exit is not a closed job");
     agent_serves_next(&a, from, "second controller");
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* ---- 10: a fork in the program ---- */
@@ -841,24 +630,24 @@ Test(faults, second_controller, .timeout = 60)
 Test(faults, fork_in_program, .timeout = 60)
 {
     agent_proc a;
-    start_agent(&a);
-    size_t from = file_size(a.log);
+    watch_agent_start(&a);
+    size_t from = watch_file_size(a.log);
     char *argv[] = { PROGRAMS "fault_fork.static", NULL };
     job j;
-    job_start(&j, argv, a.port, a.key_hex);
-    job_finish(&j, 20);
+    watch_start(&j, argv, a.port, a.key_hex);
+    watch_finish(&j, 20);
     char line[512];
     first_rig_line(j.text, line, sizeof line);
     table_row("fork (child uses device)", j.failed_at ? j.failed_at - j.started : -1, j.ended - j.started, line);
-    cr_expect(strstr(j.text, "rig: job failed: b: this process is a fork of the job's program"), "%s", tail(j.text));
-    cr_expect(strstr(j.text, "fault_fork: child: "), "the child's use did not fail:\n%s", tail(j.text));
-    cr_expect(!strstr(j.text, "fault_fork: child exited 0"), "%s", tail(j.text));
-    cr_expect_eq(j.status, 0, "the parent did not go on:\n%s", tail(j.text));
-    cr_expect(strstr(j.text, "fault_fork: ok parent went on"), "%s", tail(j.text));
-    job_free(&j);
+    cr_expect(strstr(j.text, "rig: job failed: b: this process is a fork of the job's program"), "%s", watch_tail(j.text));
+    cr_expect(strstr(j.text, "fault_fork: child: "), "the child's use did not fail:\n%s", watch_tail(j.text));
+    cr_expect(!strstr(j.text, "fault_fork: child exited 0"), "%s", watch_tail(j.text));
+    cr_expect_eq(j.status, 0, "the parent did not go on:\n%s", watch_tail(j.text));
+    cr_expect(strstr(j.text, "fault_fork: ok parent went on"), "%s", watch_tail(j.text));
+    watch_free(&j);
     cr_expect_geq(agent_wait_log(&a, from, "job closed", 5), 0, "the parent's job did not close in order");
     agent_serves_next(&a, from, "fork");
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* ---- many failed jobs: the agent's memory ---- */
@@ -868,25 +657,25 @@ Test(faults, fork_in_program, .timeout = 60)
 static void fail_one(agent_proc *a, relay *r, int k)
 {
     job j;
-    size_t from = file_size(a->log);
+    size_t from = watch_file_size(a->log);
     if (k == 0) {
         char *argv[] = { PROGRAMS "fault_oob.static", "1", NULL };
-        job_start(&j, argv, a->port, a->key_hex);
-        job_finish(&j, 20);
+        watch_start(&j, argv, a->port, a->key_hex);
+        watch_finish(&j, 20);
     } else {
         char *argv[] = { PROGRAMS "fault_stream.static", NULL };
-        job_start(&j, argv, k == 2 ? a->port : r->port, a->key_hex);
-        cr_assert(job_wait_text(&j, "fault_stream: step 1\n", 20), "%s", tail(j.text));
+        watch_start(&j, argv, k == 2 ? a->port : r->port, a->key_hex);
+        cr_assert(watch_wait_text(&j, "fault_stream: step 1\n", 20), "%s", watch_tail(j.text));
         if (k == 1)
             relay_cmd(r, NULL, 0, "cut");
         else if (k == 2)
             kill(j.pid, SIGKILL);
         else
             relay_cmd(r, NULL, 0, "flip up header 8 0xff 3");
-        job_finish(&j, 20);
+        watch_finish(&j, 20);
     }
-    cr_assert(j.status != 0 && j.status != -1, "failed job of kind %d exited %d:\n%s", k, j.status, tail(j.text));
-    job_free(&j);
+    cr_assert(j.status != 0 && j.status != -1, "failed job of kind %d exited %d:\n%s", k, j.status, watch_tail(j.text));
+    watch_free(&j);
     double t = agent_wait_end(a, from, 15);
     cr_assert_geq(t, 0, "the agent did not end a failed job of kind %d", k);
 }
@@ -903,7 +692,7 @@ static void fail_one(agent_proc *a, relay *r, int k)
 Test(faults, hundred_failed_jobs_leave_memory_as_it_was, .timeout = 150)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     relay r;
     relay_start(&r, &a);
     long fresh = agent_rss_kb(a.pid);
@@ -912,20 +701,20 @@ Test(faults, hundred_failed_jobs_leave_memory_as_it_was, .timeout = 150)
     for (int i = 0; i < 12; i++)
         fail_one(&a, &r, i % 4);
     long before = agent_rss_kb(a.pid);
-    double t = now_s();
+    double t = watch_now();
     for (int i = 0; i < FAILED_JOBS; i++)
         fail_one(&a, &r, i % 4);
     long after = agent_rss_kb(a.pid);
     fprintf(stderr,
             "fault-table: %d failed jobs in %.1f s: agent RSS %ld kB -> %ld kB (%+.1f%%); %ld kB before any job\n",
-            FAILED_JOBS, now_s() - t, before, after, 100.0 * (double)(after - before) / (double)before, fresh);
+            FAILED_JOBS, watch_now() - t, before, after, 100.0 * (double)(after - before) / (double)before, fresh);
 #ifndef __SANITIZE_ADDRESS__
     cr_expect_leq(after, before + before / 10, "agent RSS grew from %ld kB to %ld kB over %d failed jobs", before,
                   after, FAILED_JOBS);
 #endif
     agent_serves_next(&a, 0, "after 100 failed jobs");
     relay_stop(&r);
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* Most of these tests wait on timers, not CPUs: run four at a time unless

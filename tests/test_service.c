@@ -37,86 +37,14 @@
 #include <unistd.h>
 
 #include "tests/harness.h"
+#include "tests/watch.h"
 
 #define PROGRAMS PLAIN_BUILD "/programs/"
 #define SERVED_WITHIN 2.0    /* seconds beyond a job's normal time */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---- what a test started, ended by the suite's fini ---- */
 
-#define LIVE_MAX 16
-static pid_t live_pids[LIVE_MAX];    /* programs and tools: process groups */
-static struct {
-    pid_t pid;
-    char dir[64];
-} live_agents[2];
-
-static void live_add(pid_t pid)
-{
-    for (int i = 0; i < LIVE_MAX; i++)
-        if (live_pids[i] == 0) {
-            live_pids[i] = pid;
-            return;
-        }
-    cr_assert_fail("more than %d processes at once", LIVE_MAX);
-}
-
-static void live_remove(pid_t pid)
-{
-    for (int i = 0; i < LIVE_MAX; i++)
-        if (live_pids[i] == pid)
-            live_pids[i] = 0;
-}
-
-static void end_what_lives(void)
-{
-    for (int i = 0; i < LIVE_MAX; i++)
-        if (live_pids[i] > 0) {
-            kill(-live_pids[i], SIGKILL);
-            waitpid(live_pids[i], NULL, 0);
-            live_pids[i] = 0;
-        }
-    for (int i = 0; i < 2; i++)
-        if (live_agents[i].pid > 0) {
-            kill(live_agents[i].pid, SIGKILL);
-            waitpid(live_agents[i].pid, NULL, 0);
-            live_agents[i].pid = 0;
-            char cmd[128];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s'", live_agents[i].dir);
-            if (system(cmd) != 0)
-                fprintf(stderr, "could not remove %s\n", live_agents[i].dir);
-        }
-}
-
-TestSuite(service, .fini = end_what_lives);
-
-static void start_agent(agent_proc *a)
-{
-    agent_start(a, NULL, NULL);
-    for (int i = 0; i < 2; i++)
-        if (!live_agents[i].pid) {
-            live_agents[i].pid = a->pid;
-            snprintf(live_agents[i].dir, sizeof live_agents[i].dir, "%s", a->dir);
-            break;
-        }
-}
-
-static void stop_agent(agent_proc *a)
-{
-    for (int i = 0; i < 2; i++)
-        if (live_agents[i].pid && strcmp(live_agents[i].dir, a->dir) == 0)
-            live_agents[i].pid = 0;
-    if (a->pid > 0 || a->dir[0])
-        agent_stop(a);
-    a->pid = 0;
-    a->dir[0] = '\0';
-}
+TestSuite(service, .fini = watch_end_all);
 
 /* True while the agent process runs (not exited, not a zombie). */
 static bool agent_alive(const agent_proc *a)
@@ -127,132 +55,13 @@ static bool agent_alive(const agent_proc *a)
 
 /* ---- a process whose output is watched while it runs ---- */
 
-typedef struct proc {
-    pid_t pid;
-    int out;                 /* its stdout and stderr */
-    int in;                  /* its stdin (tools end when it closes), or -1 */
-    char *text;
-    size_t len, cap;
-    bool eof;
-    int status;              /* exit code, 128 + signal, -1: killed at the timeout */
-    double started, ended;
-} proc;
+typedef watched proc;
 
-/* Starts argv in a process group of its own with env added; when agent is
- * given, through the shim against it with key_hex (NULL: the agent's). */
+/* argv through the shim against agent with key_hex (NULL: the agent's), or
+ * plainly without an agent. */
 static void proc_start(proc *p, char *const argv[], const agent_proc *agent, const char *key_hex)
 {
-    memset(p, 0, sizeof *p);
-    char preload[300], agents[96], key[96];
-    shim_env(preload, sizeof preload);
-    char *env[8] = { NULL };
-    if (agent) {
-        snprintf(agents, sizeof agents, "RIG_REMOTE_AGENTS=b=127.0.0.1:%u", (unsigned)agent->port);
-        snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", key_hex ? key_hex : agent->key_hex);
-        char *e[] = { preload, agents, key, "RIG_LOCAL_DRIVER=none", "ASAN_OPTIONS=detect_leaks=0", NULL };
-        memcpy(env, e, sizeof e);
-    }
-    int o[2], i[2];
-    cr_assert_eq(pipe2(o, O_CLOEXEC), 0);
-    cr_assert_eq(pipe2(i, O_CLOEXEC), 0);
-    fflush(NULL);
-    p->started = now_s();
-    p->pid = fork();
-    cr_assert_geq(p->pid, 0);
-    if (p->pid == 0) {
-        setpgid(0, 0);
-        dup2(i[0], 0);
-        dup2(o[1], 1);
-        dup2(o[1], 2);
-        close(o[0]);
-        close(o[1]);
-        close(i[0]);
-        close(i[1]);
-        unsetenv("BXFI_MAP");
-        for (size_t k = 0; env[k]; k++)
-            putenv(env[k]);
-        execv(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    setpgid(p->pid, p->pid);
-    live_add(p->pid);
-    close(o[1]);
-    close(i[0]);
-    p->out = o[0];
-    p->in = i[1];
-    p->cap = 1 << 16;
-    p->text = calloc(1, p->cap);
-}
-
-/* Reads what the process wrote until `until` or its end of output. */
-static void proc_read(proc *p, double until)
-{
-    while (!p->eof) {
-        int left = (int)((until - now_s()) * 1000);
-        if (left < 0)
-            return;
-        struct pollfd pf = { p->out, POLLIN, 0 };
-        if (poll(&pf, 1, left) <= 0)
-            return;
-        if (p->len + 4096 > p->cap)
-            p->text = realloc(p->text, p->cap *= 2);
-        ssize_t n = read(p->out, p->text + p->len, p->cap - p->len - 1);
-        if (n <= 0) {
-            p->eof = true;
-            break;
-        }
-        p->len += (size_t)n;
-        p->text[p->len] = '\0';
-    }
-}
-
-/* True once the process printed needle, within timeout_s. */
-static bool proc_wait_text(proc *p, const char *needle, double timeout_s)
-{
-    double until = now_s() + timeout_s;
-    while (!strstr(p->text, needle) && !p->eof && now_s() < until)
-        proc_read(p, now_s() + 0.05 < until ? now_s() + 0.05 : until);
-    return strstr(p->text, needle) != NULL;
-}
-
-/* Waits for the process to end, killing its group at timeout_s. */
-static void proc_finish(proc *p, double timeout_s)
-{
-    double until = now_s() + timeout_s;
-    if (p->in >= 0)
-        close(p->in);
-    p->in = -1;
-    proc_read(p, until);
-    int st;
-    pid_t got = 0;
-    while ((got = waitpid(p->pid, &st, WNOHANG)) == 0 && now_s() < until)
-        usleep(5000);
-    if (got != p->pid) {
-        kill(-p->pid, SIGKILL);
-        waitpid(p->pid, &st, 0);
-        p->status = -1;
-    } else {
-        p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-    live_remove(p->pid);
-    p->ended = now_s();
-    if (!p->eof)
-        proc_read(p, now_s() + 0.5);
-    close(p->out);
-}
-
-static void proc_free(proc *p)
-{
-    free(p->text);
-    p->text = NULL;
-}
-
-/* The end of a text, for messages. */
-static const char *tail(const char *text)
-{
-    size_t n = strlen(text);
-    return n > 3000 ? text + n - 3000 : text;
+    watch_start(p, argv, agent ? agent->port : 0, agent ? (key_hex ? key_hex : agent->key_hex) : NULL);
 }
 
 /* Runs a program through the agent to its end (timeout_s); the caller
@@ -266,7 +75,7 @@ static void run_through(proc *p, const agent_proc *a, const char *key_hex, doubl
         ;
     va_end(ap);
     proc_start(p, argv, a, key_hex);
-    proc_finish(p, timeout_s);
+    watch_finish(p, timeout_s);
 }
 
 /* vecadd through the agent, which must pass; returns its time. */
@@ -274,10 +83,10 @@ static double vecadd_passes(const agent_proc *a, const char *what)
 {
     proc p;
     run_through(&p, a, NULL, 60, PROGRAMS "vecadd.static", NULL);
-    cr_expect_eq(p.status, 0, "%s: vecadd exited %d:\n%s", what, p.status, tail(p.text));
-    cr_expect(strstr(p.text, "vecadd: ok"), "%s: vecadd did not say ok:\n%s", what, tail(p.text));
+    cr_expect_eq(p.status, 0, "%s: vecadd exited %d:\n%s", what, p.status, watch_tail(p.text));
+    cr_expect(strstr(p.text, "vecadd: ok"), "%s: vecadd did not say ok:\n%s", what, watch_tail(p.text));
     double t = p.ended - p.started;
-    proc_free(&p);
+    watch_free(&p);
     return t;
 }
 
@@ -293,12 +102,6 @@ static void hostile_start(proc *h, const agent_proc *a, const char *mode, const 
 }
 
 /* ---- the agent's log and process ---- */
-
-static size_t file_size(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
-}
 
 /* A file from byte `from` on, malloc'd and NUL-terminated; *len its size. */
 static char *read_from(const char *path, size_t from, size_t *len)
@@ -337,13 +140,13 @@ static int count_of(const char *text, const char *needle)
  * needle, or -1. */
 static double agent_wait_log(const agent_proc *a, size_t from, const char *needle, int count, double timeout_s)
 {
-    double start = now_s();
-    while (now_s() - start < timeout_s) {
+    double start = watch_now();
+    while (watch_now() - start < timeout_s) {
         char *s = log_since(a, from);
         int n = count_of(s, needle);
         free(s);
         if (n >= count)
-            return now_s() - start;
+            return watch_now() - start;
         usleep(20000);
     }
     return -1;
@@ -421,7 +224,7 @@ static void expect_names_nothing(const char *record, const agent_proc *a, const 
 Test(service, strangers_hold_nothing, .timeout = 120)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     double normal = vecadd_passes(&a, "alone");
     char idle_args[400], drip_args[400], idle_rec[256], drip_rec[256];
     snprintf(idle_rec, sizeof idle_rec, "%s/idle.bytes", a.dir);
@@ -430,34 +233,34 @@ Test(service, strangers_hold_nothing, .timeout = 120)
     snprintf(drip_args, sizeof drip_args, "--seconds 60 --record %s", drip_rec);
     proc idle, drip;
     hostile_start(&idle, &a, "idle", idle_args);
-    cr_assert(proc_wait_text(&idle, "hostile: ready idle 20 connections", 10), "%s", idle.text);
+    cr_assert(watch_wait_text(&idle, "hostile: ready idle 20 connections", 10), "%s", idle.text);
     hostile_start(&drip, &a, "drip", drip_args);
-    cr_assert(proc_wait_text(&drip, "hostile: ready drip", 10), "%s", drip.text);
+    cr_assert(watch_wait_text(&drip, "hostile: ready drip", 10), "%s", drip.text);
 
     proc p;
     run_through(&p, &a, NULL, 60, PROGRAMS "vecadd.static", NULL);
     double took = p.ended - p.started;
     fprintf(stderr, "service-table: vecadd beside 20 idle + a drip: exit %d in %.2f s (alone %.2f s)\n", p.status,
             took, normal);
-    cr_expect_eq(p.status, 0, "vecadd beside idle strangers exited %d:\n%s", p.status, tail(p.text));
-    cr_expect(strstr(p.text, "vecadd: ok"), "%s", tail(p.text));
+    cr_expect_eq(p.status, 0, "vecadd beside idle strangers exited %d:\n%s", p.status, watch_tail(p.text));
+    cr_expect(strstr(p.text, "vecadd: ok"), "%s", watch_tail(p.text));
     cr_expect_leq(took, normal + SERVED_WITHIN, "vecadd beside idle strangers took %.2f s, alone %.2f s:\n%s", took,
-                  normal, tail(p.text));
-    proc_free(&p);
+                  normal, watch_tail(p.text));
+    watch_free(&p);
 
     /* A second job while they are still there, then let them go. */
     double again = vecadd_passes(&a, "beside strangers, again");
     cr_expect_leq(again, normal + SERVED_WITHIN, "the second job beside strangers took %.2f s", again);
-    proc_finish(&idle, 10);
-    proc_finish(&drip, 10);
+    watch_finish(&idle, 10);
+    watch_finish(&drip, 10);
     cr_expect(strstr(idle.text, "hostile: done idle"), "%s", idle.text);
     cr_expect(strstr(drip.text, "hostile: done drip"), "%s", drip.text);
     expect_names_nothing(idle_rec, &a, "idle strangers");
     expect_names_nothing(drip_rec, &a, "a drip");
-    proc_free(&idle);
-    proc_free(&drip);
+    watch_free(&idle);
+    watch_free(&drip);
     cr_expect(agent_alive(&a), "the agent died");
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* A keyless stranger that connects while a job runs learns nothing either:
@@ -465,25 +268,25 @@ Test(service, strangers_hold_nothing, .timeout = 120)
 Test(service, a_stranger_during_a_job_is_told_nothing, .timeout = 90)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     char *argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
     proc first;
     proc_start(&first, argv, &a, NULL);
-    cr_assert(proc_wait_text(&first, "fault_stream: step 3\n", 30), "%s", tail(first.text));
+    cr_assert(watch_wait_text(&first, "fault_stream: step 3\n", 30), "%s", watch_tail(first.text));
     char rec[256], args[400];
     snprintf(rec, sizeof rec, "%s/stranger.bytes", a.dir);
     snprintf(args, sizeof args, "--count 3 --seconds 3 --record %s", rec);
     proc idle;
     hostile_start(&idle, &a, "idle", args);
-    cr_expect(proc_wait_text(&idle, "hostile: done", 20), "%s", idle.text);
-    proc_finish(&idle, 5);
+    cr_expect(watch_wait_text(&idle, "hostile: done", 20), "%s", idle.text);
+    watch_finish(&idle, 5);
     cr_expect(strstr(idle.text, "hostile: done idle 3 connections"), "%s", idle.text);
     expect_names_nothing(rec, &a, "strangers during a job");
-    proc_free(&idle);
-    proc_finish(&first, 60);
-    cr_expect_eq(first.status, 0, "the running job was hurt:\n%s", tail(first.text));
-    proc_free(&first);
-    stop_agent(&a);
+    watch_free(&idle);
+    watch_finish(&first, 60);
+    cr_expect_eq(first.status, 0, "the running job was hurt:\n%s", watch_tail(first.text));
+    watch_free(&first);
+    watch_agent_stop(&a);
 }
 
 /* ---- 2: a job that would wait forever does not outlive its controller ---- */
@@ -509,19 +312,19 @@ ParameterizedTestParameters(service, killed_controller_frees_the_agent)
 ParameterizedTest(forever_case *c, service, killed_controller_frees_the_agent, .timeout = 90)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     double normal = vecadd_passes(&a, "before");
-    size_t from = file_size(a.log);
+    size_t from = watch_file_size(a.log);
     char path[128];
     snprintf(path, sizeof path, PROGRAMS "%s", c->program);
     char *argv[] = { path, c->mode, NULL };
     proc p;
     proc_start(&p, argv, &a, NULL);
-    cr_assert(proc_wait_text(&p, c->says, 30), "%s never said \"%s\":\n%s", c->program, c->says, tail(p.text));
+    cr_assert(watch_wait_text(&p, c->says, 30), "%s never said \"%s\":\n%s", c->program, c->says, watch_tail(p.text));
     kill(-p.pid, SIGKILL);
-    double t_kill = now_s();
-    proc_finish(&p, 10);
-    proc_free(&p);
+    double t_kill = watch_now();
+    watch_finish(&p, 10);
+    watch_free(&p);
 
     proc next;
     run_through(&next, &a, NULL, 60, PROGRAMS "vecadd.static", NULL);
@@ -530,17 +333,17 @@ ParameterizedTest(forever_case *c, service, killed_controller_frees_the_agent, .
     fprintf(stderr, "service-table: %s killed: next vecadd exit %d, done %.2f s after the kill (alone %.2f s)\n",
             c->program, next.status, served, normal);
     cr_expect_eq(next.status, 0, "after %s was killed, vecadd exited %d:\n%s\nagent log:\n%s", c->program,
-                 next.status, tail(next.text), tail(log));
-    cr_expect(strstr(next.text, "vecadd: ok"), "%s", tail(next.text));
+                 next.status, watch_tail(next.text), watch_tail(log));
+    cr_expect(strstr(next.text, "vecadd: ok"), "%s", watch_tail(next.text));
     cr_expect_leq(served, normal + SERVED_WITHIN,
                   "after %s was killed, the next job ended %.2f s after the kill (alone %.2f s):\n%s\nagent log:\n%s",
-                  c->program, served, normal, tail(next.text), tail(log));
+                  c->program, served, normal, watch_tail(next.text), watch_tail(log));
     free(log);
-    proc_free(&next);
+    watch_free(&next);
     /* And the one after: the agent is not left half-free. */
     vecadd_passes(&a, "the job after");
     cr_expect(agent_alive(&a), "the agent died");
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* ---- 3, 4: healthy long jobs are never silent ---- */
@@ -551,20 +354,20 @@ static double longkernel_rate(const agent_proc *a)
 {
     proc p;
     run_through(&p, a, NULL, 60, PROGRAMS "longkernel.static", "2000000", NULL);
-    cr_assert_eq(p.status, 0, "the calibration run failed:\n%s", tail(p.text));
+    cr_assert_eq(p.status, 0, "the calibration run failed:\n%s", watch_tail(p.text));
     long long rounds = 0;
     double secs = 0;
     const char *ok = strstr(p.text, "longkernel: ok ");
     cr_assert(ok && sscanf(ok, "longkernel: ok %lld rounds in %lf s", &rounds, &secs) == 2 && secs > 0, "%s",
-              tail(p.text));
-    proc_free(&p);
+              watch_tail(p.text));
+    watch_free(&p);
     return (double)rounds / secs;
 }
 
 Test(service, thirty_second_kernel_then_a_copy, .timeout = 200)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     double rate = longkernel_rate(&a);
     char rounds[32];
     snprintf(rounds, sizeof rounds, "%lld", (long long)(rate * 30));
@@ -572,15 +375,15 @@ Test(service, thirty_second_kernel_then_a_copy, .timeout = 200)
     run_through(&p, &a, NULL, 150, PROGRAMS "longkernel.static", rounds, NULL);
     fprintf(stderr, "service-table: 30 s kernel then a synchronous copy (%s rounds): exit %d in %.1f s\n", rounds,
             p.status, p.ended - p.started);
-    cr_expect_eq(p.status, 0, "exited %d:\n%s", p.status, tail(p.text));
-    cr_expect(strstr(p.text, "longkernel: ok"), "%s", tail(p.text));
-    cr_expect(!strstr(p.text, "silent"), "a healthy job was called silent:\n%s", tail(p.text));
+    cr_expect_eq(p.status, 0, "exited %d:\n%s", p.status, watch_tail(p.text));
+    cr_expect(strstr(p.text, "longkernel: ok"), "%s", watch_tail(p.text));
+    cr_expect(!strstr(p.text, "silent"), "a healthy job was called silent:\n%s", watch_tail(p.text));
     double secs = 0;
     const char *ok = strstr(p.text, "longkernel: ok ");
     if (ok && sscanf(ok, "longkernel: ok %*d rounds in %lf s", &secs) == 1)
         cr_expect_geq(secs, 15.0, "the kernel ran %.1f s, not the 30 s asked for: it does not test silence", secs);
-    proc_free(&p);
-    stop_agent(&a);
+    watch_free(&p);
+    watch_agent_stop(&a);
 }
 
 /* The program: 64 MiB registered, 100 rounds of four streams. */
@@ -590,17 +393,17 @@ Test(service, thirty_second_kernel_then_a_copy, .timeout = 200)
 Test(service, registered_memory_four_streams, .timeout = 300)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     proc p;
     run_through(&p, &a, NULL, 280, PROGRAMS "hostreg_streams.static", HOSTREG_MIB, HOSTREG_ROUNDS, NULL);
     fprintf(stderr, "service-table: hostreg_streams %s MiB x %s rounds: exit %d in %.1f s\n", HOSTREG_MIB,
             HOSTREG_ROUNDS, p.status, p.ended - p.started);
-    cr_expect_eq(p.status, 0, "exited %d:\n%s", p.status, tail(p.text));
+    cr_expect_eq(p.status, 0, "exited %d:\n%s", p.status, watch_tail(p.text));
     cr_expect(strstr(p.text, "hostreg_streams: ok " HOSTREG_MIB " MiB " HOSTREG_ROUNDS " rounds"), "%s",
-              tail(p.text));
-    cr_expect(!strstr(p.text, "silent"), "a healthy job was called silent:\n%s", tail(p.text));
-    proc_free(&p);
-    stop_agent(&a);
+              watch_tail(p.text));
+    cr_expect(!strstr(p.text, "silent"), "a healthy job was called silent:\n%s", watch_tail(p.text));
+    watch_free(&p);
+    watch_agent_stop(&a);
 }
 
 /* ---- 5: a key-holding controller that sends garbage ---- */
@@ -610,23 +413,23 @@ Test(service, registered_memory_four_streams, .timeout = 300)
 Test(service, hostile_controller_fails_only_its_jobs, .timeout = 180)
 {
     agent_proc a;
-    start_agent(&a);
-    size_t from = file_size(a.log);
+    watch_agent_start(&a);
+    size_t from = watch_file_size(a.log);
     char args[400];
     unsigned seed = (unsigned)time(NULL);
     snprintf(args, sizeof args, "--key-file %s --jobs %d --seconds 120 --seed %u", a.key_file, HOSTILE_JOBS, seed);
     proc h;
     hostile_start(&h, &a, "controller", args);
-    proc_finish(&h, 150);
+    watch_finish(&h, 150);
     fprintf(stderr, "service-table: hostile controller (seed %u): %s", seed,
             strstr(h.text, "hostile: done") ? strstr(h.text, "hostile: done") : "(no end)\n");
-    cr_expect_eq(h.status, 0, "rig-hostile exited %d (seed %u):\n%s", h.status, seed, tail(h.text));
+    cr_expect_eq(h.status, 0, "rig-hostile exited %d (seed %u):\n%s", h.status, seed, watch_tail(h.text));
     char *log = NULL;
     for (int i = 0; i < HOSTILE_JOBS; i++) {
         char head[32];
         snprintf(head, sizeof head, "hostile: job %d: ", i);
         const char *line = strstr(h.text, head);
-        cr_expect(line, "job %d did not run (seed %u):\n%s", i, seed, tail(h.text));
+        cr_expect(line, "job %d did not run (seed %u):\n%s", i, seed, watch_tail(h.text));
         if (!line)
             continue;
         int n = (int)strcspn(line, "\n");
@@ -637,17 +440,17 @@ Test(service, hostile_controller_fails_only_its_jobs, .timeout = 180)
     /* Every one of them ended on the agent, each with its reason. */
     double t = agent_wait_log(&a, from, "job failed: ", HOSTILE_JOBS, 20);
     log = log_since(&a, from);
-    cr_expect_geq(t, 0, "the agent did not fail all %d hostile jobs (seed %u):\n%s", HOSTILE_JOBS, seed, tail(log));
+    cr_expect_geq(t, 0, "the agent did not fail all %d hostile jobs (seed %u):\n%s", HOSTILE_JOBS, seed, watch_tail(log));
     for (const char *p = log; (p = strstr(p, "job failed: ")); p++) {
         int n = (int)strcspn(p + 12, "\n");
         cr_expect_gt(n, 3, "a failure without a reason: %.*s", n + 12, p);
     }
-    cr_expect(!strstr(log, "AddressSanitizer") && !strstr(log, "runtime error"), "the agent:\n%s", tail(log));
+    cr_expect(!strstr(log, "AddressSanitizer") && !strstr(log, "runtime error"), "the agent:\n%s", watch_tail(log));
     free(log);
     cr_expect(agent_alive(&a), "the agent died (seed %u)", seed);
-    proc_free(&h);
+    watch_free(&h);
     vecadd_passes(&a, "after hostile jobs");
-    stop_agent(&a);
+    watch_agent_stop(&a);
 }
 
 /* ---- 6: out of descriptors, flooded ---- */
@@ -661,7 +464,7 @@ Test(service, hostile_controller_fails_only_its_jobs, .timeout = 180)
 Test(service, flood_while_out_of_descriptors, .timeout = 120)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     char cmd[256];
 #ifdef __SANITIZE_ADDRESS__
     snprintf(cmd, sizeof cmd, "prlimit --pid %d --nofile=24:24", (int)a.pid);
@@ -671,36 +474,36 @@ Test(service, flood_while_out_of_descriptors, .timeout = 120)
     cr_assert_eq(system(cmd), 0, "%s failed", cmd);
     double normal = vecadd_passes(&a, "under the limits, before the flood");
     int lines0 = count_lines(a.log);
-    double cpu0 = cpu_seconds(a.pid), t0 = now_s();
+    double cpu0 = cpu_seconds(a.pid), t0 = watch_now();
     proc f;
     hostile_start(&f, &a, "flood", "--seconds 4 --hold 400");
-    proc_finish(&f, 20);
-    double wall = now_s() - t0, cpu = cpu_seconds(a.pid) - cpu0;
+    watch_finish(&f, 20);
+    double wall = watch_now() - t0, cpu = cpu_seconds(a.pid) - cpu0;
     int lines = count_lines(a.log) - lines0;
     fprintf(stderr, "service-table: flood under nofile=24: %s  agent CPU %.2f s over %.2f s (%.0f%%), log +%d lines\n",
             strstr(f.text, "hostile: done") ? strstr(f.text, "hostile: done") : f.text, cpu, wall,
             100 * cpu / wall, lines);
     cr_expect_eq(f.status, 0, "%s", f.text);
-    cr_expect(agent_alive(&a), "the agent died in the flood:\n%s", tail(log_since(&a, 0)));
+    cr_expect(agent_alive(&a), "the agent died in the flood:\n%s", watch_tail(log_since(&a, 0)));
     cr_expect_lt(cpu, 0.2 * wall, "the agent spun: %.2f s of CPU over %.2f s of flood", cpu, wall);
     cr_expect_leq(lines, 300, "the agent's log grew by %d lines over the flood", lines);
-    proc_free(&f);
+    watch_free(&f);
     /* After the flood, within a few seconds, a real job is served. */
-    double t = now_s();
+    double t = watch_now();
     proc p;
     for (;;) {
         run_through(&p, &a, NULL, 60, PROGRAMS "vecadd.static", NULL);
-        if (p.status == 0 || now_s() - t > 15)
+        if (p.status == 0 || watch_now() - t > 15)
             break;
-        proc_free(&p);
+        watch_free(&p);
         usleep(500 * 1000);
     }
     fprintf(stderr, "service-table: after the flood: vecadd exit %d, %.2f s after the flood (alone %.2f s)\n",
-            p.status, now_s() - t, normal);
-    cr_expect_eq(p.status, 0, "after the flood vecadd still failed:\n%s", tail(p.text));
-    cr_expect_leq(now_s() - t, normal + 12, "the agent took %.1f s to serve again after the flood", now_s() - t);
-    proc_free(&p);
-    stop_agent(&a);
+            p.status, watch_now() - t, normal);
+    cr_expect_eq(p.status, 0, "after the flood vecadd still failed:\n%s", watch_tail(p.text));
+    cr_expect_leq(watch_now() - t, normal + 12, "the agent took %.1f s to serve again after the flood", watch_now() - t);
+    watch_free(&p);
+    watch_agent_stop(&a);
 }
 
 /* ---- 7: who learns that the agent is busy ---- */
@@ -712,44 +515,44 @@ Test(service, flood_while_out_of_descriptors, .timeout = 120)
 Test(service, only_a_proven_controller_learns_busy, .timeout = 90)
 {
     agent_proc a;
-    start_agent(&a);
+    watch_agent_start(&a);
     char *argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
     proc first;
     proc_start(&first, argv, &a, NULL);
-    cr_assert(proc_wait_text(&first, "fault_stream: step 3\n", 30), "%s", tail(first.text));
+    cr_assert(watch_wait_text(&first, "fault_stream: step 3\n", 30), "%s", watch_tail(first.text));
 
     char wrong[65];
     memset(wrong, 'a', 64);
     wrong[64] = '\0';
     proc w;
-    double t = now_s();
+    double t = watch_now();
     run_through(&w, &a, wrong, 20, PROGRAMS "vecadd.static", NULL);
     fprintf(stderr, "service-table: wrong key during a job: %.*s\n", (int)strcspn(w.text, "\n"), w.text);
-    cr_expect_neq(w.status, 0, "%s", tail(w.text));
-    cr_expect(strstr(w.text, "rig: agent b: refused: wrong key"), "a wrong key during a job:\n%s", tail(w.text));
+    cr_expect_neq(w.status, 0, "%s", watch_tail(w.text));
+    cr_expect(strstr(w.text, "rig: agent b: refused: wrong key"), "a wrong key during a job:\n%s", watch_tail(w.text));
     cr_expect(!strstr(w.text, "busy") && !strstr(w.text, "serving"), "a wrong key was told the agent is busy:\n%s",
-              tail(w.text));
-    cr_expect(!strstr(w.text, "127.0.0.1"), "a wrong key was told an address:\n%s", tail(w.text));
-    cr_expect_leq(w.ended - t, 2 * SERVED_WITHIN, "%s", tail(w.text));
-    proc_free(&w);
+              watch_tail(w.text));
+    cr_expect(!strstr(w.text, "127.0.0.1"), "a wrong key was told an address:\n%s", watch_tail(w.text));
+    cr_expect_leq(w.ended - t, 2 * SERVED_WITHIN, "%s", watch_tail(w.text));
+    watch_free(&w);
 
     proc second;
-    t = now_s();
+    t = watch_now();
     run_through(&second, &a, NULL, 20, PROGRAMS "vecadd.static", NULL);
     const char *why = strstr(second.text, "rig: agent b: refused: ");
     fprintf(stderr, "service-table: second controller: %.*s\n", why ? (int)strcspn(why, "\n") : 6,
             why ? why : "(none)");
-    cr_expect_neq(second.status, 0, "%s", tail(second.text));
+    cr_expect_neq(second.status, 0, "%s", watch_tail(second.text));
     cr_expect(why && (strstr(why, "busy") || strstr(why, "another job")),
-              "a second proven controller was not told the agent serves another job:\n%s", tail(second.text));
-    cr_expect_leq(second.ended - t, 2 * SERVED_WITHIN, "%s", tail(second.text));
-    proc_free(&second);
+              "a second proven controller was not told the agent serves another job:\n%s", watch_tail(second.text));
+    cr_expect_leq(second.ended - t, 2 * SERVED_WITHIN, "%s", watch_tail(second.text));
+    watch_free(&second);
 
-    proc_finish(&first, 60);
-    cr_expect_eq(first.status, 0, "the running job was hurt:\n%s", tail(first.text));
-    cr_expect(strstr(first.text, "fault_stream: ok 60 steps"), "%s", tail(first.text));
-    proc_free(&first);
-    stop_agent(&a);
+    watch_finish(&first, 60);
+    cr_expect_eq(first.status, 0, "the running job was hurt:\n%s", watch_tail(first.text));
+    cr_expect(strstr(first.text, "fault_stream: ok 60 steps"), "%s", watch_tail(first.text));
+    watch_free(&first);
+    watch_agent_stop(&a);
 }
 
 /* One test at a time: their bounds are timings. */

@@ -9,7 +9,7 @@ $(RELAY_BIN): $(B)/tests/tools/relay.o
 
 $(B)/tests/test_faults.o: CFLAGS += -DRIG_RELAY='"$(abspath $(RELAY_BIN))"'
 
-$(B)/tests/test_faults: $(B)/tests/test_faults.o $(B)/tests/harness.o $(B)/tests/support.o \
+$(B)/tests/test_faults: $(B)/tests/test_faults.o $(B)/tests/harness.o $(B)/tests/watch.o $(B)/tests/support.o \
   | $(RELAY_BIN) e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
@@ -30,7 +30,7 @@ ALL_TARGETS += $(HOSTILE_BIN)
 # test_service: the agent as a service (issue 12), with rig-hostile.
 $(B)/tests/test_service.o: CFLAGS += -DRIG_HOSTILE='"$(abspath $(HOSTILE_BIN))"'
 
-$(B)/tests/test_service: $(B)/tests/test_service.o $(B)/tests/harness.o $(B)/tests/support.o \
+$(B)/tests/test_service: $(B)/tests/test_service.o $(B)/tests/harness.o $(B)/tests/watch.o $(B)/tests/support.o \
   | $(HOSTILE_BIN) e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
