@@ -40,6 +40,15 @@ void shim_trace(const char *symbol, CUresult rc);
 /* The driver version rig reports (cuDriverGetVersion); cudart needs 13000+. */
 #define SHIM_DRIVER_VERSION 13000
 
+/* A CUresult cuda.h does not name: the only code cudart (CUDA 13) reports as
+ * cudaErrorInvalidConfiguration (a test driver returned each code 1..1000
+ * from cuLaunchKernel; see scripts/gen-error-table). Returned for a launch
+ * geometry no device can run, as on a GPU. */
+#ifndef CUDA_ERROR_INVALID_CONFIGURATION
+#define CUDA_ERROR_INVALID_CONFIGURATION ((CUresult)9)
+#endif
+
+
 /* True when h is a handle (context, stream, event, module, function, ...)
  * of a proxy object. Cheap (an address range check) and safe on any value. */
 bool shim_is_proxy_handle(const void *h);

@@ -54,7 +54,11 @@ static long pack_params(proxy_obj *f, void **kernelParams, void **extra, uint8_t
 /* What the driver refuses at once, refused here at once: a launch is
  * handed over without an answer, so a bad one must not reach the agent
  * (there it would fail the whole job). */
-static bool dims_valid(proxy_obj *f, int device, const launch_dims *d)
+/* A geometry no device can run is what cudart reports as
+ * cudaErrorInvalidConfiguration (core.h); more threads than the kernel
+ * allows, out of resources; too much shared memory, a bad value: as the
+ * driver answers each. */
+static CUresult dims_check(proxy_obj *f, int device, const launch_dims *d)
 {
     const int *a = shim_device_at(device)->attrs;
     static const int grid_max[3] = { CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
@@ -64,21 +68,24 @@ static bool dims_valid(proxy_obj *f, int device, const launch_dims *d)
     uint64_t threads = 1;
     for (int i = 0; i < 3; i++) {
         if (d->grid[i] == 0 || d->block[i] == 0)
-            return false;
+            return CUDA_ERROR_INVALID_CONFIGURATION;
         if (a[grid_max[i]] > 0 && d->grid[i] > (unsigned)a[grid_max[i]])
-            return false;
+            return CUDA_ERROR_INVALID_CONFIGURATION;
         if (a[block_max[i]] > 0 && d->block[i] > (unsigned)a[block_max[i]])
-            return false;
+            return CUDA_ERROR_INVALID_CONFIGURATION;
         threads *= d->block[i];
     }
+    int device_threads = a[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
+    if (device_threads > 0 && threads > (uint64_t)device_threads)
+        return CUDA_ERROR_INVALID_CONFIGURATION;
     int max_threads = f->u.fn.attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
     if (max_threads > 0 && threads > (uint64_t)max_threads)
-        return false;
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     uint64_t stat = (uint64_t)f->u.fn.attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
     uint64_t dyn_max = (uint64_t)f->u.fn.attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
     uint64_t block_shared = (uint64_t)a[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK];
     uint64_t limit = stat + dyn_max > block_shared ? stat + dyn_max : block_shared;
-    return stat + d->shared <= limit;
+    return stat + d->shared <= limit ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims, void **kernelParams,
@@ -87,8 +94,11 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
     CUresult rc = shim_function_ready(f, s->device);
     if (rc)
         return rc;
-    if ((kernelParams && extra) || !dims_valid(f, s->device, dims))
+    if (kernelParams && extra)
         return CUDA_ERROR_INVALID_VALUE;
+    rc = dims_check(f, s->device, dims);
+    if (rc)
+        return rc;
     uint8_t params[JOB_PARAMS_MAX];
     long n = pack_params(f, kernelParams, extra, params);
     if (n < 0)

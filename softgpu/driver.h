@@ -39,6 +39,15 @@
 /* Marks an entry point the library exports (CFLAGS hide everything else). */
 #define SOFT_API __attribute__((visibility("default")))
 
+/* A CUresult cuda.h does not name: the only code cudart (CUDA 13) reports as
+ * cudaErrorInvalidConfiguration (a test driver returned each code 1..1000
+ * from cuLaunchKernel; see scripts/gen-error-table). Returned for a launch
+ * geometry no device can run, as on a GPU. */
+#ifndef CUDA_ERROR_INVALID_CONFIGURATION
+#define CUDA_ERROR_INVALID_CONFIGURATION ((CUresult)9)
+#endif
+
+
 /* Returns from the calling function when r is not CUDA_SUCCESS. */
 #define SOFT_TRY(r) do { CUresult soft_try_ = (r); if (soft_try_ != CUDA_SUCCESS) return soft_try_; } while (0)
 

@@ -5,7 +5,7 @@ SOFT_API CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr)
 {
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
-    switch (error) {
+    switch ((int)error) {
 #define X(name, text) case name: *pStr = #name; return CUDA_SUCCESS;
 #include "softgpu/error_table.h"
 #undef X
@@ -18,7 +18,7 @@ SOFT_API CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
 {
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
-    switch (error) {
+    switch ((int)error) {
 #define X(name, text) case name: *pStr = text; return CUDA_SUCCESS;
 #include "softgpu/error_table.h"
 #undef X

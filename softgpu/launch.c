@@ -148,7 +148,8 @@ static CUresult launch(const void *fh, const unsigned grid[3], const unsigned bl
         (uint64_t)block[0] * block[1] * block[2] > SOFT_MAX_THREADS) {
         soft_log("launch of %s: grid (%u,%u,%u) block (%u,%u,%u) out of range", e->name, grid[0], grid[1],
                  grid[2], block[0], block[1], block[2]);
-        return CUDA_ERROR_INVALID_VALUE;
+        /* What cudart reports as cudaErrorInvalidConfiguration (driver.h). */
+        return CUDA_ERROR_INVALID_CONFIGURATION;
     }
     uint32_t threads = block[0] * block[1] * block[2];
     if (e->max_threads && threads > e->max_threads) {

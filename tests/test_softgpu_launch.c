@@ -393,10 +393,13 @@ Test(launch, bad_launches_get_clear_errors)
     CUdeviceptr d = upload(NULL, 64);
     int n = 16;
     void *args[] = { &d, &d, &d, &n };
-    cr_expect_eq(cuLaunchKernel(f, 0, 1, 1, 32, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
-    cr_expect_eq(cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
-    cr_expect_eq(cuLaunchKernel(f, 1, 1, 1, 32, 32, 2, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
-    cr_expect_eq(cuLaunchKernel(f, 1, 70000, 1, 32, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* A geometry no device runs: CUresult 9, which cudart reports as
+     * cudaErrorInvalidConfiguration (not named in cuda.h). */
+    const CUresult invalid_configuration = (CUresult)9;
+    cr_expect_eq(cuLaunchKernel(f, 0, 1, 1, 32, 1, 1, 0, NULL, args, NULL), invalid_configuration);
+    cr_expect_eq(cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, NULL, args, NULL), invalid_configuration);
+    cr_expect_eq(cuLaunchKernel(f, 1, 1, 1, 32, 32, 2, 0, NULL, args, NULL), invalid_configuration);
+    cr_expect_eq(cuLaunchKernel(f, 1, 70000, 1, 32, 1, 1, 0, NULL, args, NULL), invalid_configuration);
     cr_expect_eq(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 60000, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
     cr_expect_eq(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     void *holes[] = { &d, NULL, &d, &n };
