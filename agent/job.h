@@ -87,6 +87,14 @@ void job_free(job *j);
 
 /* ---- request.c ---- */
 void replay_request(job *j, const frame *f);
+/* An answer: u8 0, u32 result, outputs. */
+void job_answer(job *j, CUresult result, const void *out, size_t n);
+/* A protocol refusal (u8 1, why): the controller fails the job with it. */
+void job_refuse(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- jitlink.c ---- */
+/* JOB_OP_LINK: links the program's inputs with this agent's driver. */
+void replay_link(job *j, wire_reader *r);
 CUresult job_function_on(job *j, agent_obj *fn, int device, CUfunction *out);
 
 /* ---- handover.c ---- */

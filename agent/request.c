@@ -11,7 +11,7 @@
 #include "proto/job.h"
 
 /* Sends an answer: u8 0, u32 result, outputs. */
-static void answer(job *j, CUresult result, const void *out, size_t n)
+void job_answer(job *j, CUresult result, const void *out, size_t n)
 {
     uint8_t head[5];
     head[0] = 0;
@@ -21,8 +21,7 @@ static void answer(job *j, CUresult result, const void *out, size_t n)
 }
 
 /* A protocol refusal: the controller fails the job with this reason. */
-static void refuse(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void refuse(job *j, const char *fmt, ...)
+void job_refuse(job *j, const char *fmt, ...)
 {
     char why[512];
     va_list ap;
@@ -42,14 +41,14 @@ static void open_job(job *j, wire_reader *r)
     uint32_t index = wire_get_u32(r);
     uint64_t base = wire_get_u64(r), size = wire_get_u64(r);
     if (wire_reader_finish(r) || size == 0 || index != j->index) {
-        refuse(j, "malformed open request");
+        job_refuse(j, "malformed open request");
         return;
     }
     if (j->win.reserved)
         window_release(&j->win, j->b);
     if (!window_reserve(&j->win, j->b, base, size)) {
         uint8_t no = 0;
-        answer(j, CUDA_SUCCESS, &no, 1);
+        job_answer(j, CUDA_SUCCESS, &no, 1);
         return;
     }
     size_t cap = 1 << 16;
@@ -82,9 +81,9 @@ static void open_job(job *j, wire_reader *r)
         }
     }
     if (w.err)
-        refuse(j, "the device list does not fit an answer");
+        job_refuse(j, "the device list does not fit an answer");
     else
-        answer(j, CUDA_SUCCESS, out, w.off);
+        job_answer(j, CUDA_SUCCESS, out, w.off);
     free(out);
 }
 
@@ -121,13 +120,13 @@ static void load_module(job *j, uint32_t op, wire_reader *r)
     size_t n = wire_remaining(r);
     const uint8_t *image = wire_get_view(r, n);
     if (r->err || n == 0) {
-        refuse(j, "malformed module load");
+        job_refuse(j, "malformed module load");
         return;
     }
     /* PTX text must end in a NUL the frame does not promise. */
     uint8_t *copy = malloc(n + 1);
     if (!copy) {
-        answer(j, CUDA_ERROR_OUT_OF_MEMORY, NULL, 0);
+        job_answer(j, CUDA_ERROR_OUT_OF_MEMORY, NULL, 0);
         return;
     }
     memcpy(copy, image, n);
@@ -140,7 +139,7 @@ static void load_module(job *j, uint32_t op, wire_reader *r)
         if (!o) {
             free(copy);
             job_fail(j, "a module load names object %llu, which is taken or invalid", (unsigned long long)id);
-            refuse(j, "object %llu is taken or invalid", (unsigned long long)id);
+            job_refuse(j, "object %llu is taken or invalid", (unsigned long long)id);
             return;
         }
         if (library)
@@ -162,10 +161,10 @@ static void load_module(job *j, uint32_t op, wire_reader *r)
         uint8_t out[320];
         wire_writer w = wire_writer_init(out, sizeof out);
         wire_put_string(&w, why, (size_t)n < sizeof why ? (size_t)n : sizeof why - 1);
-        answer(j, rc, out, w.off);
+        job_answer(j, rc, out, w.off);
         return;
     }
-    answer(j, rc, NULL, 0);
+    job_answer(j, rc, NULL, 0);
 }
 
 static void get_function(job *j, uint32_t op, wire_reader *r)
@@ -174,13 +173,13 @@ static void get_function(job *j, uint32_t op, wire_reader *r)
     uint32_t len = wire_get_u32(r);
     const uint8_t *name = len <= JOB_NAME_MAX ? wire_get_view(r, len) : NULL;
     if (wire_reader_finish(r) || !name) {
-        refuse(j, "malformed function request");
+        job_refuse(j, "malformed function request");
         return;
     }
     agent_obj *m = objects_get(&j->objs, mid, op == CUDA_OP_cuLibraryGetKernel ? AOBJ_LIBRARY : AOBJ_MODULE);
     if (!m) {
         job_fail(j, "a function request names module %llu, which this job does not hold", (unsigned long long)mid);
-        refuse(j, "no module %llu", (unsigned long long)mid);
+        job_refuse(j, "no module %llu", (unsigned long long)mid);
         return;
     }
     char *cname = strndup((const char *)name, len);
@@ -188,7 +187,7 @@ static void get_function(job *j, uint32_t op, wire_reader *r)
     if (!f || !cname) {
         free(cname);
         job_fail(j, "a function request names object %llu, which is taken", (unsigned long long)fid);
-        refuse(j, "object %llu is taken", (unsigned long long)fid);
+        job_refuse(j, "object %llu is taken", (unsigned long long)fid);
         return;
     }
     f->u.fn.module = mid;
@@ -202,7 +201,7 @@ static void get_function(job *j, uint32_t op, wire_reader *r)
         rc = job_function_on(j, f, device, &fn);
     if (rc) {
         objects_remove(&j->objs, fid);
-        answer(j, rc, NULL, 0);
+        job_answer(j, rc, NULL, 0);
         return;
     }
     uint8_t out[8 + 8 * 1024 + 4 + 4 * 64];
@@ -226,7 +225,7 @@ static void get_function(job *j, uint32_t op, wire_reader *r)
             v = 0;
         wire_put_u32(&w, (uint32_t)v);
     }
-    answer(j, CUDA_SUCCESS, out, w.off);
+    job_answer(j, CUDA_SUCCESS, out, w.off);
 }
 
 static void get_global(job *j, uint32_t op, wire_reader *r)
@@ -235,14 +234,14 @@ static void get_global(job *j, uint32_t op, wire_reader *r)
     uint32_t device = wire_get_u32(r), len = wire_get_u32(r);
     const uint8_t *name = len <= JOB_NAME_MAX ? wire_get_view(r, len) : NULL;
     if (wire_reader_finish(r) || !name) {
-        refuse(j, "malformed global request");
+        job_refuse(j, "malformed global request");
         return;
     }
     bool library = op == CUDA_OP_cuLibraryGetGlobal;
     agent_obj *m = objects_get(&j->objs, mid, library ? AOBJ_LIBRARY : AOBJ_MODULE);
     if (!m) {
         job_fail(j, "a global request names module %llu, which this job does not hold", (unsigned long long)mid);
-        refuse(j, "no module %llu", (unsigned long long)mid);
+        job_refuse(j, "no module %llu", (unsigned long long)mid);
         return;
     }
     char *cname = strndup((const char *)name, len);
@@ -256,7 +255,7 @@ static void get_global(job *j, uint32_t op, wire_reader *r)
     uint8_t out[16];
     wire_store_u64(out, p);
     wire_store_u64(out + 8, size);
-    answer(j, rc, rc ? NULL : out, rc ? 0 : 16);
+    job_answer(j, rc, rc ? NULL : out, rc ? 0 : 16);
 }
 
 
@@ -309,7 +308,7 @@ static void replay_vmm(job *j, uint32_t op, wire_reader *r)
         agent_obj *o = objects_put(&j->objs, id, AOBJ_MEMORY, (int)device);
         if (!o) {
             job_fail(j, "controller: memory object %llu is taken or invalid", (unsigned long long)id);
-            refuse(j, "memory object %llu is taken or invalid", (unsigned long long)id);
+            job_refuse(j, "memory object %llu is taken or invalid", (unsigned long long)id);
             return;
         }
         CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -366,11 +365,11 @@ static void replay_vmm(job *j, uint32_t op, wire_reader *r)
     {
         uint8_t buf[8];
         wire_store_u64(buf, out);
-        answer(j, rc, rc || !has_out ? NULL : buf, rc || !has_out ? 0 : 8);
+        job_answer(j, rc, rc || !has_out ? NULL : buf, rc || !has_out ? 0 : 8);
     }
     return;
 malformed:
-    refuse(j, "malformed or unknown-object %s request", job_op_name(op));
+    job_refuse(j, "malformed or unknown-object %s request", job_op_name(op));
 }
 
 /* The generic path's view of this job's objects. */
@@ -430,18 +429,21 @@ void replay_request(job *j, const frame *f)
     wire_reader r = wire_reader_init(f->payload, f->len);
     uint32_t op = wire_get_u32(&r);
     if (r.err) {
-        refuse(j, "malformed request");
+        job_refuse(j, "malformed request");
         return;
     }
     switch (op) {
     case JOB_OP_OPEN:
         open_job(j, &r);
         return;
+    case JOB_OP_LINK:
+        replay_link(j, &r);
+        return;
     case CUDA_OP_cuMemAlloc_v2: {
         uint32_t device = wire_get_u32(&r);
         uint64_t size = wire_get_u64(&r);
         if (wire_reader_finish(&r)) {
-            refuse(j, "malformed allocation");
+            job_refuse(j, "malformed allocation");
             return;
         }
         CUdeviceptr p = 0;
@@ -449,13 +451,13 @@ void replay_request(job *j, const frame *f)
                                                              : CUDA_ERROR_INVALID_DEVICE;
         uint8_t out[8];
         wire_store_u64(out, p);
-        answer(j, rc, rc ? NULL : out, rc ? 0 : 8);
+        job_answer(j, rc, rc ? NULL : out, rc ? 0 : 8);
         return;
     }
     case CUDA_OP_cuMemGetInfo_v2: {
         uint32_t device = wire_get_u32(&r);
         if (wire_reader_finish(&r)) {
-            refuse(j, "malformed memory query");
+            job_refuse(j, "malformed memory query");
             return;
         }
         size_t free_b = 0, total = 0;
@@ -465,7 +467,7 @@ void replay_request(job *j, const frame *f)
         uint8_t out[16];
         wire_store_u64(out, free_b);
         wire_store_u64(out + 8, total);
-        answer(j, rc, rc ? NULL : out, rc ? 0 : 16);
+        job_answer(j, rc, rc ? NULL : out, rc ? 0 : 16);
         return;
     }
     case CUDA_OP_cuModuleLoadData:
@@ -495,21 +497,21 @@ void replay_request(job *j, const frame *f)
         uint32_t device = wire_get_u32(&r), attrib = wire_get_u32(&r), value = wire_get_u32(&r);
         agent_obj *fn = objects_get(&j->objs, fid, AOBJ_FUNCTION);
         if (wire_reader_finish(&r) || !fn) {
-            refuse(j, "malformed attribute request");
+            job_refuse(j, "malformed attribute request");
             return;
         }
         CUfunction f;
         CUresult rc = job_function_on(j, fn, (int)device, &f);
         if (rc == CUDA_SUCCESS)
             rc = j->b->drv.fn_cuFuncSetAttribute(f, (CUfunction_attribute)attrib, (int)value);
-        answer(j, rc, NULL, 0);
+        job_answer(j, rc, NULL, 0);
         return;
     }
     case CUDA_OP_cuEventElapsedTime_v2: {
         agent_obj *a = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);
         agent_obj *b = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);
         if (wire_reader_finish(&r) || !a || !b) {
-            refuse(j, "malformed elapsed-time request");
+            job_refuse(j, "malformed elapsed-time request");
             return;
         }
         float ms = 0;
@@ -520,7 +522,7 @@ void replay_request(job *j, const frame *f)
         memcpy(&bits, &ms, 4);
         uint8_t out[4];
         wire_store_u32(out, bits);
-        answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
+        job_answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
         return;
     }
     default: {
@@ -532,12 +534,12 @@ void replay_request(job *j, const frame *f)
             char why[256] = "";
             CUresult rc = generic_call(&env, info, &r, out, &n, why, sizeof why);
             if (rc != CUDA_SUCCESS && why[0])
-                refuse(j, "%s", why);
+                job_refuse(j, "%s", why);
             else
-                answer(j, rc, out, n);
+                job_answer(j, rc, out, n);
             return;
         }
-        refuse(j, "request %s is not served by this agent", info ? info->symbol : "of an unknown operation");
+        job_refuse(j, "request %s is not served by this agent", info ? info->symbol : "of an unknown operation");
         return;
     }
     }

@@ -59,7 +59,14 @@ enum job_op {
     /* handover on stream: nothing to do but reach the value (a host
      * function runs in the program when its word arrives) */
     JOB_OP_MARK = 0x8004,
+    /* request: u32 device, u32 inputs, per input: u32 CUjitInputType,
+     *          string name, u64 length, the bytes.
+     * answer:  outputs u64 length, the linked image (CUDA_SUCCESS) | string
+     *          the driver's error log (a failed link) */
+    JOB_OP_LINK = 0x8010,
 };
+
+#define JOB_LINK_INPUTS_MAX 256
 
 /* Stream creation flags beside CUDA's own. */
 #define JOB_STREAM_NULL 0x80000000u       /* the device's legacy NULL stream */

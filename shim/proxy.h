@@ -56,7 +56,16 @@ typedef enum proxy_type {
     PROXY_MODULE,      /* also libraries: a library is a module here */
     PROXY_FUNCTION,    /* also kernels */
     PROXY_MEMORY,      /* a physical allocation of the VMM calls */
+    PROXY_LINK,        /* a JIT link state on a proxy context (jitlink.c) */
 } proxy_type;
+
+/* One input of a JIT link, kept until the link completes. */
+typedef struct jit_input {
+    uint32_t type;              /* CUjitInputType */
+    char *name;
+    uint8_t *bytes;
+    size_t len;
+} jit_input;
 
 /* A kernel parameter as the agent reported it. */
 typedef struct proxy_param {
@@ -81,6 +90,16 @@ struct proxy_obj {
         } stream;
         struct { proxy_obj *stream; uint64_t value; unsigned flags; bool recorded; } event;
         struct { uint64_t size; } mem;
+        struct {
+            jit_input *inputs;     /* malloc'd */
+            unsigned count, cap;
+            uint8_t *image;        /* the linked image, the program's until destroy */
+            size_t image_len;
+            char *error_log;       /* the program's CU_JIT_ERROR_LOG_BUFFER */
+            size_t error_log_size;
+            char *info_log;        /* ... and CU_JIT_INFO_LOG_BUFFER */
+            size_t info_log_size;
+        } jit;
         struct {
             bool library;          /* context-free: loaded on each agent when first used */
             uint64_t loaded;       /* bit i: loaded on agent i + 1 */

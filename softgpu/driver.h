@@ -81,7 +81,7 @@ uint64_t soft_device_used(int dev);
 /* ---- handles (handle.c): which pointers are live objects of which kind ---- */
 typedef enum soft_kind {
     SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,
-    SOFT_VMM,
+    SOFT_VMM, SOFT_LINK,
 } soft_kind;
 /* Records p as a live object of kind k; false when out of memory. */
 bool soft_handle_add(const void *p, soft_kind k);

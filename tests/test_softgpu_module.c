@@ -256,3 +256,53 @@ Test(module, broken_images_are_refused)
     cr_expect_eq(cuModuleLoadData(&m, img), CUDA_ERROR_INVALID_IMAGE);
     free(img);
 }
+
+/* JIT linking: one PTX or fatbin input links to an image that loads; what
+ * softgpu cannot link (several inputs, an input that is no code) fails with
+ * NOT_SUPPORTED and says why in the caller's error log. */
+Test(module, jit_link_of_one_input)
+{
+    char *ptx = image("vecadd", "default", "ptx");
+    char *fat = image("vecadd", "default", "fatbin");
+    char log[512];
+    CUjit_option opts[] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+    void *values[] = { log, (void *)(uintptr_t)sizeof log };
+    struct { CUjitInputType type; const char *data; size_t len; } ok[] = {
+        { CU_JIT_INPUT_PTX, ptx, strlen(ptx) },           /* no NUL, as NVRTC sizes it */
+        { CU_JIT_INPUT_FATBINARY, fat, 0 },
+    };
+    size_t fat_len;
+    free(support_read_file(RIG_BUILD_DIR "/kernels/vecadd.default.fatbin", &fat_len));
+    ok[1].len = fat_len;
+    for (size_t i = 0; i < 2; i++) {
+        CUlinkState link;
+        OK(cuLinkCreate(2, opts, values, &link));
+        OK(cuLinkAddData(link, ok[i].type, (void *)ok[i].data, ok[i].len, "vecadd", 0, NULL, NULL));
+        void *out;
+        size_t out_len;
+        OK(cuLinkComplete(link, &out, &out_len));
+        cr_expect_geq(out_len, ok[i].len);
+        CUmodule mod;
+        OK(cuModuleLoadData(&mod, out));
+        CUfunction f;
+        cr_expect_eq(cuModuleGetFunction(&f, mod, "vecadd"), CUDA_SUCCESS, "input %zu", i);
+        OK(cuModuleUnload(mod));
+        OK(cuLinkDestroy(link));
+        cr_expect_eq(cuLinkDestroy(link), CUDA_ERROR_INVALID_HANDLE);
+    }
+    CUlinkState link;
+    OK(cuLinkCreate(2, opts, values, &link));
+    OK(cuLinkAddData(link, CU_JIT_INPUT_PTX, ptx, strlen(ptx), "a", 0, NULL, NULL));
+    OK(cuLinkAddData(link, CU_JIT_INPUT_PTX, ptx, strlen(ptx), "b", 0, NULL, NULL));
+    void *out;
+    size_t out_len;
+    cr_expect_eq(cuLinkComplete(link, &out, &out_len), CUDA_ERROR_NOT_SUPPORTED);
+    cr_expect(strstr(log, "given 2 inputs"), "error log: %s", log);
+    cr_expect_eq(cuLinkAddData(link, CU_JIT_INPUT_PTX, NULL, 4, "c", 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuLinkAddData(link, (CUjitInputType)99, ptx, 4, "c", 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuLinkAddFile(link, CU_JIT_INPUT_PTX, "/nonexistent/x.ptx", 0, NULL, NULL),
+                 CUDA_ERROR_FILE_NOT_FOUND);
+    OK(cuLinkDestroy(link));
+    free(ptx);
+    free(fat);
+}

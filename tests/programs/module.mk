@@ -46,3 +46,7 @@ ALL_TARGETS += $(PROGRAMS)
 # cublas links the toolkit's shared cuBLAS, found at run time by rpath.
 $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/cublas.$(m)): \
 	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lcublas -Xlinker -rpath=$(CUDA_HOME)/lib64
+
+# jitlink compiles with NVRTC at run time: the toolkit's shared libnvrtc.
+$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/jitlink.$(m)): \
+	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lnvrtc -Xlinker -rpath=$(CUDA_HOME)/lib64
