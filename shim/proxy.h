@@ -56,6 +56,7 @@ typedef enum proxy_type {
     PROXY_MODULE,      /* also libraries: a library is a module here */
     PROXY_FUNCTION,    /* also kernels */
     PROXY_MEMORY,      /* a physical allocation of the VMM calls */
+    PROXY_POOL,        /* a memory pool (mempool.c) */
 } proxy_type;
 
 /* A kernel parameter as the agent reported it. */
@@ -81,6 +82,7 @@ struct proxy_obj {
         } stream;
         struct { proxy_obj *stream; uint64_t value; unsigned flags; bool recorded; } event;
         struct { uint64_t size; } mem;
+        struct { bool is_default; } pool;
         struct {
             bool library;          /* context-free: loaded on each agent when first used */
             uint64_t loaded;       /* bit i: loaded on agent i + 1 */

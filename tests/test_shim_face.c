@@ -823,7 +823,7 @@ static void expect_refused(const program_result *r, const char *device)
 {
     cr_assert_eq(r->status, 0, "refusals exited %d:\n%s", r->status, r->output);
     cr_assert_eq(count_of(r->output, ": CUDA_ERROR_NOT_SUPPORTED\n"), 6, "%s", r->output);
-    static const char *const fns[] = { "cuStreamBeginCapture_v2", "cuDeviceGetDefaultMemPool",
+    static const char *const fns[] = { "cuStreamBeginCapture_v2", "cuDeviceGetLuid",
                                        "cuMemAllocManaged" };
     for (size_t i = 0; i < 3; i++) {
         char line[160];
