@@ -43,7 +43,10 @@ typedef enum agent_obj_type {
     AOBJ_LIBRARY,
     AOBJ_FUNCTION,
     AOBJ_MEMORY,          /* a physical allocation of the program's VMM calls */
+    AOBJ_POOL,            /* a memory pool (pool.c) */
 } agent_obj_type;
+
+typedef struct agent_pool agent_pool;
 
 typedef struct agent_obj {
     agent_obj_type type;
@@ -54,6 +57,7 @@ typedef struct agent_obj {
         struct { CUmodule real; } module;
         struct { CUlibrary real; } library;
         struct { CUmemGenericAllocationHandle real; } memory;
+        struct { agent_pool *p; } pool;
         struct {
             uint64_t module;          /* id of its module or library */
             char *name;
@@ -93,6 +97,8 @@ bool window_reserve(window *w, backend *b, uint64_t base, uint64_t size);
 CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdeviceptr *out);
 /* Unmaps an allocation made by window_alloc; INVALID_VALUE for another pointer. */
 CUresult window_free(window *w, backend *b, CUdeviceptr p);
+/* The same without waiting for the device: for memory no work can still use. */
+CUresult window_free_idle(window *w, backend *b, CUdeviceptr p);
 /* Unmaps everything and gives the range back. */
 void window_release(window *w, backend *b);
 

@@ -54,6 +54,20 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
     }
     case JOB_OP_MARK:
         return CUDA_SUCCESS;
+    case CUDA_OP_cuMemFreeAsync: {
+        uint64_t base = wire_get_u64(r);
+        if (wire_reader_finish(r) || !s)
+            return CUDA_ERROR_INVALID_VALUE;
+        bool found;
+        rc = pool_free_async(j, s, object, base, &found);
+        if (found || rc)
+            return rc;
+        /* cuMemAlloc'd memory freed on a stream: once the device is done
+         * (which may make another device's context current). */
+        rc = window_free(&j->win, j->b, base);
+        j->current = -1;
+        return rc;
+    }
     case CUDA_OP_cuMemcpyHtoDAsync_v2: {
         uint64_t dst = wire_get_u64(r);
         size_t n = wire_remaining(r);
@@ -310,7 +324,7 @@ void replay_drop(job *j, const frame *f)
     agent_obj *o;
     switch (op) {
     case CUDA_OP_cuMemFree_v2:
-        if (window_free(&j->win, j->b, id) != CUDA_SUCCESS)
+        if (!pool_free_now(j, id) && window_free(&j->win, j->b, id) != CUDA_SUCCESS)
             job_fail(j, "controller: frees %#llx, which this job did not allocate", (unsigned long long)id);
         return;
     case CUDA_OP_cuStreamDestroy_v2:
@@ -341,6 +355,10 @@ void replay_drop(job *j, const frame *f)
             objects_remove(&j->objs, id);
             return;
         }
+        break;
+    case CUDA_OP_cuMemPoolDestroy:
+        if (pool_destroy(j, id))
+            return;
         break;
     case CUDA_OP_cuLibraryUnload:
         if ((o = objects_get(&j->objs, id, AOBJ_LIBRARY))) {

@@ -132,6 +132,7 @@ const char *job_op_name(uint32_t op)
 void job_cleanup(job *j)
 {
     const cuda_driver *d = &j->b->drv;
+    pool_cleanup(j);
     for (uint64_t id = 0; id < j->objs.cap; id++) {
         agent_obj *o = j->objs.v[id];
         if (!o)

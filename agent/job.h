@@ -30,6 +30,7 @@ struct job {
     pthread_mutex_t output_lock;  /* device output: read and sent in order */
     window win;
     object_table objs;
+    agent_pool *pools;            /* every memory pool, destroyed ones until their memory is back */
     int current;                  /* device whose primary context is current (job thread) */
     pthread_mutex_t q_lock;
     pthread_cond_t q_cond;
@@ -101,6 +102,25 @@ CUresult job_function_on(job *j, agent_obj *fn, int device, CUfunction *out);
 void replay_handover(job *j, const frame *f);
 void replay_drop(job *j, const frame *f);
 CUstream job_real_stream(agent_obj *s);
+
+/* ---- pool.c: memory pools and stream-ordered allocation ---- */
+/* A pool of device at id (the controller's); max_size 0: no limit. */
+CUresult pool_create(job *j, uint64_t id, int device, uint64_t max_size);
+/* Allocates size bytes from pool id for stream (a wire id) into *out. */
+CUresult pool_alloc(job *j, uint64_t id, uint64_t stream, uint64_t size, CUdeviceptr *out);
+/* cuMemFreeAsync on s: *found when base is a pool allocation, which goes
+ * back to its pool once s reaches this point. */
+CUresult pool_free_async(job *j, agent_obj *s, uint64_t stream, CUdeviceptr base, bool *found);
+/* cuMemFree of a pool allocation: false when base is none. */
+bool pool_free_now(job *j, CUdeviceptr base);
+CUresult pool_get_attribute(job *j, uint64_t id, uint32_t attr, uint64_t *value);
+CUresult pool_set_attribute(job *j, uint64_t id, uint32_t attr, uint64_t value);
+CUresult pool_trim(job *j, uint64_t id, uint64_t keep);
+/* cuMemPoolDestroy: false when id is no pool; its memory stays usable
+ * until freed. */
+bool pool_destroy(job *j, uint64_t id);
+/* Frees every pool's records (the window's release unmaps their memory). */
+void pool_cleanup(job *j);
 
 /* ---- sender.c ---- */
 /* A note whose marker, run by the driver, hands it to the sender. */

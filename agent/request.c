@@ -454,6 +454,53 @@ void replay_request(job *j, const frame *f)
         job_answer(j, rc, rc ? NULL : out, rc ? 0 : 8);
         return;
     }
+    case CUDA_OP_cuMemPoolCreate: {
+        uint64_t id = wire_get_u64(&r);
+        uint32_t device = wire_get_u32(&r);
+        uint64_t max_size = wire_get_u64(&r);
+        if (wire_reader_finish(&r)) {
+            refuse(j, "malformed pool creation");
+            return;
+        }
+        answer(j, pool_create(j, id, device < (uint32_t)j->b->device_count ? (int)device : -1, max_size), NULL, 0);
+        return;
+    }
+    case CUDA_OP_cuMemAllocAsync: {
+        uint64_t pool = wire_get_u64(&r), stream = wire_get_u64(&r), size = wire_get_u64(&r);
+        if (wire_reader_finish(&r)) {
+            refuse(j, "malformed pool allocation");
+            return;
+        }
+        CUdeviceptr p = 0;
+        CUresult rc = pool_alloc(j, pool, stream, size, &p);
+        uint8_t out[8];
+        wire_store_u64(out, p);
+        answer(j, rc, rc ? NULL : out, rc ? 0 : 8);
+        return;
+    }
+    case CUDA_OP_cuMemPoolGetAttribute:
+    case CUDA_OP_cuMemPoolSetAttribute:
+    case CUDA_OP_cuMemPoolTrimTo: {
+        uint64_t pool = wire_get_u64(&r);
+        uint32_t attr = op == CUDA_OP_cuMemPoolTrimTo ? 0 : wire_get_u32(&r);
+        uint64_t value = op == CUDA_OP_cuMemPoolGetAttribute ? 0 : wire_get_u64(&r);
+        if (wire_reader_finish(&r)) {
+            refuse(j, "malformed pool request");
+            return;
+        }
+        CUresult rc;
+        if (op == CUDA_OP_cuMemPoolTrimTo)
+            rc = pool_trim(j, pool, value);
+        else if (op == CUDA_OP_cuMemPoolSetAttribute)
+            rc = pool_set_attribute(j, pool, attr, value);
+        else
+            rc = pool_get_attribute(j, pool, attr, &value);
+        uint8_t out[8];
+        wire_store_u64(out, value);
+        bool give = rc == CUDA_SUCCESS && op == CUDA_OP_cuMemPoolGetAttribute;
+        answer(j, rc, give ? out : NULL, give ? 8 : 0);
+        return;
+    }
     case CUDA_OP_cuMemGetInfo_v2: {
         uint32_t device = wire_get_u32(&r);
         if (wire_reader_finish(&r)) {

@@ -246,19 +246,31 @@ static void unmap_block(window *w, backend *b, window_block *blk)
     free(blk);
 }
 
-CUresult window_free(window *w, backend *b, CUdeviceptr p)
+static CUresult free_block(window *w, backend *b, CUdeviceptr p, bool wait)
 {
     for (window_block **bp = &w->blocks; *bp; bp = &(*bp)->next)
         if ((*bp)->base == p) {
             window_block *blk = *bp;
             *bp = blk->next;
             /* Work still queued may use the memory: let it finish first. */
-            b->drv.fn_cuCtxSetCurrent(b->primary[blk->device]);
-            b->drv.fn_cuCtxSynchronize();
+            if (wait) {
+                b->drv.fn_cuCtxSetCurrent(b->primary[blk->device]);
+                b->drv.fn_cuCtxSynchronize();
+            }
             unmap_block(w, b, blk);
             return CUDA_SUCCESS;
         }
     return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult window_free(window *w, backend *b, CUdeviceptr p)
+{
+    return free_block(w, b, p, true);
+}
+
+CUresult window_free_idle(window *w, backend *b, CUdeviceptr p)
+{
+    return free_block(w, b, p, false);
 }
 
 void window_release(window *w, backend *b)

@@ -57,6 +57,7 @@ typedef enum proxy_type {
     PROXY_FUNCTION,    /* also kernels */
     PROXY_MEMORY,      /* a physical allocation of the VMM calls */
     PROXY_LINK,        /* a JIT link state on a proxy context (jitlink.c) */
+    PROXY_POOL,        /* a memory pool (mempool.c) */
 } proxy_type;
 
 /* One input of a JIT link, kept until the link completes. */
@@ -90,6 +91,7 @@ struct proxy_obj {
         } stream;
         struct { proxy_obj *stream; uint64_t value; unsigned flags; bool recorded; } event;
         struct { uint64_t size; } mem;
+        struct { bool is_default; } pool;
         struct {
             jit_input *inputs;     /* malloc'd */
             unsigned count, cap;

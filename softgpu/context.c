@@ -166,6 +166,7 @@ CUresult soft_ctx_sync(struct CUctx_st *ctx)
     }
     free(v);
     free(want);
+    soft_pool_sync_point(ctx->device);
     return soft_ctx_status(ctx);
 }
 

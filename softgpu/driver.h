@@ -81,7 +81,7 @@ uint64_t soft_device_used(int dev);
 /* ---- handles (handle.c): which pointers are live objects of which kind ---- */
 typedef enum soft_kind {
     SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,
-    SOFT_VMM, SOFT_LINK,
+    SOFT_VMM, SOFT_LINK, SOFT_POOL,
 } soft_kind;
 /* Records p as a live object of kind k; false when out of memory. */
 bool soft_handle_add(const void *p, soft_kind k);
@@ -132,8 +132,9 @@ typedef struct soft_range {
     uint64_t base, size;
     soft_mem_kind kind;
     int device;
-    struct CUctx_st *ctx;      /* owner; NULL for library globals, VMM */
+    struct CUctx_st *ctx;      /* owner; NULL for library globals, VMM, pools */
     unsigned flags;            /* host allocation flags */
+    struct CUmemPoolHandle_st *pool;   /* stream-ordered allocations: their pool */
 } soft_range;
 /* Adds r; CUDA_ERROR_INVALID_VALUE if it overlaps a live range. */
 CUresult soft_range_add(const soft_range *r);
@@ -193,6 +194,7 @@ struct soft_op {
         struct { struct CUevent_st *event; uint64_t seq, ns; } record;
         struct { uint64_t addr, value; unsigned flags; bool wide; } memop;
         struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; } launch;
+        struct { uint64_t base; unsigned long long stream; } pool_free;
     } u;
 };
 struct CUstream_st {
@@ -256,6 +258,14 @@ void soft_event_unref(struct CUevent_st *e);
 /* True when e has completed record number seq. */
 bool soft_event_reached(struct CUevent_st *e, uint64_t seq);
 void soft_event_wait(struct CUevent_st *e, uint64_t seq);
+
+/* ---- memory pools (mempool.c) ---- */
+/* A sync point on device dev (stream, event, context synchronize): each of
+ * its pools gives back what it holds unused above its release threshold. */
+void soft_pool_sync_point(int dev);
+/* cuMemFree of a pool allocation r: waits for the device, then returns the
+ * memory to its pool. */
+CUresult soft_pool_free_now(const soft_range *r);
 
 /* ---- fatbins (fatbin.c) ---- */
 /* Finds the PTX to run in image: PTX text, a fatbin wrapper or container

@@ -189,8 +189,10 @@ SOFT_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
     uint64_t seq = e->recorded;
     pthread_mutex_unlock(&e->lock);
     soft_event_wait(e, seq);
-    if (soft_handle_valid(e->ctx, SOFT_CTX))
+    if (soft_handle_valid(e->ctx, SOFT_CTX)) {
+        soft_pool_sync_point(e->ctx->device);
         return soft_ctx_status(e->ctx);
+    }
     return CUDA_SUCCESS;
 }
 

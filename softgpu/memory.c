@@ -53,6 +53,8 @@ static CUresult free_kind(uint64_t base, soft_mem_kind kind)
     soft_range r;
     if (!soft_range_find(base, &r) || r.base != base || r.kind != kind)
         return CUDA_ERROR_INVALID_VALUE;
+    if (r.pool)
+        return soft_pool_free_now(&r);
     /* cuMemFree synchronises: kernels still running may use the range. */
     if (r.ctx && soft_handle_valid(r.ctx, SOFT_CTX))
         soft_ctx_sync(r.ctx);
@@ -243,7 +245,7 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr
                                 ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ
                                 : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
         break;
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(CUmemoryPool *)data = NULL; break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(CUmemoryPool *)data = r.pool; break;
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE: *(unsigned *)data = 0; break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }

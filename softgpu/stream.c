@@ -480,6 +480,7 @@ static CUresult stream_sync(CUstream h, bool ptds)
     } else {
         soft_stream_drain(s);
     }
+    soft_pool_sync_point(s->ctx->device);
     return soft_ctx_status(s->ctx);
 }
 

@@ -35,8 +35,9 @@ int main(int argc, char **argv)
     SETUP(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < 2; i++) {
         show("capture", cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
-        CUmemoryPool pool;
-        show("mempool", cuDeviceGetDefaultMemPool(&pool, dev));
+        char luid[8];
+        unsigned mask;
+        show("luid", cuDeviceGetLuid(luid, &mask, dev));
         CUdeviceptr p;
         show("managed", cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL));
     }

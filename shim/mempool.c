@@ -1,0 +1,338 @@
+/* Memory pools and stream-ordered allocation on proxies. A pool is an
+ * object the controller names (its arena slot, as streams and events); the
+ * agent keeps its blocks inside the job's pointer window. Allocating is a
+ * request (the program gets the pointer at once, as the driver returns it);
+ * cuMemFreeAsync is a handover on the stream, so the memory goes back to
+ * the pool when the agent's stream reaches it. A device's default pool is
+ * made on the agent when first used; its current pool is the shim's to
+ * remember. */
+#include <pthread.h>
+#include <string.h>
+
+#include "proto/cuda_ops.h"
+#include "proto/job.h"
+#include "proto/wire.h"
+#include "shim/core.h"
+#include "shim/link.h"
+#include "shim/proxy.h"
+#include "shim/streams.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static proxy_obj *defaults[SHIM_DEVICES_MAX], *current[SHIM_DEVICES_MAX];
+
+/* A request without outputs but for an optional u64. */
+static CUresult pool_request(agent_link *l, const uint8_t *body, size_t len, uint64_t *value)
+{
+    struct iovec iov = { (void *)body, len };
+    frame f;
+    const uint8_t *o;
+    size_t n;
+    CUresult rc = link_request(l, &iov, 1, &f, &o, &n);
+    if (rc == CUDA_SUCCESS && value) {
+        if (n != 8)
+            rc = link_malformed(l, "an answer to a pool request of %zu bytes, not 8", n);
+        else
+            *value = wire_load_u64(o);
+    } else if (rc == CUDA_SUCCESS && n != 0) {
+        rc = link_malformed(l, "an answer to a pool request of %zu bytes, not 0", n);
+    }
+    frame_release(&f);
+    return rc;
+}
+
+static CUresult pool_new(int device, uint64_t max_size, bool is_default, proxy_obj **out)
+{
+    shim_device *d = shim_device_at(device);
+    proxy_obj *p = arena_new(PROXY_POOL, device);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->u.pool.is_default = is_default;
+    uint8_t body[24];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuMemPoolCreate);
+    wire_put_u64(&w, p->id);
+    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
+    wire_put_u64(&w, max_size);
+    CUresult rc = pool_request(d->link, body, w.off, NULL);
+    if (rc) {
+        arena_free(p);
+        return rc;
+    }
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+/* The proxy device's default (or current) pool, made on first use. */
+static CUresult device_pool(int device, bool want_current, proxy_obj **out)
+{
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    if (want_current && current[device])
+        *out = current[device];
+    else if (defaults[device])
+        *out = defaults[device];
+    else if ((rc = pool_new(device, 0, true, &defaults[device])) == CUDA_SUCCESS)
+        *out = defaults[device];
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* The proxy device of ordinal dev, or NULL (a local device, or none). */
+static shim_device *proxy_device(CUdevice dev)
+{
+    shim_device *d = shim_initialized() ? shim_device_at(dev) : NULL;
+    return d && d->proxy && dev < SHIM_DEVICES_MAX ? d : NULL;
+}
+
+/* ---- allocation ---- */
+
+static CUresult alloc_from(proxy_obj *pool, proxy_obj *s, size_t size, CUdeviceptr *dptr)
+{
+    if (!dptr || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (pool->link != s->link)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t body[28];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuMemAllocAsync);
+    wire_put_u64(&w, pool->id);
+    wire_put_u64(&w, s->id);
+    wire_put_u64(&w, size);
+    uint64_t p = 0;
+    agent_link *l = pool->link;
+    CUresult rc = pool_request(l, body, w.off, &p);
+    if (rc)
+        return rc;
+    if (p < l->window_base || p - l->window_base >= l->window_size || size > l->window_size - (p - l->window_base))
+        return link_malformed(l, "a pool allocation at %#llx of %zu bytes, outside its pointer window",
+                              (unsigned long long)p, size);
+    shim_alloc_add(p, size, pool->device);
+    *dptr = p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, proxy_obj *pool, CUstream h, bool per_thread)
+{
+    proxy_obj *s;
+    CUresult rc;
+    int k = shim_stream(h, per_thread, &s, &rc);
+    if (k < 0)
+        return rc;
+    if (k == 0)
+        return CUDA_ERROR_INVALID_VALUE;   /* a proxy pool, a local stream */
+    if (!pool && (rc = device_pool(s->device, true, &pool)))
+        return rc;
+    return alloc_from(pool, s, size, dptr);
+}
+
+SHIM_EXPORT(cuMemAllocAsync)
+{
+    proxy_obj *s;
+    CUresult rc;
+    if (shim_stream(hStream, false, &s, &rc) == 0)
+        return SHIM_LOCAL(cuMemAllocAsync);
+    return alloc_async(dptr, bytesize, NULL, hStream, false);
+}
+
+SHIM_EXPORT(cuMemAllocAsync_ptsz)
+{
+    proxy_obj *s;
+    CUresult rc;
+    if (shim_stream(hStream, true, &s, &rc) == 0)
+        return SHIM_LOCAL(cuMemAllocAsync_ptsz);
+    return alloc_async(dptr, bytesize, NULL, hStream, true);
+}
+
+SHIM_EXPORT(cuMemAllocFromPoolAsync)
+{
+    proxy_obj *p = arena_get(pool, PROXY_POOL);
+    if (!p)
+        return shim_is_proxy_handle(pool) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuMemAllocFromPoolAsync);
+    return alloc_async(dptr, bytesize, p, hStream, false);
+}
+
+SHIM_EXPORT(cuMemAllocFromPoolAsync_ptsz)
+{
+    proxy_obj *p = arena_get(pool, PROXY_POOL);
+    if (!p)
+        return shim_is_proxy_handle(pool) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuMemAllocFromPoolAsync_ptsz);
+    return alloc_async(dptr, bytesize, p, hStream, true);
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream h, bool per_thread)
+{
+    int dev = shim_device_of_pointer(dptr);
+    shim_device *d = shim_device_at(dev);
+    proxy_obj *s;
+    CUresult rc;
+    int k = shim_stream(h, per_thread, &s, &rc);
+    if (k < 0)
+        return rc;
+    if (k == 0 || s->link != d->link) {
+        /* A local stream or another agent's: order on the device's own
+         * default stream, which the program's syncs wait for. */
+        s = per_thread ? shim_per_thread_stream(dev, &rc) : d->null_stream;
+        if (!s)
+            return rc;
+    }
+    uint64_t size;
+    int owner;
+    if (!shim_alloc_remove(dptr, &size, &owner))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t body[8];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u64(&w, dptr);
+    handover ho = { .op = CUDA_OP_cuMemFreeAsync, .stream = s, .body = body, .body_len = w.off };
+    return link_handover(s->link, &ho, NULL);
+}
+
+SHIM_EXPORT(cuMemFreeAsync)
+{
+    return shim_device_of_pointer(dptr) >= 0 ? free_async(dptr, hStream, false) : SHIM_LOCAL(cuMemFreeAsync);
+}
+
+SHIM_EXPORT(cuMemFreeAsync_ptsz)
+{
+    return shim_device_of_pointer(dptr) >= 0 ? free_async(dptr, hStream, true) : SHIM_LOCAL(cuMemFreeAsync_ptsz);
+}
+
+/* ---- pools ---- */
+
+SHIM_EXPORT(cuMemPoolCreate)
+{
+    if (!poolProps || poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        !proxy_device(poolProps->location.id))
+        return SHIM_LOCAL(cuMemPoolCreate);
+    if (!pool || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || poolProps->win32SecurityAttributes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (poolProps->handleTypes != CU_MEM_HANDLE_TYPE_NONE)
+        return CUDA_ERROR_NOT_SUPPORTED;   /* no shareable handles across machines */
+    proxy_obj *p;
+    CUresult rc = pool_new(poolProps->location.id, poolProps->maxSize, false, &p);
+    if (rc == CUDA_SUCCESS)
+        *pool = (CUmemoryPool)p;
+    return rc;
+}
+
+SHIM_EXPORT(cuMemPoolDestroy)
+{
+    proxy_obj *p = arena_get(pool, PROXY_POOL);
+    if (!p)
+        return shim_is_proxy_handle(pool) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuMemPoolDestroy);
+    if (p->u.pool.is_default)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (current[p->device] == p)
+        current[p->device] = NULL;
+    pthread_mutex_unlock(&lock);
+    /* The slot stays taken: the agent may still hold its memory. */
+    __atomic_store_n(&p->type, PROXY_FREE, __ATOMIC_RELEASE);
+    return link_drop(p->link, CUDA_OP_cuMemPoolDestroy, p->id);
+}
+
+static bool int_attribute(CUmemPool_attribute attr)
+{
+    return attr == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES ||
+           attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
+           attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+}
+
+static bool known_attribute(CUmemPool_attribute attr)
+{
+    return attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES && attr <= CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+}
+
+SHIM_EXPORT(cuMemPoolSetAttribute)
+{
+    proxy_obj *p = arena_get(pool, PROXY_POOL);
+    if (!p)
+        return shim_is_proxy_handle(pool) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuMemPoolSetAttribute);
+    if (!value || !known_attribute(attr))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t v = int_attribute(attr) ? (uint64_t)(*(int *)value != 0) : *(cuuint64_t *)value;
+    uint8_t body[24];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuMemPoolSetAttribute);
+    wire_put_u64(&w, p->id);
+    wire_put_u32(&w, (uint32_t)attr);
+    wire_put_u64(&w, v);
+    return pool_request(p->link, body, w.off, NULL);
+}
+
+SHIM_EXPORT(cuMemPoolGetAttribute)
+{
+    proxy_obj *p = arena_get(pool, PROXY_POOL);
+    if (!p)
+        return shim_is_proxy_handle(pool) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuMemPoolGetAttribute);
+    if (!value || !known_attribute(attr))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t body[16];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuMemPoolGetAttribute);
+    wire_put_u64(&w, p->id);
+    wire_put_u32(&w, (uint32_t)attr);
+    uint64_t v = 0;
+    CUresult rc = pool_request(p->link, body, w.off, &v);
+    if (rc)
+        return rc;
+    if (int_attribute(attr)) {
+        if (v > 1)
+            return link_malformed(p->link, "a pool reuse flag of %llu", (unsigned long long)v);
+        *(int *)value = (int)v;
+    } else {
+        *(cuuint64_t *)value = v;
+    }
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT(cuMemPoolTrimTo)
+{
+    proxy_obj *p = arena_get(pool, PROXY_POOL);
+    if (!p)
+        return shim_is_proxy_handle(pool) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuMemPoolTrimTo);
+    uint8_t body[20];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuMemPoolTrimTo);
+    wire_put_u64(&w, p->id);
+    wire_put_u64(&w, minBytesToKeep);
+    return pool_request(p->link, body, w.off, NULL);
+}
+
+SHIM_EXPORT(cuDeviceGetDefaultMemPool)
+{
+    if (!proxy_device(dev))
+        return SHIM_LOCAL(cuDeviceGetDefaultMemPool);
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    proxy_obj *p;
+    CUresult rc = device_pool(dev, false, &p);
+    if (rc == CUDA_SUCCESS)
+        *pool_out = (CUmemoryPool)p;
+    return rc;
+}
+
+SHIM_EXPORT(cuDeviceGetMemPool)
+{
+    if (!proxy_device(dev))
+        return SHIM_LOCAL(cuDeviceGetMemPool);
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    proxy_obj *p;
+    CUresult rc = device_pool(dev, true, &p);
+    if (rc == CUDA_SUCCESS)
+        *pool = (CUmemoryPool)p;
+    return rc;
+}
+
+SHIM_EXPORT(cuDeviceSetMemPool)
+{
+    if (!proxy_device(dev))
+        return SHIM_LOCAL(cuDeviceSetMemPool);
+    proxy_obj *p = arena_get(pool, PROXY_POOL);
+    if (!p || p->device != dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    current[dev] = p->u.pool.is_default ? NULL : p;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
