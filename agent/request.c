@@ -459,23 +459,23 @@ void replay_request(job *j, const frame *f)
         uint32_t device = wire_get_u32(&r);
         uint64_t max_size = wire_get_u64(&r);
         if (wire_reader_finish(&r)) {
-            refuse(j, "malformed pool creation");
+            job_refuse(j, "malformed pool creation");
             return;
         }
-        answer(j, pool_create(j, id, device < (uint32_t)j->b->device_count ? (int)device : -1, max_size), NULL, 0);
+        job_answer(j, pool_create(j, id, device < (uint32_t)j->b->device_count ? (int)device : -1, max_size), NULL, 0);
         return;
     }
     case CUDA_OP_cuMemAllocAsync: {
         uint64_t pool = wire_get_u64(&r), stream = wire_get_u64(&r), size = wire_get_u64(&r);
         if (wire_reader_finish(&r)) {
-            refuse(j, "malformed pool allocation");
+            job_refuse(j, "malformed pool allocation");
             return;
         }
         CUdeviceptr p = 0;
         CUresult rc = pool_alloc(j, pool, stream, size, &p);
         uint8_t out[8];
         wire_store_u64(out, p);
-        answer(j, rc, rc ? NULL : out, rc ? 0 : 8);
+        job_answer(j, rc, rc ? NULL : out, rc ? 0 : 8);
         return;
     }
     case CUDA_OP_cuMemPoolGetAttribute:
@@ -485,7 +485,7 @@ void replay_request(job *j, const frame *f)
         uint32_t attr = op == CUDA_OP_cuMemPoolTrimTo ? 0 : wire_get_u32(&r);
         uint64_t value = op == CUDA_OP_cuMemPoolGetAttribute ? 0 : wire_get_u64(&r);
         if (wire_reader_finish(&r)) {
-            refuse(j, "malformed pool request");
+            job_refuse(j, "malformed pool request");
             return;
         }
         CUresult rc;
@@ -498,7 +498,7 @@ void replay_request(job *j, const frame *f)
         uint8_t out[8];
         wire_store_u64(out, value);
         bool give = rc == CUDA_SUCCESS && op == CUDA_OP_cuMemPoolGetAttribute;
-        answer(j, rc, give ? out : NULL, give ? 8 : 0);
+        job_answer(j, rc, give ? out : NULL, give ? 8 : 0);
         return;
     }
     case CUDA_OP_cuMemGetInfo_v2: {

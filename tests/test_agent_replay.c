@@ -122,7 +122,7 @@ ParameterizedTest(int *k, agent_replay, mutated_frame, .timeout = 240)
         /* A job that failed sends its abort instead of what it was doing. */
         bool job_failed = replay_rig_cause(cur)[0] != '\0';
         if (s.kind[*k] == FRAME_REQUEST && !job_failed) {
-            uint64_t after = replay_rig_answers(cur, before + 1, 5000);
+            uint64_t after = replay_rig_answers(cur, before + 1, 30000);
             cr_assert_eq(after, before + 1,
                          "frame %d cut to %zu, bit %ld flipped: %llu answers to one request (seed %u)", *k,
                          m[i].len, m[i].flip, (unsigned long long)(after - before), seed);
