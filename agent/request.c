@@ -373,6 +373,42 @@ malformed:
     refuse(j, "malformed or unknown-object %s request", job_op_name(op));
 }
 
+/* Peer access between two of this agent's devices (layouts in
+ * shim/peer.c): answered and enabled by the driver, on primary contexts. */
+static void replay_peer(job *j, uint32_t op, wire_reader *r)
+{
+    const cuda_driver *d = &j->b->drv;
+    uint32_t attrib = op == CUDA_OP_cuDeviceGetP2PAttribute ? wire_get_u32(r) : 0;
+    uint32_t dev = wire_get_u32(r), peer = wire_get_u32(r);
+    uint32_t flags = op == CUDA_OP_cuCtxEnablePeerAccess ? wire_get_u32(r) : 0;
+    if (wire_reader_finish(r) || dev >= (uint32_t)j->b->device_count || peer >= (uint32_t)j->b->device_count) {
+        refuse(j, "malformed %s request", job_op_name(op));
+        return;
+    }
+    int v = 0;
+    CUresult rc;
+    switch (op) {
+    case CUDA_OP_cuDeviceCanAccessPeer:
+        rc = d->fn_cuDeviceCanAccessPeer(&v, (CUdevice)dev, (CUdevice)peer);
+        break;
+    case CUDA_OP_cuDeviceGetP2PAttribute:
+        rc = d->fn_cuDeviceGetP2PAttribute(&v, (CUdevice_P2PAttribute)attrib, (CUdevice)dev, (CUdevice)peer);
+        break;
+    case CUDA_OP_cuCtxEnablePeerAccess:
+        if ((rc = job_use_device(j, (int)dev)) == CUDA_SUCCESS)
+            rc = d->fn_cuCtxEnablePeerAccess(j->b->primary[peer], flags);
+        break;
+    default:
+        if ((rc = job_use_device(j, (int)dev)) == CUDA_SUCCESS)
+            rc = d->fn_cuCtxDisablePeerAccess(j->b->primary[peer]);
+        break;
+    }
+    bool has_out = op == CUDA_OP_cuDeviceCanAccessPeer || op == CUDA_OP_cuDeviceGetP2PAttribute;
+    uint8_t out[4];
+    wire_store_u32(out, (uint32_t)v);
+    answer(j, rc, rc || !has_out ? NULL : out, rc || !has_out ? 0 : 4);
+}
+
 /* The generic path's view of this job's objects. */
 static bool generic_handle(void *ctx, char kind, uint64_t id, int device, void **real)
 {
@@ -505,6 +541,12 @@ void replay_request(job *j, const frame *f)
         answer(j, rc, NULL, 0);
         return;
     }
+    case CUDA_OP_cuDeviceCanAccessPeer:
+    case CUDA_OP_cuDeviceGetP2PAttribute:
+    case CUDA_OP_cuCtxEnablePeerAccess:
+    case CUDA_OP_cuCtxDisablePeerAccess:
+        replay_peer(j, op, &r);
+        return;
     case CUDA_OP_cuEventElapsedTime_v2: {
         agent_obj *a = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);
         agent_obj *b = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);

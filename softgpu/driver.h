@@ -96,6 +96,7 @@ struct CUctx_st {
     struct CUstream_st *streams;   /* every stream but the NULL one */
     size_t limits[CU_LIMIT_MAX];
     CUfunc_cache cache_config;
+    _Atomic unsigned long long peers;   /* bit d: peer access to device d's contexts enabled */
 };
 /* The calling thread's current context: CUDA_ERROR_INVALID_CONTEXT when none,
  * CUDA_ERROR_CONTEXT_IS_DESTROYED when it was destroyed. */
