@@ -547,6 +547,25 @@ void replay_request(job *j, const frame *f)
     case CUDA_OP_cuCtxDisablePeerAccess:
         replay_peer(j, op, &r);
         return;
+    case CUDA_OP_cuOccupancyMaxActiveBlocksPerMultiprocessor: {
+        /* u64 function, u32 device, u32 threads, u32 shared -> i32 (the
+         * shim bounds cooperative launches by it: shim/launch.c) */
+        agent_obj *fn = objects_get(&j->objs, wire_get_u64(&r), AOBJ_FUNCTION);
+        uint32_t device = wire_get_u32(&r), threads = wire_get_u32(&r), shared = wire_get_u32(&r);
+        if (wire_reader_finish(&r) || !fn || threads > 0x7fffffffu) {
+            refuse(j, "malformed occupancy request");
+            return;
+        }
+        CUfunction f;
+        int v = 0;
+        CUresult rc = job_function_on(j, fn, (int)device, &f);
+        if (rc == CUDA_SUCCESS)
+            rc = j->b->drv.fn_cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, (int)threads, shared);
+        uint8_t out[4];
+        wire_store_u32(out, (uint32_t)v);
+        answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
+        return;
+    }
     case CUDA_OP_cuEventElapsedTime_v2: {
         agent_obj *a = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);
         agent_obj *b = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);

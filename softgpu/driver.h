@@ -184,7 +184,7 @@ struct soft_op {
         struct { CUstreamCallback fn; void *data; struct CUstream_st *stream; } callback;
         struct { struct CUevent_st *event; uint64_t seq, ns; } record;
         struct { uint64_t addr, value; unsigned flags; bool wide; } memop;
-        struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; } launch;
+        struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative; } launch;
     } u;
 };
 struct CUstream_st {

@@ -31,7 +31,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("int64"), BUILDS("mathfn"), BUILDS("matmul"), BUILDS("memops"), BUILDS("printf"),
         BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"), BUILDS("generic"), BUILDS("errors"),
         BUILDS("bigcopy"), BUILDS("threads"), BUILDS("launch"),
-        BUILDS("profiler"),
+        BUILDS("profiler"), BUILDS("coop"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
