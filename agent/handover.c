@@ -167,7 +167,8 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
             return CUDA_ERROR_INVALID_HANDLE;
         return flags ? d->fn_cuEventRecordWithFlags(e->u.event.real, rs, flags) : d->fn_cuEventRecord(e->u.event.real, rs);
     }
-    case CUDA_OP_cuLaunchKernel: {
+    case CUDA_OP_cuLaunchKernel:
+    case CUDA_OP_cuLaunchCooperativeKernel: {
         agent_obj *fn = objects_get(&j->objs, wire_get_u64(r), AOBJ_FUNCTION);
         uint32_t device = wire_get_u32(r), dims[7];
         for (int i = 0; i < 7; i++)
@@ -184,6 +185,15 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         void *buffer = (void *)params;
         void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                           CU_LAUNCH_PARAM_END };
+        if (op == CUDA_OP_cuLaunchCooperativeKernel) {
+            /* cuLaunchCooperativeKernel takes no packed buffer; the same
+             * launch through cuLaunchKernelEx does. */
+            CUlaunchAttribute coop = { .id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value = { .cooperative = 1 } };
+            CUlaunchConfig config = { .gridDimX = dims[0], .gridDimY = dims[1], .gridDimZ = dims[2],
+                                      .blockDimX = dims[3], .blockDimY = dims[4], .blockDimZ = dims[5],
+                                      .sharedMemBytes = dims[6], .hStream = rs, .attrs = &coop, .numAttrs = 1 };
+            return d->fn_cuLaunchKernelEx(&config, f, NULL, n ? extra : NULL);
+        }
         return d->fn_cuLaunchKernel(f, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], rs, NULL,
                                     n ? extra : NULL);
     }
@@ -259,7 +269,7 @@ void replay_handover(job *j, const frame *f)
         size_t staging_len = 0;
         CUresult rc = replay_record(j, op, s, stream, &r, &staging, &staging_len);
         if (rc) {
-            if (op == CUDA_OP_cuLaunchKernel && !job_sticky(rc)) {
+            if ((op == CUDA_OP_cuLaunchKernel || op == CUDA_OP_cuLaunchCooperativeKernel) && !job_sticky(rc)) {
                 const char *name = NULL;
                 j->b->drv.fn_cuGetErrorName(rc, &name);
                 wire_reader k = wire_reader_init(body, len);

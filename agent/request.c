@@ -372,6 +372,42 @@ malformed:
     job_refuse(j, "malformed or unknown-object %s request", job_op_name(op));
 }
 
+/* Peer access between two of this agent's devices (layouts in
+ * shim/peer.c): answered and enabled by the driver, on primary contexts. */
+static void replay_peer(job *j, uint32_t op, wire_reader *r)
+{
+    const cuda_driver *d = &j->b->drv;
+    uint32_t attrib = op == CUDA_OP_cuDeviceGetP2PAttribute ? wire_get_u32(r) : 0;
+    uint32_t dev = wire_get_u32(r), peer = wire_get_u32(r);
+    uint32_t flags = op == CUDA_OP_cuCtxEnablePeerAccess ? wire_get_u32(r) : 0;
+    if (wire_reader_finish(r) || dev >= (uint32_t)j->b->device_count || peer >= (uint32_t)j->b->device_count) {
+        refuse(j, "malformed %s request", job_op_name(op));
+        return;
+    }
+    int v = 0;
+    CUresult rc;
+    switch (op) {
+    case CUDA_OP_cuDeviceCanAccessPeer:
+        rc = d->fn_cuDeviceCanAccessPeer(&v, (CUdevice)dev, (CUdevice)peer);
+        break;
+    case CUDA_OP_cuDeviceGetP2PAttribute:
+        rc = d->fn_cuDeviceGetP2PAttribute(&v, (CUdevice_P2PAttribute)attrib, (CUdevice)dev, (CUdevice)peer);
+        break;
+    case CUDA_OP_cuCtxEnablePeerAccess:
+        if ((rc = job_use_device(j, (int)dev)) == CUDA_SUCCESS)
+            rc = d->fn_cuCtxEnablePeerAccess(j->b->primary[peer], flags);
+        break;
+    default:
+        if ((rc = job_use_device(j, (int)dev)) == CUDA_SUCCESS)
+            rc = d->fn_cuCtxDisablePeerAccess(j->b->primary[peer]);
+        break;
+    }
+    bool has_out = op == CUDA_OP_cuDeviceCanAccessPeer || op == CUDA_OP_cuDeviceGetP2PAttribute;
+    uint8_t out[4];
+    wire_store_u32(out, (uint32_t)v);
+    answer(j, rc, rc || !has_out ? NULL : out, rc || !has_out ? 0 : 4);
+}
+
 /* The generic path's view of this job's objects. */
 static bool generic_handle(void *ctx, char kind, uint64_t id, int device, void **real)
 {
@@ -552,6 +588,31 @@ void replay_request(job *j, const frame *f)
         if (rc == CUDA_SUCCESS)
             rc = j->b->drv.fn_cuFuncSetAttribute(f, (CUfunction_attribute)attrib, (int)value);
         job_answer(j, rc, NULL, 0);
+        return;
+    }
+    case CUDA_OP_cuDeviceCanAccessPeer:
+    case CUDA_OP_cuDeviceGetP2PAttribute:
+    case CUDA_OP_cuCtxEnablePeerAccess:
+    case CUDA_OP_cuCtxDisablePeerAccess:
+        replay_peer(j, op, &r);
+        return;
+    case CUDA_OP_cuOccupancyMaxActiveBlocksPerMultiprocessor: {
+        /* u64 function, u32 device, u32 threads, u32 shared -> i32 (the
+         * shim bounds cooperative launches by it: shim/launch.c) */
+        agent_obj *fn = objects_get(&j->objs, wire_get_u64(&r), AOBJ_FUNCTION);
+        uint32_t device = wire_get_u32(&r), threads = wire_get_u32(&r), shared = wire_get_u32(&r);
+        if (wire_reader_finish(&r) || !fn || threads > 0x7fffffffu) {
+            refuse(j, "malformed occupancy request");
+            return;
+        }
+        CUfunction f;
+        int v = 0;
+        CUresult rc = job_function_on(j, fn, (int)device, &f);
+        if (rc == CUDA_SUCCESS)
+            rc = j->b->drv.fn_cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, (int)threads, shared);
+        uint8_t out[4];
+        wire_store_u32(out, (uint32_t)v);
+        answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
         return;
     }
     case CUDA_OP_cuEventElapsedTime_v2: {

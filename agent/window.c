@@ -180,9 +180,23 @@ CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdevice
     CUdeviceptr at = hole->base;
     rc = b->drv.fn_cuMemMap(at, size, 0, blk->handle, 0);
     if (rc == CUDA_SUCCESS) {
-        CUmemAccessDesc access = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
-                                   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-        rc = b->drv.fn_cuMemSetAccess(at, size, &access, 1);
+        /* The devices that can be its peers may map it too: VMM memory
+         * ignores cuCtxEnablePeerAccess, so a peer kernel reading it after
+         * the program enabled access needs the mapping made here. */
+        CUmemAccessDesc access[AGENT_DEVICES_MAX] = {
+            { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
+              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE } };
+        int n = 1;   /* the owner first: softgpu records it as the range's device */
+        for (int d = 0; d < b->device_count && d < AGENT_DEVICES_MAX; d++) {
+            int can = 0;
+            if (d != device && b->drv.fn_cuDeviceCanAccessPeer &&
+                b->drv.fn_cuDeviceCanAccessPeer(&can, d, device) != CUDA_SUCCESS)
+                can = 0;
+            if (can)
+                access[n++] = (CUmemAccessDesc){ .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d },
+                                                 .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        }
+        rc = b->drv.fn_cuMemSetAccess(at, size, access, (size_t)n);
         if (rc)
             b->drv.fn_cuMemUnmap(at, size);
     }

@@ -187,18 +187,3 @@ SHIM_EXPORT(cuDeviceGetProperties)
     p->textureAlign = a[CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT];
     return CUDA_SUCCESS;
 }
-
-SHIM_EXPORT(cuDeviceCanAccessPeer)
-{
-    CUresult rc;
-    shim_device *a = device_or(dev, &rc), *b = a ? device_or(peerDev, &rc) : NULL;
-    if (!a || !b)
-        return rc;
-    if (!canAccessPeer)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!a->proxy && !b->proxy)
-        return SHIM_LOCAL(cuDeviceCanAccessPeer);
-    /* Peers on one agent could map each other; across machines they cannot. */
-    *canAccessPeer = 0;
-    return CUDA_SUCCESS;
-}

@@ -88,8 +88,64 @@ static CUresult dims_check(proxy_obj *f, int device, const launch_dims *d)
     return stat + d->shared <= limit ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* The most blocks of f a multiprocessor of device holds at once with
+ * threads a block and shared dynamic bytes, as the agent's driver counts
+ * them (its answer is what it will hold a cooperative launch to); asked
+ * once per function and configuration. Request: u32 op, u64 function,
+ * u32 device, u32 threads, u32 shared -> i32. */
+static CUresult resident_blocks(proxy_obj *f, int device, uint32_t threads, uint32_t shared, int *out)
+{
+    if (f->u.fn.coop_device == device + 1 && f->u.fn.coop_threads == threads && f->u.fn.coop_shared == shared) {
+        *out = f->u.fn.coop_blocks;
+        return CUDA_SUCCESS;
+    }
+    shim_device *d = shim_device_at(device);
+    uint8_t body[24];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    wire_put_u64(&w, f->id);
+    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
+    wire_put_u32(&w, threads);
+    wire_put_u32(&w, shared);
+    struct iovec iov = { body, w.off };
+    frame fr;
+    const uint8_t *o;
+    size_t n;
+    CUresult rc = link_request(d->link, &iov, 1, &fr, &o, &n);
+    if (rc == CUDA_SUCCESS && n == 4) {
+        *out = (int)wire_load_u32(o);
+        f->u.fn.coop_device = device + 1;
+        f->u.fn.coop_threads = threads;
+        f->u.fn.coop_shared = shared;
+        f->u.fn.coop_blocks = *out;
+    } else if (rc == CUDA_SUCCESS) {
+        rc = link_malformed(d->link, "an answer to an occupancy request of %zu bytes, not 4", n);
+    }
+    frame_release(&fr);
+    return rc;
+}
+
+/* What the driver refuses of a cooperative launch: a device without them,
+ * or more blocks than can be resident at once (a grid-wide barrier would
+ * wait for blocks that cannot start). */
+static CUresult cooperative_valid(proxy_obj *f, int device, const launch_dims *d)
+{
+    const int *a = shim_device_at(device)->attrs;
+    if (!a[CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH])
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int per_sm = 0;
+    CUresult rc = resident_blocks(f, device, d->block[0] * d->block[1] * d->block[2], d->shared, &per_sm);
+    if (rc)
+        return rc;
+    uint64_t blocks = (uint64_t)d->grid[0] * d->grid[1] * d->grid[2];
+    uint64_t most = (uint64_t)(per_sm > 0 ? per_sm : 0) * (uint64_t)(a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] > 0
+                                                                           ? a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT]
+                                                                           : 0);
+    return blocks > most ? CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE : CUDA_SUCCESS;
+}
+
 static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims, void **kernelParams,
-                             void **extra)
+                             void **extra, bool cooperative)
 {
     CUresult rc = shim_function_ready(f, s->device);
     if (rc)
@@ -98,6 +154,8 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
         return CUDA_ERROR_INVALID_VALUE;
     rc = dims_check(f, s->device, dims);
     if (rc)
+        return rc;
+    if (cooperative && (rc = cooperative_valid(f, s->device, dims)))
         return rc;
     uint8_t params[JOB_PARAMS_MAX];
     long n = pack_params(f, kernelParams, extra, params);
@@ -112,7 +170,8 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
     for (int i = 0; i < 3; i++)
         wire_put_u32(&w, dims->block[i]);
     wire_put_u32(&w, dims->shared);
-    handover h = { .op = CUDA_OP_cuLaunchKernel, .stream = s, .body = body, .body_len = w.off,
+    /* A cooperative launch is the same record under its own op. */
+    handover h = { .op = cooperative ? CUDA_OP_cuLaunchCooperativeKernel : CUDA_OP_cuLaunchKernel, .stream = s, .body = body, .body_len = w.off,
                    .data = params, .data_len = (size_t)n };
     return link_handover(s->link, &h, NULL);
 }
@@ -121,7 +180,7 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
  * local driver (a plain local function, or a proxy kernel whose library is
  * also loaded locally, launched on a local stream). */
 static CUresult launch(CUfunction fh, const launch_dims *dims, CUstream hStream, bool per_thread,
-                       void **kernelParams, void **extra, bool *local)
+                       void **kernelParams, void **extra, bool cooperative, bool *local)
 {
     proxy_obj *f = arena_get(fh, PROXY_FUNCTION);
     *local = false;
@@ -144,13 +203,20 @@ static CUresult launch(CUfunction fh, const launch_dims *dims, CUstream hStream,
             return hStream ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
         const shim_driver *drv = shim_local_driver();
         CUfunction lf = (CUfunction)f->u.fn.local;
+        if (cooperative) {
+            if (extra)
+                return CUDA_ERROR_INVALID_VALUE;
+            return (per_thread ? drv->fn_cuLaunchCooperativeKernel_ptsz : drv->fn_cuLaunchCooperativeKernel)(
+                lf, dims->grid[0], dims->grid[1], dims->grid[2], dims->block[0], dims->block[1], dims->block[2],
+                dims->shared, hStream, kernelParams);
+        }
         return (per_thread ? drv->fn_cuLaunchKernel_ptsz : drv->fn_cuLaunchKernel)(
             lf, dims->grid[0], dims->grid[1], dims->grid[2], dims->block[0], dims->block[1], dims->block[2],
             dims->shared, hStream, kernelParams, extra);
     }
     if (f->u.fn.module->device >= 0 && f->u.fn.module->device != s->device)
         return CUDA_ERROR_INVALID_HANDLE;
-    return launch_proxy(f, s, dims, kernelParams, extra);
+    return launch_proxy(f, s, dims, kernelParams, extra, cooperative);
 }
 
 #define LAUNCH_EXPORT(sym, per_thread)                                          \
@@ -159,12 +225,37 @@ static CUresult launch(CUfunction fh, const launch_dims *dims, CUstream hStream,
         launch_dims dims = { { gridDimX, gridDimY, gridDimZ },                  \
                              { blockDimX, blockDimY, blockDimZ }, sharedMemBytes }; \
         bool local;                                                             \
-        CUresult rc = launch(f, &dims, hStream, per_thread, kernelParams, extra, &local); \
+        CUresult rc = launch(f, &dims, hStream, per_thread, kernelParams, extra, false, &local); \
         return local ? SHIM_LOCAL(sym) : rc;                                    \
     }
 
 LAUNCH_EXPORT(cuLaunchKernel, false)
 LAUNCH_EXPORT(cuLaunchKernel_ptsz, true)
+
+#define COOPERATIVE_EXPORT(sym, per_thread)                                     \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        launch_dims dims = { { gridDimX, gridDimY, gridDimZ },                  \
+                             { blockDimX, blockDimY, blockDimZ }, sharedMemBytes }; \
+        bool local;                                                             \
+        CUresult rc = launch(f, &dims, hStream, per_thread, kernelParams, NULL, true, &local); \
+        return local ? SHIM_LOCAL(sym) : rc;                                    \
+    }
+
+COOPERATIVE_EXPORT(cuLaunchCooperativeKernel, false)
+COOPERATIVE_EXPORT(cuLaunchCooperativeKernel_ptsz, true)
+
+/* True when config asks for a cooperative launch; false sets *bad when an
+ * attribute list is malformed. */
+static bool config_cooperative(const CUlaunchConfig *config, bool *bad)
+{
+    bool cooperative = false;
+    *bad = config->numAttrs && !config->attrs;
+    for (unsigned i = 0; !*bad && i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+            cooperative = config->attrs[i].value.cooperative != 0;
+    return cooperative;
+}
 
 #define LAUNCH_EX_EXPORT(sym, per_thread)                                       \
     SHIM_EXPORT(sym)                                                            \
@@ -174,12 +265,16 @@ LAUNCH_EXPORT(cuLaunchKernel_ptsz, true)
         if (!arena_get(f, PROXY_FUNCTION))                                      \
             return SHIM_LOCAL(sym);                                             \
         /* Attributes (clusters, priorities, ...) change how, not what: a     \
-         * proxy runs the launch plainly. */                                    \
+         * proxy runs the launch plainly, but for cooperation. */               \
+        bool bad_;                                                              \
+        bool coop_ = config_cooperative(config, &bad_);                         \
+        if (bad_)                                                               \
+            return CUDA_ERROR_INVALID_VALUE;                                    \
         launch_dims dims = { { config->gridDimX, config->gridDimY, config->gridDimZ }, \
                              { config->blockDimX, config->blockDimY, config->blockDimZ }, \
                              config->sharedMemBytes };                          \
         bool local;                                                             \
-        CUresult rc = launch(f, &dims, config->hStream, per_thread, kernelParams, extra, &local); \
+        CUresult rc = launch(f, &dims, config->hStream, per_thread, kernelParams, extra, coop_, &local); \
         return local ? CUDA_ERROR_INVALID_CONTEXT : rc;                         \
     }
 

@@ -120,6 +120,9 @@ struct proxy_obj {
             char *name;            /* malloc'd */
             CUkernel local;        /* kernels of libraries also loaded locally */
             bool told;             /* why it cannot run was logged */
+            int coop_device;       /* 1 + the device of the cached resident-block count, 0: none */
+            uint32_t coop_threads, coop_shared;
+            int coop_blocks;       /* the agent's occupancy for that configuration */
         } fn;
     } u;
 };

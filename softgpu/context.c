@@ -99,6 +99,7 @@ static void ctx_clear(struct CUctx_st *c)
     soft_module_drop_ctx(c);
     soft_range_drop_ctx(c, free_range);
     atomic_store(&c->sticky, CUDA_SUCCESS);
+    atomic_store(&c->peers, 0);
 }
 
 static void ctx_free(struct CUctx_st *c)
@@ -427,12 +428,22 @@ SOFT_API CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority, int *g
     return CUDA_SUCCESS;
 }
 
+/* Every device is the same host memory, so access needs no mapping; what
+ * is kept is whether it was enabled, for the errors CUDA gives. */
 SOFT_API CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
     struct CUctx_st *c;
     SOFT_TRY(soft_ctx_current(&c));
-    if (Flags || !soft_handle_valid(peerContext, SOFT_CTX))
-        return Flags ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_CONTEXT;
+    if (!soft_handle_valid(peerContext, SOFT_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (Flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *p = (struct CUctx_st *)peerContext;
+    if (p->device == c->device || p->device >= 64)
+        return CUDA_ERROR_INVALID_DEVICE;
+    unsigned long long bit = 1ull << p->device;
+    if (atomic_fetch_or(&c->peers, bit) & bit)
+        return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
     return CUDA_SUCCESS;
 }
 
@@ -440,7 +451,13 @@ SOFT_API CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
 {
     struct CUctx_st *c;
     SOFT_TRY(soft_ctx_current(&c));
-    return soft_handle_valid(peerContext, SOFT_CTX) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (!soft_handle_valid(peerContext, SOFT_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct CUctx_st *p = (struct CUctx_st *)peerContext;
+    unsigned long long bit = p->device < 64 ? 1ull << p->device : 0;
+    if (!(atomic_fetch_and(&c->peers, ~bit) & bit))
+        return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    return CUDA_SUCCESS;
 }
 
 /* ---- primary contexts ---- */

@@ -294,7 +294,7 @@ static bool attribute(CUdevice_attribute a, CUdevice dev, int *v)
     case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *v = 1; break;   /* every block at once (ptx_launch.c) */
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH: *v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = SOFT_SHARED_PER_BLOCK_OPTIN; break;
     case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES: *v = 0; break;

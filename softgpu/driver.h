@@ -105,6 +105,7 @@ struct CUctx_st {
     struct CUstream_st *streams;   /* every stream but the NULL one */
     size_t limits[CU_LIMIT_MAX];
     CUfunc_cache cache_config;
+    _Atomic unsigned long long peers;   /* bit d: peer access to device d's contexts enabled */
 };
 /* The calling thread's current context: CUDA_ERROR_INVALID_CONTEXT when none,
  * CUDA_ERROR_CONTEXT_IS_DESTROYED when it was destroyed. */
@@ -193,7 +194,7 @@ struct soft_op {
         struct { CUstreamCallback fn; void *data; struct CUstream_st *stream; } callback;
         struct { struct CUevent_st *event; uint64_t seq, ns; } record;
         struct { uint64_t addr, value; unsigned flags; bool wide; } memop;
-        struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; } launch;
+        struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative; } launch;
         struct { uint64_t base; unsigned long long stream; } pool_free;
     } u;
 };

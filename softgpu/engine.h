@@ -64,6 +64,10 @@ typedef struct soft_launch {
     void (*print)(void *ctx, const char *text, size_t len);
     void *print_ctx;
     unsigned threads;                /* host threads for blocks; 0 = engine's choice */
+    /* every block runs at once, each on a host thread of its own, with a
+     * zeroed grid workspace in %envreg1:%envreg2 (what cooperative groups'
+     * grid.sync() uses); the driver layer bounds the grid */
+    bool cooperative;
 } soft_launch;
 
 /* Parses PTX text (len bytes, NUL not required). On failure returns

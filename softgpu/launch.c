@@ -33,6 +33,7 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
         .params = op->u.launch.params,
         .memory = &soft_memory_table,
         .print = print_out,
+        .cooperative = op->u.launch.cooperative,
     };
     memcpy(l.grid, op->u.launch.grid, sizeof l.grid);
     memcpy(l.block, op->u.launch.block, sizeof l.block);
@@ -133,7 +134,7 @@ static CUresult pack(const struct CUfunc_st *f, void **kernelParams, void **extr
 }
 
 static CUresult launch(const void *fh, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                       CUstream h, void **kernelParams, void **extra, bool ptds)
+                       CUstream h, void **kernelParams, void **extra, bool ptds, bool cooperative)
 {
     SOFT_TRY(soft_check_init());
     struct CUfunc_st *f = soft_func_get(fh);
@@ -161,6 +162,18 @@ static CUresult launch(const void *fh, const unsigned grid[3], const unsigned bl
                  f->max_dynamic_shared);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (cooperative) {
+        /* Every block must be resident at once, as on a GPU: at most what
+         * occupancy allows on every multiprocessor. */
+        int per_sm = 0;
+        SOFT_TRY(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (CUfunction)fh, (int)threads, shared));
+        uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+        if (blocks > (uint64_t)per_sm * SOFT_SM_COUNT) {
+            soft_log("cooperative launch of %s: %llu blocks, at most %d can be resident", e->name,
+                     (unsigned long long)blocks, per_sm * SOFT_SM_COUNT);
+            return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+        }
+    }
     void *params;
     SOFT_TRY(pack(f, kernelParams, extra, &params));
     soft_op *op = soft_op_new(run_launch);
@@ -173,6 +186,7 @@ static CUresult launch(const void *fh, const unsigned grid[3], const unsigned bl
     op->u.launch.func = f;
     op->u.launch.params = params;
     op->u.launch.shared = shared;
+    op->u.launch.cooperative = cooperative;
     memcpy(op->u.launch.grid, grid, sizeof op->u.launch.grid);
     memcpy(op->u.launch.block, block, sizeof op->u.launch.block);
     return soft_stream_submit(s, op, NULL);
@@ -185,20 +199,31 @@ static CUresult launch(const void *fh, const unsigned grid[3], const unsigned bl
 #define LAUNCH_CALL(ptds)                                                                                \
     const unsigned grid[3] = { gridDimX, gridDimY, gridDimZ };                                           \
     const unsigned block[3] = { blockDimX, blockDimY, blockDimZ };                                       \
-    return launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra, ptds)
+    return launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra, ptds, cooperative)
 
-SOFT_API CUresult CUDAAPI cuLaunchKernel(LAUNCH_ARGS, void **kernelParams, void **extra) { LAUNCH_CALL(false); }
-SOFT_API CUresult CUDAAPI cuLaunchKernel_ptsz(LAUNCH_ARGS, void **kernelParams, void **extra) { LAUNCH_CALL(true); }
+SOFT_API CUresult CUDAAPI cuLaunchKernel(LAUNCH_ARGS, void **kernelParams, void **extra)
+{
+    const bool cooperative = false;
+    LAUNCH_CALL(false);
+}
+
+SOFT_API CUresult CUDAAPI cuLaunchKernel_ptsz(LAUNCH_ARGS, void **kernelParams, void **extra)
+{
+    const bool cooperative = false;
+    LAUNCH_CALL(true);
+}
 
 SOFT_API CUresult CUDAAPI cuLaunchCooperativeKernel(LAUNCH_ARGS, void **kernelParams)
 {
     void **extra = NULL;
+    const bool cooperative = true;
     LAUNCH_CALL(false);
 }
 
 SOFT_API CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(LAUNCH_ARGS, void **kernelParams)
 {
     void **extra = NULL;
+    const bool cooperative = true;
     LAUNCH_CALL(true);
 }
 
@@ -206,15 +231,18 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **ker
 {
     if (!config || (config->numAttrs && !config->attrs))
         return CUDA_ERROR_INVALID_VALUE;
+    bool cooperative = false;
     for (unsigned i = 0; i < config->numAttrs; i++) {
         const CUlaunchAttribute *a = &config->attrs[i];
+        if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+            cooperative = a->value.cooperative != 0;
         if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&
             a->value.clusterDim.x * a->value.clusterDim.y * a->value.clusterDim.z > 1)
             return CUDA_ERROR_NOT_SUPPORTED;   /* no clusters on compute capability 7.5 */
     }
     const unsigned grid[3] = { config->gridDimX, config->gridDimY, config->gridDimZ };
     const unsigned block[3] = { config->blockDimX, config->blockDimY, config->blockDimZ };
-    return launch(f, grid, block, config->sharedMemBytes, config->hStream, kernelParams, extra, ptds);
+    return launch(f, grid, block, config->sharedMemBytes, config->hStream, kernelParams, extra, ptds, cooperative);
 }
 
 SOFT_API CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)

@@ -2,6 +2,8 @@
  * proc_table.h, the one list of what this library exports. */
 #include "softgpu/driver.h"
 
+#include <cudaProfiler.h>
+
 #include <string.h>
 
 typedef struct proc { const char *name; int version; void *fn, *per_thread; } proc;

@@ -6,6 +6,7 @@
 #include "softgpu/ptx_math.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,11 @@ static uint8_t *global_slow(ptx_worker *k, uint64_t a, unsigned size)
             len = gl->info.size;
             found = true;
         }
+    }
+    if (!found && run->workspace_size && a >= run->workspace && a - run->workspace < run->workspace_size) {
+        base = run->workspace;
+        len = run->workspace_size;
+        found = true;
     }
     const soft_memory *mem = run->launch->memory;
     if (!found && mem && mem->find)
@@ -569,6 +575,7 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
     const char *fault_what = "";
 
     uint64_t executed = 0;
+    uint32_t spins = 0;          /* backward branches of a cooperative launch */
     int status;
 
     pthread_once(&fma_once, detect_fma);
@@ -1445,6 +1452,13 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
         /* ---- control flow ---- */
         case OP_BRA: {
             uint32_t target = (uint32_t)in->imm;
+            /* A cooperative block may spin on a grid barrier: let the blocks
+             * it waits for have the CPU, and stop when the launch failed. */
+            if (run->cooperative && target <= pc && (++spins & 63) == 0) {
+                if (atomic_load(&run->failed))
+                    { status = WARP_FAULT; goto done; }
+                sched_yield();
+            }
             if (m == mask) {
                 pc = target;
             } else if (m == 0) {

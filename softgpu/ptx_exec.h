@@ -24,6 +24,8 @@ typedef struct ptx_run {
     uint32_t lstride;            /* per-lane local memory bytes */
     uint32_t pstride;            /* per-lane .func parameter bytes */
     uint64_t nblocks;
+    bool cooperative;
+    uint64_t workspace, workspace_size;  /* cooperative: the grid workspace, global memory */
     _Atomic uint64_t next_block;
     _Atomic int failed;          /* stop taking blocks */
     pthread_mutex_t lock;        /* err, msg and printf output */

@@ -176,6 +176,7 @@ enum {
     SR_LANEID, SR_WARPID, SR_NWARPID, SR_SMID, SR_NSMID, SR_GRIDID,
     SR_LANEMASK_EQ, SR_LANEMASK_LE, SR_LANEMASK_LT, SR_LANEMASK_GE,
     SR_LANEMASK_GT, SR_DYN_SMEM, SR_TOTAL_SMEM,
+    SR_ENVREG1, SR_ENVREG2,  /* a cooperative launch's grid workspace, high and low halves */
     SR_CLOCK, SR_CLOCK64,    /* never read: mov from them decodes to OP_CLOCK */
     SR_COUNT
 };

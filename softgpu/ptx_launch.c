@@ -176,6 +176,8 @@ static void launch_rows(ptx_worker *k, unsigned worker_index)
         set_row(R[SR_GRIDID], 1);
         set_row(R[SR_DYN_SMEM], L->dynamic_shared_bytes);
         set_row(R[SR_TOTAL_SMEM], run->shared_bytes);
+        set_row(R[SR_ENVREG1], run->workspace >> 32);
+        set_row(R[SR_ENVREG2], (uint32_t)run->workspace);
     }
 }
 
@@ -278,6 +280,70 @@ static void worker_main(void *arg)
     k->run = NULL;
 }
 
+/* A cooperative launch: every block on a host thread of its own, all
+ * started before any runs (a block spinning at grid.sync() waits for every
+ * other one). Threads that cannot start fail the launch before any block
+ * runs. */
+typedef struct coop_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t opened;
+    bool open;
+} coop_gate;
+
+typedef struct coop_start {
+    coop_gate *gate;
+    worker_arg *arg;
+} coop_start;
+
+static void *coop_thread(void *p)
+{
+    coop_start *s = p;
+    pthread_mutex_lock(&s->gate->lock);
+    while (!s->gate->open)
+        pthread_cond_wait(&s->gate->opened, &s->gate->lock);
+    pthread_mutex_unlock(&s->gate->lock);
+    if (!atomic_load(&s->arg->run->failed))
+        worker_main(s->arg);
+    return NULL;
+}
+
+static void run_cooperative(ptx_run *run, unsigned n, worker_arg *args)
+{
+    coop_gate gate = { .open = false };
+    pthread_mutex_init(&gate.lock, NULL);
+    pthread_cond_init(&gate.opened, NULL);
+    pthread_t *threads = calloc(n, sizeof *threads);
+    coop_start *starts = calloc(n, sizeof *starts);
+    unsigned started = 1;
+    if (threads && starts) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 1u << 20);
+        for (; started < n; started++) {
+            starts[started] = (coop_start){ &gate, &args[started] };
+            if (pthread_create(&threads[started], &attr, coop_thread, &starts[started]) != 0)
+                break;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    if (!threads || !starts || started < n)
+        ptx_run_fail(run, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+                     "kernel %s: cannot start a host thread for each of %u cooperative blocks",
+                     run->entry->name, n);
+    pthread_mutex_lock(&gate.lock);
+    gate.open = true;
+    pthread_cond_broadcast(&gate.opened);
+    pthread_mutex_unlock(&gate.lock);
+    if (!atomic_load(&run->failed))
+        worker_main(&args[0]);
+    for (unsigned i = 1; i < started; i++)
+        pthread_join(threads[i], NULL);
+    pthread_cond_destroy(&gate.opened);
+    pthread_mutex_destroy(&gate.lock);
+    free(starts);
+    free(threads);
+}
+
 CUresult soft_program_launch(soft_program *prog, const soft_launch *L, char *msg, size_t msglen)
 {
     char dummy[1];
@@ -351,8 +417,14 @@ CUresult soft_program_launch(soft_program *prog, const soft_launch *L, char *msg
     }
     if (n > 256)
         n = 256;
-    if (n > nblocks)
-        n = (unsigned)nblocks;
+    if (n > nblocks || L->cooperative)
+        n = (unsigned)nblocks;   /* the driver layer bounds a cooperative grid */
+    uint64_t workspace[2] = { 0, 0 };   /* grid.sync()'s counter lives at +4 */
+    if (L->cooperative) {
+        run->cooperative = true;
+        run->workspace = (uint64_t)(uintptr_t)workspace;
+        run->workspace_size = sizeof workspace;
+    }
     worker_arg *args = calloc(n, sizeof *args);
     void **argv = calloc(n, sizeof *argv);
     CUresult rc;
@@ -364,7 +436,9 @@ CUresult soft_program_launch(soft_program *prog, const soft_launch *L, char *msg
         args[i] = (worker_arg){ .run = run, .index = i };
         argv[i] = &args[i];
     }
-    if (ptx_pool_run(n, worker_main, argv) != 0)
+    if (L->cooperative)
+        run_cooperative(run, n, args);
+    else if (ptx_pool_run(n, worker_main, argv) != 0)
         ptx_run_fail(run, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "kernel %s: cannot start threads",
                      entry->name);
     rc = run->err;

@@ -1192,11 +1192,22 @@ static void add_specials(ptx_parser *p)
         { "%total_smem_size", SR_TOTAL_SMEM, T_U32 },
         { "%clock", SR_CLOCK, T_U32 }, { "%clock64", SR_CLOCK64, T_U64 },
         { "%globaltimer", SR_CLOCK64, T_U64 },
+        { "%envreg1", SR_ENVREG1, T_U32 }, { "%envreg2", SR_ENVREG2, T_U32 },
     };
     for (uint32_t i = 0; i < SR_COUNT; i++)
         ptx_new_reg(p, T_B64);
     for (size_t i = 0; i < sizeof sr / sizeof sr[0]; i++)
         add_special(p, sr[i].name, sr[i].reg, sr[i].type);
+    /* The other environment registers hold nothing the driver sets here. */
+    static const char *const envregs[] = {
+        "%envreg0", "%envreg3", "%envreg4", "%envreg5", "%envreg6", "%envreg7", "%envreg8", "%envreg9",
+        "%envreg10", "%envreg11", "%envreg12", "%envreg13", "%envreg14", "%envreg15", "%envreg16",
+        "%envreg17", "%envreg18", "%envreg19", "%envreg20", "%envreg21", "%envreg22", "%envreg23",
+        "%envreg24", "%envreg25", "%envreg26", "%envreg27", "%envreg28", "%envreg29", "%envreg30",
+        "%envreg31",
+    };
+    for (size_t i = 0; i < sizeof envregs / sizeof envregs[0]; i++)
+        add_special(p, envregs[i], SR_ZERO, T_U32);
 }
 
 static void parse_module(ptx_parser *p)

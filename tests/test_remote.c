@@ -31,7 +31,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("int64"), BUILDS("mathfn"), BUILDS("matmul"), BUILDS("memops"), BUILDS("printf"),
         BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"), BUILDS("generic"), BUILDS("errors"),
         BUILDS("bigcopy"), BUILDS("threads"), BUILDS("launch"), BUILDS("jitlink"),
-        BUILDS("mallocasync"),
+        BUILDS("mallocasync"), BUILDS("profiler"), BUILDS("coop"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -143,6 +143,35 @@ Test(remote, peer_copies_between_two_agents, .timeout = 90)
 Test(remote, peer_copies_between_local_and_proxy, .timeout = 90)
 {
     free(run_ok(1, true, "peer", "peer: ok"));
+}
+
+/* One agent with two softgpu devices: they are peers, as its driver says;
+ * access enabled through the agent lets a kernel on device 1 use device
+ * 0's memory. Every build. */
+Test(remote, peers_on_one_agent_with_two_devices, .timeout = 120)
+{
+    setenv("SOFTGPU_DEVICES", "2", 1);
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    unsetenv("SOFTGPU_DEVICES");
+    static const char *const builds[] = { "static", "shared", "ptds" };
+    for (int b = 0; b < 3; b++) {
+        program_result r = run_through(&a, 1, "p2p", builds[b], NULL);
+        cr_expect_eq(r.status, 0, "p2p.%s exited %d:\n%s", builds[b], r.status, r.output);
+        cr_expect(strstr(r.output, "p2p: ok peers"), "p2p.%s:\n%s", builds[b], r.output);
+        program_result_free(&r);
+    }
+    program_result r = run_through(&a, 1, "peer", "static", NULL);
+    cr_expect_eq(r.status, 0, "peer exited %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "can access peer: 0->1 1, 1->0 1") && strstr(r.output, "peer: ok"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+/* Devices of two agents are not peers: access is unsupported, copies work. */
+Test(remote, devices_of_two_agents_are_not_peers, .timeout = 90)
+{
+    free(run_ok(2, false, "p2p", "p2p: ok not peers"));
 }
 
 Test(remote, printf_reaches_the_program, .timeout = 90)

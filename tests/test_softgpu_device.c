@@ -90,6 +90,35 @@ Test(device, count_and_memory_from_environment)
     cr_expect_eq(cuDeviceGetByPCIBusId(&d, "nonsense"), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Peer access between two contexts: enabled once, disabled once, never to
+ * its own device; CUDA's errors for the rest. */
+Test(device, peer_access_enable_and_disable)
+{
+    setenv("SOFTGPU_DEVICES", "2", 1);
+    OK(cuInit(0));
+    CUcontext c0, c1;
+    OK(cuDevicePrimaryCtxRetain(&c0, 0));
+    OK(cuDevicePrimaryCtxRetain(&c1, 1));
+    OK(cuCtxSetCurrent(c1));
+    cr_expect_eq(cuCtxDisablePeerAccess(c0), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    cr_expect_eq(cuCtxEnablePeerAccess(c0, 1), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuCtxEnablePeerAccess(c1, 0), CUDA_ERROR_INVALID_DEVICE);
+    OK(cuCtxEnablePeerAccess(c0, 0));
+    cr_expect_eq(cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    OK(cuCtxSetCurrent(c0));
+    OK(cuCtxEnablePeerAccess(c1, 0));   /* each direction on its own */
+    OK(cuCtxSetCurrent(c1));
+    OK(cuCtxDisablePeerAccess(c0));
+    cr_expect_eq(cuCtxDisablePeerAccess(c0), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    int v;
+    OK(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, 1, 0));
+    cr_expect_eq(v, 1);
+    cr_expect_eq(cuDeviceGetP2PAttribute(&v, (CUdevice_P2PAttribute)99, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    OK(cuCtxSetCurrent(NULL));
+    OK(cuDevicePrimaryCtxRelease(0));
+    OK(cuDevicePrimaryCtxRelease(1));
+}
+
 Test(device, bad_environment_fails_init)
 {
     setenv("SOFTGPU_MEMORY", "lots", 1);

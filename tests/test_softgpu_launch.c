@@ -607,3 +607,74 @@ Test(launch, unload_waits_for_queued_launches)
     cr_expect_eq(c, 2.0f * K);
     OK(cuStreamDestroy(s));
 }
+
+/* Cooperative launches: every block runs at once (here each block's first
+ * thread waits, in a spin on global memory, until every block arrived:
+ * blocks run one after another would never finish), the grid workspace in
+ * %envreg1:%envreg2 is set for them alone, and a grid larger than can be
+ * resident is refused. */
+static const char coop_ptx[] =
+    ".version 9.0\n.target sm_75\n.address_size 64\n"
+    ".visible .entry arrive(.param .u64 counter, .param .u64 out)\n{\n"
+    "  .reg .pred %p<4>;\n  .reg .b32 %r<10>;\n  .reg .b64 %rd<10>;\n"
+    "  ld.param.u64 %rd1, [counter];\n  ld.param.u64 %rd2, [out];\n"
+    "  mov.u32 %r1, %tid.x;\n  setp.ne.u32 %p1, %r1, 0;\n  @%p1 bra DONE;\n"
+    "  mov.u32 %r2, %nctaid.x;\n  atom.add.release.gpu.u32 %r3, [%rd1], 1;\n"
+    "SPIN:\n  ld.acquire.gpu.u32 %r4, [%rd1];\n  setp.lt.u32 %p2, %r4, %r2;\n  @%p2 bra SPIN;\n"
+    "  mov.u32 %r5, %ctaid.x;\n  mul.wide.u32 %rd3, %r5, 8;\n  add.s64 %rd4, %rd2, %rd3;\n"
+    "  mov.u32 %r6, %envreg1;\n  mov.u32 %r7, %envreg2;\n"
+    "  st.global.u32 [%rd4], %r7;\n  st.global.u32 [%rd4+4], %r6;\n"
+    "  cvt.u64.u32 %rd5, %r6;\n  cvt.u64.u32 %rd6, %r7;\n  bfi.b64 %rd7, %rd5, %rd6, 32, 32;\n"
+    "  setp.eq.u64 %p3, %rd7, 0;\n  @%p3 bra DONE;\n"
+    "  membar.gl;\n  atom.add.release.gpu.u32 %r8, [%rd7+4], 1;\n"
+    "DONE:\n  ret;\n}\n";
+
+Test(launch, cooperative_blocks_run_at_once)
+{
+    int coop = 0, sms = 0, per_sm = 0;
+    OK(cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0));
+    OK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
+    cr_expect_eq(coop, 1);
+    CUmodule m;
+    OK(cuModuleLoadData(&m, coop_ptx));
+    CUfunction f = fn(m, "arrive");
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 64, 0));
+    cr_assert_gt(per_sm, 0);
+    const unsigned blocks = 48;   /* more than this machine's cores or the pool's threads */
+    cr_assert_leq(blocks, (unsigned)(per_sm * sms));
+    CUdeviceptr counter = upload(NULL, 4), out = upload(NULL, blocks * 8);
+    void *args[] = { &counter, &out };
+    OK(cuLaunchCooperativeKernel(f, blocks, 1, 1, 64, 1, 1, 0, NULL, args));
+    OK(cuCtxSynchronize());
+    uint64_t ws[48];
+    OK(cuMemcpyDtoH(ws, out, sizeof ws));
+    for (unsigned b = 0; b < blocks; b++) {
+        cr_expect_neq(ws[b], 0, "block %u saw no workspace", b);
+        cr_expect_eq(ws[b], ws[0], "block %u saw another workspace", b);
+    }
+    /* The same through cuLaunchKernelEx's attribute. */
+    OK(cuMemsetD8(counter, 0, 4));
+    CUlaunchAttribute attr = { .id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value.cooperative = 1 };
+    CUlaunchConfig cfg = { .gridDimX = blocks, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 64, .blockDimY = 1,
+                           .blockDimZ = 1, .attrs = &attr, .numAttrs = 1 };
+    OK(cuLaunchKernelEx(&cfg, f, args, NULL));
+    OK(cuCtxSynchronize());
+    uint32_t arrived = 0;
+    OK(cuMemcpyDtoH(&arrived, counter, 4));
+    cr_expect_eq(arrived, blocks);
+    /* A plain launch has no workspace (grid.sync() traps on it, as on a GPU). */
+    OK(cuMemsetD8(counter, 0x7f, 4));   /* already past every block: no wait */
+    OK(cuLaunchKernel(f, 2, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+    OK(cuCtxSynchronize());
+    OK(cuMemcpyDtoH(ws, out, 16));
+    cr_expect(ws[0] == 0 && ws[1] == 0, "%#llx %#llx", (unsigned long long)ws[0], (unsigned long long)ws[1]);
+    /* One block more than can be resident. */
+    cr_expect_eq(cuLaunchCooperativeKernel(f, (unsigned)(per_sm * sms) + 1, 1, 1, 64, 1, 1, 0, NULL, args),
+                 CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    cfg.gridDimX = (unsigned)(per_sm * sms) + 1;
+    cr_expect_eq(cuLaunchKernelEx(&cfg, f, args, NULL), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    OK(cuCtxSynchronize());
+    OK(cuMemFree(counter));
+    OK(cuMemFree(out));
+    OK(cuModuleUnload(m));
+}

@@ -1,0 +1,149 @@
+/* Peer access between devices. Two devices of one agent are peers as its
+ * driver says (softgpu's share the process's memory; a GPU host's as its
+ * driver reports): the agent answers, and enables access on its driver.
+ * Devices of different agents, or a proxy and a local device, are never
+ * peers here (bytes between them go through the program, or the rails of
+ * issue 16). Request layouts (answers: u8 0, u32 CUresult, outputs):
+ *   cuDeviceCanAccessPeer    u32 device, u32 peer            -> i32
+ *   cuDeviceGetP2PAttribute  u32 attribute, u32 src, u32 dst -> i32
+ *   cuCtxEnablePeerAccess    u32 device, u32 peer, u32 flags
+ *   cuCtxDisablePeerAccess   u32 device, u32 peer
+ * with the agent's own device ordinals. */
+#include "proto/cuda_ops.h"
+#include "proto/wire.h"
+#include "shim/core.h"
+#include "shim/link.h"
+#include "shim/proxy.h"
+
+/* Devices a and b, checking initialisation; false sets *rc. */
+static bool two_devices(CUdevice a, CUdevice b, shim_device **da, shim_device **db, CUresult *rc)
+{
+    if (!shim_initialized()) {
+        *rc = CUDA_ERROR_NOT_INITIALIZED;
+        return false;
+    }
+    *da = shim_device_at(a);
+    *db = shim_device_at(b);
+    *rc = *da && *db ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    return *rc == CUDA_SUCCESS;
+}
+
+static bool same_agent(const shim_device *a, const shim_device *b)
+{
+    return a->proxy && b->proxy && a->link == b->link;
+}
+
+/* Sends op with its u32 fields to d's agent; the answer's i32 goes to *out
+ * when out is given (it must then be there). */
+static CUresult peer_request(shim_device *d, uint32_t op, const uint32_t *fields, int nf, int *out)
+{
+    uint8_t body[4 * 5];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, op);
+    for (int i = 0; i < nf; i++)
+        wire_put_u32(&w, fields[i]);
+    struct iovec iov = { body, w.off };
+    frame f;
+    const uint8_t *o;
+    size_t n;
+    CUresult rc = link_request(d->link, &iov, 1, &f, &o, &n);
+    if (rc == CUDA_SUCCESS && out && n == 4)
+        *out = (int)wire_load_u32(o);
+    else if (rc == CUDA_SUCCESS && n != (out ? 4u : 0u))
+        rc = link_malformed(d->link, "an answer to %s of %zu bytes", cuda_op_by_number(op)->symbol, n);
+    frame_release(&f);
+    return rc;
+}
+
+SHIM_EXPORT(cuDeviceCanAccessPeer)
+{
+    CUresult rc;
+    shim_device *a, *b;
+    if (!two_devices(dev, peerDev, &a, &b, &rc))
+        return rc;
+    if (!canAccessPeer)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!a->proxy && !b->proxy)
+        return SHIM_LOCAL(cuDeviceCanAccessPeer);
+    if (!same_agent(a, b)) {
+        *canAccessPeer = 0;
+        return CUDA_SUCCESS;
+    }
+    uint32_t fields[2] = { (uint32_t)a->remote_ordinal, (uint32_t)b->remote_ordinal };
+    int v = 0;
+    rc = peer_request(a, CUDA_OP_cuDeviceCanAccessPeer, fields, 2, &v);
+    if (rc == CUDA_SUCCESS)
+        *canAccessPeer = v != 0;
+    return rc;
+}
+
+SHIM_EXPORT(cuDeviceGetP2PAttribute)
+{
+    CUresult rc;
+    shim_device *a, *b;
+    if (!two_devices(srcDevice, dstDevice, &a, &b, &rc))
+        return rc;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!a->proxy && !b->proxy)
+        return SHIM_LOCAL(cuDeviceGetP2PAttribute);
+    if (!same_agent(a, b)) {
+        /* Not peers: every capability of the link is absent. */
+        if (srcDevice == dstDevice)
+            return CUDA_ERROR_INVALID_DEVICE;
+        if ((int)attrib < CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ||
+            (int)attrib > CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED)
+            return CUDA_ERROR_INVALID_VALUE;
+        *value = 0;
+        return CUDA_SUCCESS;
+    }
+    uint32_t fields[3] = { (uint32_t)attrib, (uint32_t)a->remote_ordinal, (uint32_t)b->remote_ordinal };
+    int v = 0;
+    rc = peer_request(a, CUDA_OP_cuDeviceGetP2PAttribute, fields, 3, &v);
+    if (rc == CUDA_SUCCESS)
+        *value = v;
+    return rc;
+}
+
+/* The proxy contexts of a peer call: the current one and peerContext's;
+ * 0 when both are the local driver's (the caller passes it on), else a
+ * CUDA error or -1 when both are proxies of one agent. */
+static int peer_contexts(CUcontext peerContext, proxy_obj **cur, proxy_obj **peer, CUresult unsupported)
+{
+    *cur = shim_proxy_current();
+    *peer = arena_get(peerContext, PROXY_CONTEXT);
+    if (!*cur && !*peer && !shim_is_proxy_handle(peerContext))
+        return 0;
+    if (!*peer)
+        return (int)(!peerContext || shim_is_proxy_handle(peerContext) || !shim_local_driver()
+                         ? CUDA_ERROR_INVALID_CONTEXT : unsupported);
+    if (!*cur)
+        return (int)(shim_local_driver() ? unsupported : CUDA_ERROR_INVALID_CONTEXT);
+    return same_agent(shim_device_at((*cur)->device), shim_device_at((*peer)->device)) ? -1 : (int)unsupported;
+}
+
+SHIM_EXPORT(cuCtxEnablePeerAccess)
+{
+    proxy_obj *cur, *peer;
+    int k = peer_contexts(peerContext, &cur, &peer, CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+    if (k == 0)
+        return SHIM_LOCAL(cuCtxEnablePeerAccess);
+    if (k > 0)
+        return (CUresult)k;
+    shim_device *a = shim_device_at(cur->device), *b = shim_device_at(peer->device);
+    uint32_t fields[3] = { (uint32_t)a->remote_ordinal, (uint32_t)b->remote_ordinal, Flags };
+    return peer_request(a, CUDA_OP_cuCtxEnablePeerAccess, fields, 3, NULL);
+}
+
+SHIM_EXPORT(cuCtxDisablePeerAccess)
+{
+    proxy_obj *cur, *peer;
+    int k = peer_contexts(peerContext, &cur, &peer, CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+    if (k == 0)
+        return SHIM_LOCAL(cuCtxDisablePeerAccess);
+    if (k > 0)
+        return (CUresult)k;
+    shim_device *a = shim_device_at(cur->device), *b = shim_device_at(peer->device);
+    uint32_t fields[2] = { (uint32_t)a->remote_ordinal, (uint32_t)b->remote_ordinal };
+    return peer_request(a, CUDA_OP_cuCtxDisablePeerAccess, fields, 2, NULL);
+}
