@@ -381,7 +381,7 @@ static void replay_peer(job *j, uint32_t op, wire_reader *r)
     uint32_t dev = wire_get_u32(r), peer = wire_get_u32(r);
     uint32_t flags = op == CUDA_OP_cuCtxEnablePeerAccess ? wire_get_u32(r) : 0;
     if (wire_reader_finish(r) || dev >= (uint32_t)j->b->device_count || peer >= (uint32_t)j->b->device_count) {
-        refuse(j, "malformed %s request", job_op_name(op));
+        job_refuse(j, "malformed %s request", job_op_name(op));
         return;
     }
     int v = 0;
@@ -405,7 +405,7 @@ static void replay_peer(job *j, uint32_t op, wire_reader *r)
     bool has_out = op == CUDA_OP_cuDeviceCanAccessPeer || op == CUDA_OP_cuDeviceGetP2PAttribute;
     uint8_t out[4];
     wire_store_u32(out, (uint32_t)v);
-    answer(j, rc, rc || !has_out ? NULL : out, rc || !has_out ? 0 : 4);
+    job_answer(j, rc, rc || !has_out ? NULL : out, rc || !has_out ? 0 : 4);
 }
 
 /* The generic path's view of this job's objects. */
@@ -602,7 +602,7 @@ void replay_request(job *j, const frame *f)
         agent_obj *fn = objects_get(&j->objs, wire_get_u64(&r), AOBJ_FUNCTION);
         uint32_t device = wire_get_u32(&r), threads = wire_get_u32(&r), shared = wire_get_u32(&r);
         if (wire_reader_finish(&r) || !fn || threads > 0x7fffffffu) {
-            refuse(j, "malformed occupancy request");
+            job_refuse(j, "malformed occupancy request");
             return;
         }
         CUfunction f;
@@ -612,7 +612,7 @@ void replay_request(job *j, const frame *f)
             rc = j->b->drv.fn_cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, (int)threads, shared);
         uint8_t out[4];
         wire_store_u32(out, (uint32_t)v);
-        answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
+        job_answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
         return;
     }
     case CUDA_OP_cuEventElapsedTime_v2: {
