@@ -822,6 +822,7 @@ static program_result run_refusals(const agent_proc *a, const char *local_driver
 static void expect_refused(const program_result *r, const char *device)
 {
     cr_assert_eq(r->status, 0, "refusals exited %d:\n%s", r->status, r->output);
+    cr_assert_null(strstr(r->output, "left"), "a refusal left garbage in an output:\n%s", r->output);
     cr_assert_eq(count_of(r->output, ": CUDA_ERROR_NOT_SUPPORTED\n"), 6, "%s", r->output);
     static const char *const fns[] = { "cuStreamBeginCapture_v2", "cuDeviceGetDefaultMemPool",
                                        "cuMemAllocManaged" };
