@@ -317,6 +317,7 @@ SOFT_API CUresult CUDAAPI cuCtxSynchronize(void)
 {
     struct CUctx_st *c;
     SOFT_TRY(soft_ctx_current(&c));
+    SOFT_TRY(soft_capture_unsafe());
     return soft_ctx_sync(c);
 }
 
@@ -324,6 +325,7 @@ SOFT_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 {
     struct CUctx_st *c;
     SOFT_TRY(ctx_or_current(ctx, &c));
+    SOFT_TRY(soft_capture_unsafe());
     return soft_ctx_sync(c);
 }
 

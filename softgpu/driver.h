@@ -22,7 +22,13 @@
  *  - extra's CU_LAUNCH_PARAM_BUFFER_SIZE may lie between the end of the last
  *    parameter and that rounded up to the largest alignment (8 at least).
  *  - The PTX entry for the highest compute capability up to 7.5 is chosen,
- *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED. */
+ *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED.
+ *  - A graph launch runs its nodes one after another, in an order that
+ *    respects their dependencies, on the stream's worker (independent
+ *    branches do not overlap); memcpy nodes take one layer (Depth 1), no
+ *    arrays; an event record in a capture makes no node (it forks and joins
+ *    streams); destroying a stream while it captures leaves the capture to
+ *    fail at its end. */
 #ifndef RIG_SOFTGPU_DRIVER_H
 #define RIG_SOFTGPU_DRIVER_H
 
@@ -72,7 +78,7 @@ uint64_t soft_device_used(int dev);
 /* ---- handles (handle.c): which pointers are live objects of which kind ---- */
 typedef enum soft_kind {
     SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,
-    SOFT_VMM,
+    SOFT_VMM, SOFT_GRAPH, SOFT_NODE, SOFT_EXEC,
 } soft_kind;
 /* Records p as a live object of kind k; false when out of memory. */
 bool soft_handle_add(const void *p, soft_kind k);
@@ -169,6 +175,9 @@ struct soft_op {
     soft_op_fn run;            /* runs on the stream's worker */
     soft_op_fn finish;         /* then, with the stream's lock held and its count advanced */
     void (*drop)(soft_op *op); /* frees what the op owns (may be NULL) */
+    /* Makes *copy own what op owns, after copy was made as a bytewise copy
+     * of op (a graph's node instantiated); NULL: nothing to take. */
+    bool (*clone)(soft_op *copy);
     bool always;               /* run even when the context is poisoned */
     uint64_t value;            /* the stream's count once done */
     size_t ndeps;
@@ -184,6 +193,7 @@ struct soft_op {
         struct { struct CUevent_st *event; uint64_t seq, ns; } record;
         struct { uint64_t addr, value; unsigned flags; bool wide; } memop;
         struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; } launch;
+        struct { struct soft_plan *plan; } graph;
     } u;
 };
 struct CUstream_st {
@@ -203,6 +213,11 @@ struct CUstream_st {
     soft_op *head, *tail;
     uint64_t submitted, completed;
     struct CUstream_st *next;  /* in ctx->streams */
+    /* Stream capture (capture.c), under its lock: the capture this stream
+     * takes part in, and the nodes the next captured work depends on. */
+    struct soft_capture *capture;
+    struct CUgraphNode_st **cap_deps;
+    size_t cap_ndeps;
 };
 /* Resolves a stream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or
  * a handle); ptds: the caller is a _ptsz/_ptds entry point. */
@@ -213,6 +228,8 @@ soft_op *soft_op_new(soft_op_fn run);
 bool soft_op_dep(soft_op *op, struct CUstream_st *s, struct CUevent_st *e, uint64_t value);
 /* Queues op on s (ownership passes); returns the value s reaches with it. */
 CUresult soft_stream_submit(struct CUstream_st *s, soft_op *op, uint64_t *value);
+/* Frees an op that was never queued (or ran), with what it owns. */
+void soft_op_free(soft_op *op);
 /* Waits until s reaches value. */
 void soft_stream_wait(struct CUstream_st *s, uint64_t value);
 /* True when no work s would wait for is unfinished, so that a synchronous
@@ -242,11 +259,75 @@ struct CUevent_st {
     uint64_t value;            /* that stream's value after the record */
     uint64_t ns;               /* CLOCK_MONOTONIC of the last completed record */
     struct CUctx_st *ctx;
+    /* A record made while its stream captured (capture.c): that capture's
+     * id (0: none) and the nodes a wait on the event then depends on. */
+    unsigned long long cap_id;
+    struct CUgraphNode_st **cap_nodes;
+    size_t cap_n;
 };
 void soft_event_unref(struct CUevent_st *e);
 /* True when e has completed record number seq. */
 bool soft_event_reached(struct CUevent_st *e, uint64_t seq);
 void soft_event_wait(struct CUevent_st *e, uint64_t seq);
+
+/* ---- stream capture (capture.c) and graphs (graph.c) ---- */
+/* True when s is capturing: work submitted to it becomes graph nodes. */
+bool soft_capturing(struct CUstream_st *s);
+/* Takes op (ownership passes) as a node of s's capture, depending on what
+ * s's captured work so far ends in. */
+CUresult soft_capture_add(struct CUstream_st *s, soft_op *op);
+/* Before work on the legacy NULL stream: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+ * (and each such capture invalidated) when a blocking stream of its
+ * context is capturing, as the driver does. */
+CUresult soft_capture_legacy_check(struct CUstream_st *s);
+/* Before a call that is unsafe during capture (allocation, synchronous
+ * copy, synchronization): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when the
+ * calling thread's capture mode forbids it (cuThreadExchangeStreamCaptureMode),
+ * invalidating the captures that forbid it; else CUDA_SUCCESS. */
+CUresult soft_capture_unsafe(void);
+/* A synchronous use of capturing stream s (sync, query, blocking copy):
+ * invalidates its capture; returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. */
+CUresult soft_capture_misuse(struct CUstream_st *s);
+/* cuEventRecord on a capturing stream: the event remembers the capture's
+ * current nodes. cuStreamWaitEvent on such an event: s joins the capture. */
+CUresult soft_capture_record(struct CUstream_st *s, struct CUevent_st *e);
+/* *joined: true when e was recorded in a live capture and s now waits on
+ * it inside that capture (nothing to queue). */
+CUresult soft_capture_wait(struct CUstream_st *s, struct CUevent_st *e, bool *joined);
+/* Frees the capture state an event holds (event destroyed). */
+void soft_capture_event_free(struct CUevent_st *e);
+
+struct CUgraphNode_st {
+    struct CUgraph_st *graph;
+    CUgraphNodeType type;
+    soft_op *op;                   /* what it runs (NULL: an empty node) */
+    struct CUgraphNode_st **deps;  /* nodes it runs after */
+    size_t ndeps, capdeps;
+    size_t index;                  /* its place in graph->nodes */
+};
+struct CUgraph_st {
+    pthread_mutex_t lock;
+    struct CUgraphNode_st **nodes;
+    size_t n, cap;
+};
+/* A fresh empty graph (NULL when out of memory), a live handle. */
+struct CUgraph_st *soft_graph_new(void);
+/* Frees g with its nodes and their ops (the handle too). */
+void soft_graph_free(struct CUgraph_st *g);
+/* Adds a node running op (NULL: empty) after deps; ownership of op passes
+ * even on failure. */
+CUresult soft_graph_add(struct CUgraph_st *g, CUgraphNodeType type, soft_op *op,
+                        struct CUgraphNode_st *const *deps, size_t ndeps, struct CUgraphNode_st **out);
+
+/* Builders for graph nodes, shared with the stream entry points: a launch
+ * (launch.c), a copy (copy.c) and a fill (memset.c), checked as the stream
+ * calls check them; *out is a fresh op. */
+CUresult soft_launch_op(const void *fh, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                        void **kernelParams, void **extra, soft_op **out);
+CUresult soft_copy3d_op(const CUDA_MEMCPY3D *p, soft_op **out);
+CUresult soft_fill_op(const CUDA_MEMSET_NODE_PARAMS *p, soft_op **out);
+/* A host function call. */
+CUresult soft_host_op(CUhostFn fn, void *data, soft_op **out);
 
 /* ---- fatbins (fatbin.c) ---- */
 /* Finds the PTX to run in image: PTX text, a fatbin wrapper or container
