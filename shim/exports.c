@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "proto/cuda_ops.h"
 #include "shim/core.h"
@@ -128,15 +129,31 @@ static bool goes_to_proxy(const char *kinds, const void *const *args, char label
     return false;
 }
 
-/* Where the generic path refuses: logs once and gives the error to return. */
-static CUresult refuse_proxy(const char *sym, const char *label)
+/* Before a refusal: clears every output scalar and output handle the call
+ * names, so that a caller reading them despite the error (cuBLAS reads a
+ * refused cuStreamGetCaptureInfo_v2's status and dependency count) finds
+ * zeros (no capture, no handle, nothing), never what its stack held. */
+static void clear_outputs(const char *kinds, const void *const *args)
 {
+    for (size_t i = 0; kinds[i]; i++) {
+        size_t n = kinds[i] == 'O' ? sizeof(void *) : kinds[i] >= '1' && kinds[i] <= '8' ? (size_t)(kinds[i] - '0') : 0;
+        void *out = n ? *(void *const *)args[i] : NULL;
+        if (out)
+            memset(out, 0, n);
+    }
+}
+
+/* Where the generic path refuses: logs once and gives the error to return. */
+static CUresult refuse_proxy(const char *sym, const char *label, const char *kinds, const void *const *args)
+{
+    clear_outputs(kinds, args);
     shim_log_unsupported_once(sym, label);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult refuse_local(const char *sym, const shim_driver *d)
+static CUresult refuse_local(const char *sym, const shim_driver *d, const char *kinds, const void *const *args)
 {
+    clear_outputs(kinds, args);
     if (!d)
         return CUDA_ERROR_NO_DEVICE;
     shim_log_unsupported_once(sym, "the local driver");
@@ -161,9 +178,9 @@ static CUresult refuse_local(const char *sym, const shim_driver *d)
         if (goes_to_proxy(kinds, exp_args_ + 1, exp_label_))                            \
             exp_rc_ = served == 'G'                                                     \
                           ? shim_generic_call(cuda_op_by_number(op), exp_args_ + 1)     \
-                          : refuse_proxy(#sym, exp_label_);                             \
+                          : refuse_proxy(#sym, exp_label_, kinds, exp_args_ + 1);                             \
         else if (!(exp_d_ = shim_local_driver()) || !exp_d_->fn_##sym)                  \
-            exp_rc_ = refuse_local(#sym, exp_d_);                                       \
+            exp_rc_ = refuse_local(#sym, exp_d_, kinds, exp_args_ + 1);                                       \
         else                                                                            \
             exp_rc_ = exp_d_->fn_##sym RIG_ARGS_##sym;                                  \
         if (__builtin_expect(shim_tracing, 0))                                          \

@@ -319,6 +319,7 @@ SOFT_API CUresult CUDAAPI cuCtxSynchronize(void)
 {
     struct CUctx_st *c;
     SOFT_TRY(soft_ctx_current(&c));
+    SOFT_TRY(soft_capture_unsafe());
     return soft_ctx_sync(c);
 }
 
@@ -326,6 +327,7 @@ SOFT_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 {
     struct CUctx_st *c;
     SOFT_TRY(ctx_or_current(ctx, &c));
+    SOFT_TRY(soft_capture_unsafe());
     return soft_ctx_sync(c);
 }
 

@@ -37,6 +37,18 @@ static void drop_copy(soft_op *op)
     free(op->u.copy.staging);
 }
 
+static bool clone_copy(soft_op *op)
+{
+    if (!op->u.copy.staging)
+        return true;
+    void *p = malloc(op->u.copy.n);
+    if (!p)
+        return false;
+    memcpy(p, op->u.copy.staging, op->u.copy.n);
+    op->u.copy.staging = p;
+    return true;
+}
+
 /* True when p is page-locked host memory a stream may read later. */
 static bool pinned(const void *p, size_t n)
 {
@@ -50,15 +62,24 @@ static bool pinned(const void *p, size_t n)
  * memory the program may reuse once the call returns). wait: return once
  * done, with the context's error. */
 static CUresult submit_copy(struct CUstream_st *s, void *dst, const void *src, size_t n,
-                            bool dst_dev, bool src_dev, bool stage, bool wait)
+                            bool dst_dev, bool src_dev, bool stage, bool wait, bool stage_ok_in_capture)
 {
     SOFT_TRY(soft_ctx_status(s->ctx));
+    if (soft_capturing(s)) {
+        /* Captured: a node that reads and writes its memory when it runs. */
+        if (wait && !stage_ok_in_capture)
+            return soft_capture_misuse(s);
+        stage = wait = false;
+    } else if (wait) {
+        SOFT_TRY(soft_capture_unsafe());
+    }
     if (n == 0)
         return CUDA_SUCCESS;
     soft_op *op = soft_op_new(run_copy);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->drop = drop_copy;
+    op->clone = clone_copy;
     op->u.copy.dst = dst;
     op->u.copy.src = src;
     op->u.copy.n = n;
@@ -118,7 +139,7 @@ static CUresult copy(enum dir d, CUdeviceptr dst, CUdeviceptr src, size_t n, CUs
         if ((d == DTOH || d == ANY) && !dst_dev && !pinned(dp, n))
             wait = true;
     }
-    return submit_copy(s, dp, sp, n, dst_dev, src_dev, stage, wait);
+    return submit_copy(s, dp, sp, n, dst_dev, src_dev, stage, wait, async);
 }
 
 #define H(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -253,8 +274,21 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool async, bool ptds
         op->u.copy2d.src_span = (uint64_t)(q.Height - 1) * q.srcPitch + q.WidthInBytes;
     }
     /* Host memory on either side: done before returning (pageable memory
-     * the program may reuse). */
+     * the program may reuse); captured, a node that runs later. */
     bool wait = !async || src_host || dst_host;
+    if (soft_capturing(s)) {
+        if (!async) {
+            free(op);
+            return soft_capture_misuse(s);
+        }
+        wait = false;
+    } else if (!async) {
+        CUresult u = soft_capture_unsafe();
+        if (u != CUDA_SUCCESS) {
+            free(op);
+            return u;
+        }
+    }
     uint64_t v;
     SOFT_TRY(soft_stream_submit(s, op, &v));
     if (wait) {
@@ -270,3 +304,39 @@ SOFT_API CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) { r
 SOFT_API CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { return copy2d(pCopy, NULL, false, true); }
 SOFT_API CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { return copy2d(pCopy, hStream, true, false); }
 SOFT_API CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { return copy2d(pCopy, hStream, true, true); }
+
+/* A graph's memcpy node: one layer (Depth 1) of a CUDA_MEMCPY3D, as the 2D
+ * copy of the same sides; arrays are not supported. */
+CUresult soft_copy3d_op(const CUDA_MEMCPY3D *p, soft_op **out)
+{
+    if (p->Depth != 1 || p->srcZ || p->dstZ || p->srcLOD || p->dstLOD)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUDA_MEMCPY2D q = {
+        .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
+        .srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcPitch = p->srcPitch,
+        .dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstMemoryType = p->dstMemoryType,
+        .dstHost = p->dstHost, .dstDevice = p->dstDevice, .dstPitch = p->dstPitch,
+        .WidthInBytes = p->WidthInBytes, .Height = p->Height,
+    };
+    if (!q.WidthInBytes || !q.Height)
+        return CUDA_ERROR_INVALID_VALUE;
+    bool src_host, dst_host;
+    SOFT_TRY(side(q.srcMemoryType, q.srcHost, q.srcDevice, q.srcXInBytes, q.srcY, q.srcPitch, q.WidthInBytes,
+                  q.Height, &q.srcDevice, &src_host));
+    SOFT_TRY(side(q.dstMemoryType, q.dstHost, q.dstDevice, q.dstXInBytes, q.dstY, q.dstPitch, q.WidthInBytes,
+                  q.Height, &q.dstDevice, &dst_host));
+    if (q.Height <= 1) {
+        q.srcPitch = q.srcPitch ? q.srcPitch : q.WidthInBytes;
+        q.dstPitch = q.dstPitch ? q.dstPitch : q.WidthInBytes;
+    }
+    soft_op *op = soft_op_new(run_copy2d);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.copy2d.p = q;
+    op->u.copy2d.dst_dev = !dst_host;
+    op->u.copy2d.src_dev = !src_host;
+    op->u.copy2d.dst_span = (uint64_t)(q.Height - 1) * q.dstPitch + q.WidthInBytes;
+    op->u.copy2d.src_span = (uint64_t)(q.Height - 1) * q.srcPitch + q.WidthInBytes;
+    *out = op;
+    return CUDA_SUCCESS;
+}

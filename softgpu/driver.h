@@ -22,7 +22,13 @@
  *  - extra's CU_LAUNCH_PARAM_BUFFER_SIZE may lie between the end of the last
  *    parameter and that rounded up to the largest alignment (8 at least).
  *  - The PTX entry for the highest compute capability up to 7.5 is chosen,
- *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED. */
+ *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED.
+ *  - A graph launch runs its nodes one after another, in an order that
+ *    respects their dependencies, on the stream's worker (independent
+ *    branches do not overlap); memcpy nodes take one layer (Depth 1), no
+ *    arrays; an event record in a capture makes no node (it forks and joins
+ *    streams); destroying a stream while it captures leaves the capture to
+ *    fail at its end. */
 #ifndef RIG_SOFTGPU_DRIVER_H
 #define RIG_SOFTGPU_DRIVER_H
 
@@ -81,7 +87,7 @@ uint64_t soft_device_used(int dev);
 /* ---- handles (handle.c): which pointers are live objects of which kind ---- */
 typedef enum soft_kind {
     SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,
-    SOFT_VMM, SOFT_LINK, SOFT_POOL,
+    SOFT_VMM, SOFT_LINK, SOFT_POOL, SOFT_GRAPH, SOFT_NODE, SOFT_EXEC,
 } soft_kind;
 /* Records p as a live object of kind k; false when out of memory. */
 bool soft_handle_add(const void *p, soft_kind k);
@@ -180,6 +186,9 @@ struct soft_op {
     soft_op_fn run;            /* runs on the stream's worker */
     soft_op_fn finish;         /* then, with the stream's lock held and its count advanced */
     void (*drop)(soft_op *op); /* frees what the op owns (may be NULL) */
+    /* Makes *copy own what op owns, after copy was made as a bytewise copy
+     * of op (a graph's node instantiated); NULL: nothing to take. */
+    bool (*clone)(soft_op *copy);
     bool always;               /* run even when the context is poisoned */
     uint64_t value;            /* the stream's count once done */
     size_t ndeps;
@@ -196,6 +205,7 @@ struct soft_op {
         struct { uint64_t addr, value; unsigned flags; bool wide; } memop;
         struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative; } launch;
         struct { uint64_t base; unsigned long long stream; } pool_free;
+        struct { struct soft_plan *plan; } graph;
     } u;
 };
 struct CUstream_st {
@@ -215,6 +225,11 @@ struct CUstream_st {
     soft_op *head, *tail;
     uint64_t submitted, completed;
     struct CUstream_st *next;  /* in ctx->streams */
+    /* Stream capture (capture.c), under its lock: the capture this stream
+     * takes part in, and the nodes the next captured work depends on. */
+    struct soft_capture *capture;
+    struct CUgraphNode_st **cap_deps;
+    size_t cap_ndeps;
 };
 /* Resolves a stream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or
  * a handle); ptds: the caller is a _ptsz/_ptds entry point. */
@@ -225,6 +240,8 @@ soft_op *soft_op_new(soft_op_fn run);
 bool soft_op_dep(soft_op *op, struct CUstream_st *s, struct CUevent_st *e, uint64_t value);
 /* Queues op on s (ownership passes); returns the value s reaches with it. */
 CUresult soft_stream_submit(struct CUstream_st *s, soft_op *op, uint64_t *value);
+/* Frees an op that was never queued (or ran), with what it owns. */
+void soft_op_free(soft_op *op);
 /* Waits until s reaches value. */
 void soft_stream_wait(struct CUstream_st *s, uint64_t value);
 /* True when no work s would wait for is unfinished, so that a synchronous
@@ -254,19 +271,20 @@ struct CUevent_st {
     uint64_t value;            /* that stream's value after the record */
     uint64_t ns;               /* CLOCK_MONOTONIC of the last completed record */
     struct CUctx_st *ctx;
+    /* A record made while its stream captured (capture.c): that capture's
+     * id (0: none) and the nodes a wait on the event then depends on. */
+    unsigned long long cap_id;
+    struct CUgraphNode_st **cap_nodes;
+    size_t cap_n;
 };
 void soft_event_unref(struct CUevent_st *e);
 /* True when e has completed record number seq. */
 bool soft_event_reached(struct CUevent_st *e, uint64_t seq);
 void soft_event_wait(struct CUevent_st *e, uint64_t seq);
 
-/* ---- memory pools (mempool.c) ---- */
-/* A sync point on device dev (stream, event, context synchronize): each of
- * its pools gives back what it holds unused above its release threshold. */
-void soft_pool_sync_point(int dev);
-/* cuMemFree of a pool allocation r: waits for the device, then returns the
- * memory to its pool. */
-CUresult soft_pool_free_now(const soft_range *r);
+        struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative; } launch;
+        struct { uint64_t base; unsigned long long stream; } pool_free;
+        struct { struct soft_plan *plan; } graph;
 
 /* ---- fatbins (fatbin.c) ---- */
 /* Finds the PTX to run in image: PTX text, a fatbin wrapper or container

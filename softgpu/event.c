@@ -17,6 +17,7 @@ void soft_event_unref(struct CUevent_st *e)
 {
     if (atomic_fetch_sub(&e->refs, 1) != 1)
         return;
+    soft_capture_event_free(e);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->cond);
     free(e);
@@ -117,6 +118,8 @@ static CUresult record(CUevent h, CUstream hs, unsigned flags, bool ptds)
     SOFT_TRY(soft_stream_get(hs, ptds, &s));
     SOFT_TRY(soft_ctx_status(s->ctx));
     struct CUevent_st *e = h;
+    if (soft_capturing(s))
+        return soft_capture_record(s, e);
     soft_op *op = soft_op_new(run_record);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -237,6 +240,10 @@ static CUresult wait_event(CUstream hs, CUevent h, unsigned flags, bool ptds)
     struct CUstream_st *s;
     SOFT_TRY(soft_stream_get(hs, ptds, &s));
     struct CUevent_st *e = h;
+    bool joined;
+    SOFT_TRY(soft_capture_wait(s, e, &joined));
+    if (joined)
+        return CUDA_SUCCESS;
     pthread_mutex_lock(&e->lock);
     uint64_t seq = e->recorded;
     bool done = e->completed >= seq;

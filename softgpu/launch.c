@@ -133,16 +133,30 @@ static CUresult pack(const struct CUfunc_st *f, void **kernelParams, void **extr
     return CUDA_SUCCESS;
 }
 
-static CUresult launch(const void *fh, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                       CUstream h, void **kernelParams, void **extra, bool ptds, bool cooperative)
+/* A copy of a launch (a graph instantiated) owns its own parameters. */
+static bool clone_launch(soft_op *op)
+{
+    const soft_entry_info *e = op->u.launch.func->info;
+    size_t n = e->param_bytes;
+    for (uint32_t i = 0; i < e->param_count; i++)
+        if (e->params[i].offset + e->params[i].size > n)
+            n = e->params[i].offset + e->params[i].size;
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        return false;
+    memcpy(p, op->u.launch.params, n);
+    op->u.launch.params = p;
+    soft_module_hold(op->u.launch.func->mod);
+    return true;
+}
+
+CUresult soft_launch_op(const void *fh, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                        void **kernelParams, void **extra, soft_op **out)
 {
     SOFT_TRY(soft_check_init());
     struct CUfunc_st *f = soft_func_get(fh);
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
-    struct CUstream_st *s;
-    SOFT_TRY(soft_stream_get(h, ptds, &s));
-    SOFT_TRY(soft_ctx_status(s->ctx));
     const soft_entry_info *e = f->info;
     if (!grid[0] || !grid[1] || !grid[2] || grid[0] > 2147483647u || grid[1] > 65535 || grid[2] > 65535 ||
         !block[0] || !block[1] || !block[2] || block[0] > 1024 || block[1] > 1024 || block[2] > 64 ||
@@ -162,18 +176,6 @@ static CUresult launch(const void *fh, const unsigned grid[3], const unsigned bl
                  f->max_dynamic_shared);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (cooperative) {
-        /* Every block must be resident at once, as on a GPU: at most what
-         * occupancy allows on every multiprocessor. */
-        int per_sm = 0;
-        SOFT_TRY(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (CUfunction)fh, (int)threads, shared));
-        uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
-        if (blocks > (uint64_t)per_sm * SOFT_SM_COUNT) {
-            soft_log("cooperative launch of %s: %llu blocks, at most %d can be resident", e->name,
-                     (unsigned long long)blocks, per_sm * SOFT_SM_COUNT);
-            return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
-        }
-    }
     void *params;
     SOFT_TRY(pack(f, kernelParams, extra, &params));
     soft_op *op = soft_op_new(run_launch);
@@ -183,12 +185,46 @@ static CUresult launch(const void *fh, const unsigned grid[3], const unsigned bl
     }
     soft_module_hold(f->mod);
     op->drop = drop_launch;
+    op->clone = clone_launch;
     op->u.launch.func = f;
     op->u.launch.params = params;
     op->u.launch.shared = shared;
-    op->u.launch.cooperative = cooperative;
     memcpy(op->u.launch.grid, grid, sizeof op->u.launch.grid);
     memcpy(op->u.launch.block, block, sizeof op->u.launch.block);
+    *out = op;
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(const void *fh, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                       CUstream h, void **kernelParams, void **extra, bool ptds, bool cooperative)
+{
+    SOFT_TRY(soft_check_init());
+    struct CUfunc_st *f = soft_func_get(fh);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct CUstream_st *s;
+    SOFT_TRY(soft_stream_get(h, ptds, &s));
+    SOFT_TRY(soft_ctx_status(s->ctx));
+    soft_op *op;
+    SOFT_TRY(soft_launch_op(fh, grid, block, shared, kernelParams, extra, &op));
+    if (cooperative) {
+        /* Every block must be resident at once, as on a GPU: at most what
+         * occupancy allows on every multiprocessor. */
+        int per_sm = 0;
+        unsigned threads = block[0] * block[1] * block[2];
+        uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+        CUresult rc = cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (CUfunction)fh, (int)threads, shared);
+        if (rc == CUDA_SUCCESS && blocks > (uint64_t)per_sm * SOFT_SM_COUNT) {
+            soft_log("cooperative launch of %s: %llu blocks, at most %d can be resident", f->info->name,
+                     (unsigned long long)blocks, per_sm * SOFT_SM_COUNT);
+            rc = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+        }
+        if (rc) {
+            soft_op_free(op);
+            return rc;
+        }
+        op->u.launch.cooperative = true;
+    }
     return soft_stream_submit(s, op, NULL);
 }
 

@@ -11,6 +11,7 @@ SOFT_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         return CUDA_ERROR_INVALID_VALUE;
     struct CUctx_st *c;
     SOFT_TRY(soft_ctx_enter(&c));
+    SOFT_TRY(soft_capture_unsafe());
     if (bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (!soft_device_reserve(c->device, bytesize))
@@ -71,6 +72,7 @@ SOFT_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     /* cudaFree(0), the runtime's way to make a context, ends here. */
     if (!dptr)
         return soft_check_init();
+    SOFT_TRY(soft_capture_unsafe());
     return free_kind(dptr, SOFT_MEM_DEVICE);
 }
 

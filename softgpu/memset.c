@@ -57,6 +57,10 @@ static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned value, unsigned ele
     unsigned __int128 span = (unsigned __int128)(height - 1) * pitch + wbytes;
     if (span > UINT64_MAX || !soft_range_covers(dst, (uint64_t)span))
         return CUDA_ERROR_INVALID_VALUE;
+    if (!async && soft_capturing(s))
+        return soft_capture_misuse(s);
+    if (!async)
+        SOFT_TRY(soft_capture_unsafe());
     if (!async && soft_stream_idle(s)) {
         /* Nothing to order after: fill here, without a trip to the worker. */
         soft_op local = { .u.fill = { dst, pitch, wbytes / elem, height, value, elem } };
@@ -107,3 +111,28 @@ MEMSET1D(cuMemsetD32, unsigned int, 4)
 MEMSET2D(cuMemsetD2D8, unsigned char, 1)
 MEMSET2D(cuMemsetD2D16, unsigned short, 2)
 MEMSET2D(cuMemsetD2D32, unsigned int, 4)
+
+CUresult soft_fill_op(const CUDA_MEMSET_NODE_PARAMS *p, soft_op **out)
+{
+    unsigned elem = p->elementSize;
+    if ((elem != 1 && elem != 2 && elem != 4) || !p->dst || p->dst % elem || !p->width || !p->height ||
+        p->width > SIZE_MAX / elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t wbytes = p->width * elem, pitch = p->height == 1 ? wbytes : p->pitch;
+    if (pitch < wbytes || (p->height > 1 && pitch % elem))
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned __int128 span = (unsigned __int128)(p->height - 1) * pitch + wbytes;
+    if (span > UINT64_MAX || !soft_range_covers(p->dst, (uint64_t)span))
+        return CUDA_ERROR_INVALID_VALUE;
+    soft_op *op = soft_op_new(run_fill);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.fill.dst = p->dst;
+    op->u.fill.pitch = pitch;
+    op->u.fill.width = p->width;
+    op->u.fill.height = p->height;
+    op->u.fill.value = elem == 1 ? (p->value & 0xff) : elem == 2 ? (p->value & 0xffff) : p->value;
+    op->u.fill.elem = elem;
+    *out = op;
+    return CUDA_SUCCESS;
+}

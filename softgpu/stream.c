@@ -82,7 +82,7 @@ bool soft_op_dep(soft_op *op, struct CUstream_st *s, struct CUevent_st *e, uint6
     return true;
 }
 
-static void op_free(soft_op *op)
+void soft_op_free(soft_op *op)
 {
     for (size_t i = 0; i < op->ndeps; i++) {
         if (op->deps[i].stream)
@@ -182,7 +182,7 @@ static void *worker(void *arg)
             op->finish(op, s->ctx);
         pthread_cond_broadcast(&s->done);
         pthread_mutex_unlock(&s->lock);
-        op_free(op);
+        soft_op_free(op);
         pthread_mutex_lock(&s->lock);
     }
     bool destroyed = s->destroyed;
@@ -205,6 +205,22 @@ CUresult soft_stream_submit(struct CUstream_st *s, soft_op *op, uint64_t *value)
 {
     struct CUctx_st *ctx = s->ctx;
     CUresult r = CUDA_SUCCESS;
+    /* A capturing stream runs nothing: its work becomes graph nodes. */
+    if (soft_capturing(s)) {
+        if (op->ndeps) {
+            /* Waits outside the capture cannot be captured. */
+            soft_op_free(op);
+            soft_capture_misuse(s);
+            return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        }
+        if (value)
+            *value = 0;
+        return soft_capture_add(s, op);
+    }
+    if (s->legacy && (r = soft_capture_legacy_check(s)) != CUDA_SUCCESS) {
+        soft_op_free(op);
+        return r;
+    }
     pthread_mutex_lock(&ctx->lock);
     if (s->legacy) {
         for (struct CUstream_st *t = ctx->streams; t; t = t->next)
@@ -238,7 +254,7 @@ CUresult soft_stream_submit(struct CUstream_st *s, soft_op *op, uint64_t *value)
 out:
     pthread_mutex_unlock(&ctx->lock);
     if (r != CUDA_SUCCESS)
-        op_free(op);
+        soft_op_free(op);
     return r;
 }
 
@@ -445,6 +461,8 @@ static CUresult stream_query(CUstream h, bool ptds)
     struct CUstream_st *s;
     SOFT_TRY(soft_stream_get(h, ptds, &s));
     SOFT_TRY(soft_ctx_status(s->ctx));
+    if (soft_capturing(s))
+        return soft_capture_misuse(s);
     pthread_mutex_lock(&s->lock);
     bool idle = s->completed == s->submitted;
     pthread_mutex_unlock(&s->lock);
@@ -467,6 +485,8 @@ static CUresult stream_sync(CUstream h, bool ptds)
 {
     struct CUstream_st *s;
     SOFT_TRY(soft_stream_get(h, ptds, &s));
+    if (soft_capturing(s))
+        return soft_capture_misuse(s);
     if (s->legacy) {
         /* Wait for the blocking streams too: through a no-op that depends on
          * them. */
@@ -493,6 +513,19 @@ static void run_host(soft_op *op, struct CUctx_st *ctx)
     op->u.host.fn(op->u.host.data);
 }
 
+CUresult soft_host_op(CUhostFn fn, void *data, soft_op **out)
+{
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    soft_op *op = soft_op_new(run_host);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.host.fn = fn;
+    op->u.host.data = data;
+    *out = op;
+    return CUDA_SUCCESS;
+}
+
 static CUresult launch_host(CUstream h, CUhostFn fn, void *data, bool ptds)
 {
     if (!fn)
@@ -500,11 +533,8 @@ static CUresult launch_host(CUstream h, CUhostFn fn, void *data, bool ptds)
     struct CUstream_st *s;
     SOFT_TRY(soft_stream_get(h, ptds, &s));
     SOFT_TRY(soft_ctx_status(s->ctx));
-    soft_op *op = soft_op_new(run_host);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.host.fn = fn;
-    op->u.host.data = data;
+    soft_op *op;
+    SOFT_TRY(soft_host_op(fn, data, &op));
     return soft_stream_submit(s, op, NULL);
 }
 

@@ -31,7 +31,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("int64"), BUILDS("mathfn"), BUILDS("matmul"), BUILDS("memops"), BUILDS("printf"),
         BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"), BUILDS("generic"), BUILDS("errors"),
         BUILDS("bigcopy"), BUILDS("threads"), BUILDS("launch"), BUILDS("jitlink"),
-        BUILDS("mallocasync"), BUILDS("profiler"), BUILDS("coop"),
+        BUILDS("mallocasync"), BUILDS("profiler"), BUILDS("coop"), BUILDS("capturequery"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -187,6 +187,8 @@ Test(remote, cublas_gets_through_create_then_names_the_kernel_softgpu_cannot_run
     program_result r = run_through(&a, 1, "cublas", "static", NULL);
     cr_assert_neq(r.status, 0, "softgpu cannot run cuBLAS's SASS:\n%s", r.output);
     cr_assert(strstr(r.output, "cuBLAS 1"), "cublasCreate must succeed:\n%s", r.output);
+    /* Capture queries (cuBLAS asks before its work) are answered, not refused. */
+    cr_assert_null(strstr(r.output, "Captur"), "a capture query was refused:\n%s", r.output);
     cr_assert(strstr(r.output, "rig: kernel ") && strstr(r.output, "CUDA_ERROR_NOT_SUPPORTED") &&
                   strstr(r.output, "softgpu runs PTX up to its ISA, not SASS"),
               "a clear line naming the kernel:\n%s", r.output);

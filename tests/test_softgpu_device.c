@@ -221,7 +221,7 @@ Test(procaddress, answers_by_name_version_and_flavour)
     cr_expect_eq(fn, (void *)cuLaunchKernel);
     cr_expect_eq(cuGetProcAddress("", &fn, 0, 0, &st), CUDA_ERROR_NOT_FOUND);
     cr_expect_eq(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    cr_expect_eq(cuGetProcAddress("cuGraphLaunch", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    cr_expect_eq(cuGetProcAddress("cuGraphicsMapResources", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
     cr_expect_eq(cuGetProcAddress("cuMemAlloc", &fn, 1000, 0, &st), CUDA_ERROR_NOT_FOUND);
     cr_expect_eq(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     cr_expect_eq(cuGetProcAddress(NULL, &fn, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);

@@ -1,7 +1,8 @@
 // Calls rig serves on no proxy, each twice, on device argv[1] (default 0):
 // one named by a stream handle, one by a device ordinal, one by the current
 // context alone. Prints each result; the shim's face test checks that a
-// proxy answers CUDA_ERROR_NOT_SUPPORTED with one log line per function.
+// proxy answers CUDA_ERROR_NOT_SUPPORTED with one log line per function,
+// and clears the output it refused to fill.
 #include <cstdio>
 #include <cstdlib>
 #include <cuda.h>
@@ -38,8 +39,12 @@ int main(int argc, char **argv)
         char luid[8];
         unsigned mask;
         show("luid", cuDeviceGetLuid(luid, &mask, dev));
-        CUdeviceptr p;
+        CUdeviceptr p = 0xdeadbeef;
         show("managed", cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL));
+        // A refusal leaves no garbage in the outputs: a caller that reads
+        // them anyway (cuBLAS did) must find zeros, never its stack.
+        if (p != 0)
+            printf("managed: left %#llx in its output\n", (unsigned long long)p);
     }
     SETUP(cuStreamDestroy(s));
     SETUP(cuDevicePrimaryCtxRelease(dev));

@@ -1,0 +1,407 @@
+/* softgpu stream capture and graphs through the driver API: captured work
+ * runs only when its graph is launched, and every launch replays it; the
+ * capture queries answer truthfully while capturing; events fork and join
+ * other streams into a capture; capture modes refuse unsafe calls; misuse
+ * (the legacy stream, a sync, unjoined work) gets the driver's errors; a
+ * graph built node by node runs in dependency order; an executable graph's
+ * kernel node takes new parameters. */
+#include "tests/support.h"
+
+#include <criterion/criterion.h>
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#define N 1000
+#define T 128
+#define B ((N + T - 1) / T)
+
+static CUcontext ctx;
+static CUfunction add;   /* vecadd_i32(a, b, c, n): c = a + b */
+
+static void setup(void)
+{
+    cr_assert_eq(cuInit(0), CUDA_SUCCESS);
+    cr_assert_eq(cuCtxCreate(&ctx, NULL, 0, 0), CUDA_SUCCESS);
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/vecadd.default.fatbin", RIG_BUILD_DIR);
+    size_t n;
+    char *img = support_read_file(path, &n);
+    cr_assert(img, "cannot read %s", path);
+    CUmodule m;
+    OK(cuModuleLoadData(&m, img));
+    free(img);
+    OK(cuModuleGetFunction(&add, m, "vecadd_i32"));
+}
+
+TestSuite(capture, .init = setup, .timeout = 60);
+TestSuite(graph, .init = setup, .timeout = 60);
+
+static CUdeviceptr upload(const int *h)
+{
+    CUdeviceptr d;
+    OK(cuMemAlloc(&d, N * sizeof(int)));
+    OK(cuMemcpyHtoD(d, h, N * sizeof(int)));
+    return d;
+}
+
+static void download(int *h, CUdeviceptr d)
+{
+    OK(cuMemcpyDtoH(h, d, N * sizeof(int)));
+}
+
+/* c = a + b on s. */
+static CUresult launch_add(CUstream s, CUdeviceptr *a, CUdeviceptr *b, CUdeviceptr *c)
+{
+    static int n = N;
+    void *args[] = { a, b, c, &n };
+    return cuLaunchKernel(add, B, 1, 1, T, 1, 1, 0, s, args, NULL);
+}
+
+static void CUDA_CB count(void *p)
+{
+    atomic_fetch_add((_Atomic int *)p, 1);
+}
+
+static void random_ints(int *v)
+{
+    for (int i = 0; i < N; i++)
+        v[i] = rand() % 100000 - 50000;
+}
+
+Test(capture, captured_work_runs_at_each_launch)
+{
+    int ha[N], hb[N], hc[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    int *out;
+    OK(cuMemAllocHost((void **)&out, N * sizeof(int)));
+    _Atomic int calls = 0;
+    CUstream s;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+
+    CUstreamCaptureStatus st;
+    OK(cuStreamIsCapturing(s, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuStreamIsCapturing(s, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    OK(cuMemsetD32Async(c, 7, N, s));
+    OK(launch_add(s, &a, &b, &c));   /* c = a + b */
+    cuuint64_t id = 0;
+    CUgraph during = NULL;
+    const CUgraphNode *deps = NULL;
+    size_t ndeps = 0;
+    OK(cuStreamGetCaptureInfo(s, &st, &id, &during, &deps, NULL, &ndeps));
+    cr_assert(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id && during && ndeps == 1 && deps);
+    CUgraphNodeType type;
+    OK(cuGraphNodeGetType(deps[0], &type));
+    cr_assert_eq(type, CU_GRAPH_NODE_TYPE_KERNEL);
+    OK(launch_add(s, &c, &b, &a));   /* a = c + b */
+    OK(cuMemcpyDtoHAsync(out, c, N * sizeof(int), s));
+    OK(cuLaunchHostFunc(s, count, (void *)&calls));
+    CUgraph g;
+    OK(cuStreamEndCapture(s, &g));
+    cr_assert_eq(g, during);
+    OK(cuStreamIsCapturing(s, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    OK(cuStreamSynchronize(s));
+    cr_assert_eq(calls, 0, "capture ran a host function");
+    download(got, a);
+    cr_assert_eq(memcmp(got, ha, sizeof got), 0, "capture ran a kernel");
+    size_t nodes = 0;
+    OK(cuGraphGetNodes(g, NULL, &nodes));
+    cr_assert_eq(nodes, 5);
+
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphDestroy(g));   /* the executable graph stands alone */
+    const int R = 25;
+    for (int r = 0; r < R; r++)
+        OK(cuGraphLaunch(x, s));
+    OK(cuStreamSynchronize(s));
+    cr_assert_eq(calls, R);
+    for (int i = 0; i < N; i++) {
+        hc[i] = ha[i] + (2 * R - 1) * hb[i];
+        ha[i] += 2 * R * hb[i];
+    }
+    download(got, a);
+    cr_assert_eq(memcmp(got, ha, sizeof got), 0);
+    cr_assert_eq(memcmp(out, hc, sizeof hc), 0);
+    OK(cuGraphExecDestroy(x));
+    cr_assert_eq(cuGraphExecDestroy(x), CUDA_ERROR_INVALID_VALUE);
+    OK(cuStreamDestroy(s));
+    OK(cuMemFreeHost(out));
+}
+
+Test(capture, events_fork_and_join_streams)
+{
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c, d;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    OK(cuMemAlloc(&d, N * sizeof(int)));
+    CUstream s, s2;
+    OK(cuStreamCreate(&s, 0));
+    OK(cuStreamCreate(&s2, 0));
+    CUevent fork, join;
+    OK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+    OK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    OK(launch_add(s, &a, &b, &c));      /* c = a + b */
+    OK(cuEventRecord(fork, s));
+    OK(cuStreamWaitEvent(s2, fork, 0));
+    CUstreamCaptureStatus st;
+    cuuint64_t id1, id2;
+    OK(cuStreamGetCaptureInfo(s, &st, &id1, NULL, NULL, NULL, NULL));
+    OK(cuStreamGetCaptureInfo(s2, &st, &id2, NULL, NULL, NULL, NULL));
+    cr_assert(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id1 == id2, "s2 joined the capture");
+    OK(launch_add(s2, &c, &b, &d));     /* d = c + b, beside */
+    OK(launch_add(s, &c, &c, &a));      /* a = 2c */
+    OK(cuEventRecord(join, s2));
+    /* Unjoined: ending now fails and takes the capture down. */
+    CUgraph g = (CUgraph)1;
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    cr_assert_null(g);
+    OK(cuStreamIsCapturing(s2, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    OK(launch_add(s, &a, &b, &c));
+    OK(cuEventRecord(fork, s));
+    OK(cuStreamWaitEvent(s2, fork, 0));
+    OK(launch_add(s2, &c, &b, &d));
+    OK(launch_add(s, &c, &c, &a));
+    OK(cuEventRecord(join, s2));
+    OK(cuStreamWaitEvent(s, join, 0));
+    const CUgraphNode *deps;
+    size_t ndeps;
+    CUgraph during;
+    OK(cuStreamGetCaptureInfo(s, &st, &id1, &during, &deps, NULL, &ndeps));
+    cr_assert_eq(ndeps, 2, "after the join s depends on both branches");
+    /* Ending on the forked stream is not allowed. */
+    cr_assert_eq(cuStreamEndCapture(s2, &g), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    OK(launch_add(s, &a, &b, &c));
+    OK(cuEventRecord(fork, s));
+    OK(cuStreamWaitEvent(s2, fork, 0));
+    OK(launch_add(s2, &c, &b, &d));
+    OK(launch_add(s, &c, &c, &a));
+    OK(cuEventRecord(join, s2));
+    OK(cuStreamWaitEvent(s, join, 0));
+    OK(cuStreamEndCapture(s, &g));
+    size_t roots = 0;
+    OK(cuGraphGetRootNodes(g, NULL, &roots));
+    cr_assert_eq(roots, 1);
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphLaunch(x, s2));   /* any stream of the context */
+    OK(cuStreamSynchronize(s2));
+    OK(cuGraphLaunch(x, s));
+    OK(cuStreamSynchronize(s));
+    OK(cuStreamSynchronize(s2));
+    int hd[N];
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < N; i++) {
+            int hc = ha[i] + hb[i];
+            hd[i] = hc + hb[i];
+            ha[i] = 2 * hc;
+        }
+    download(got, a);
+    cr_assert_eq(memcmp(got, ha, sizeof got), 0);
+    download(got, d);
+    cr_assert_eq(memcmp(got, hd, sizeof got), 0);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+    OK(cuEventDestroy(fork));
+    OK(cuEventDestroy(join));
+    OK(cuStreamDestroy(s));
+    OK(cuStreamDestroy(s2));
+}
+
+Test(capture, modes_refuse_unsafe_calls)
+{
+    CUstream s;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr p;
+    CUgraph g;
+    /* Global: an allocation is refused and spoils the capture. */
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuMemAlloc(&p, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CUstreamCaptureStatus st;
+    OK(cuStreamIsCapturing(s, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* This thread in relaxed mode may allocate during its capture. */
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    cr_assert_eq(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuMemAlloc(&p, 64));
+    OK(cuMemFree(p));
+    OK(cuStreamEndCapture(s, &g));
+    OK(cuGraphDestroy(g));
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    cr_assert_eq(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+    /* Relaxed captures forbid nothing. */
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    OK(cuMemAlloc(&p, 64));
+    OK(cuMemFree(p));
+    OK(cuStreamEndCapture(s, &g));
+    OK(cuGraphDestroy(g));
+    mode = 7;
+    cr_assert_eq(cuThreadExchangeStreamCaptureMode(&mode), CUDA_ERROR_INVALID_VALUE);
+    OK(cuStreamDestroy(s));
+}
+
+Test(capture, misuse_gets_the_drivers_errors)
+{
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    CUgraph g;
+    cr_assert_eq(cuStreamBeginCapture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+    /* The legacy stream while a blocking stream captures. */
+    int *host = malloc(64);
+    CUdeviceptr d;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    OK(cuMemAlloc(&d, 64));
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    cr_assert_eq(cuMemsetD32Async(d, 1, 16, NULL), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* A sync or query of a capturing stream. */
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    cr_assert_eq(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    cr_assert_eq(cuMemcpyHtoDAsync(d, host, 64, s), CUDA_SUCCESS);   /* captured */
+    cr_assert_eq(cuStreamQuery(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* Afterwards the stream and the NULL stream work as ever. */
+    OK(cuMemsetD32Async(d, 3, 16, NULL));
+    OK(cuMemsetD32Async(d, 3, 16, s));
+    OK(cuStreamSynchronize(s));
+    OK(cuMemFree(d));
+    OK(cuStreamDestroy(s));
+    free(host);
+}
+
+Test(graph, explicit_nodes_run_in_dependency_order)
+{
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c, d;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    OK(cuMemAlloc(&d, N * sizeof(int)));
+    int *out;
+    OK(cuMemAllocHost((void **)&out, N * sizeof(int)));
+    _Atomic int calls = 0;
+    int n = N;
+
+    CUgraph g;
+    OK(cuGraphCreate(&g, 0));
+    CUgraphNode fill, k1, k2, copy, host, empty;
+    CUDA_MEMSET_NODE_PARAMS mp = { .dst = c, .value = 5, .elementSize = 4, .width = N, .height = 1 };
+    OK(cuGraphAddMemsetNode(&fill, g, NULL, 0, &mp, ctx));
+    void *args1[] = { &c, &a, &d, &n };   /* d = c + a */
+    CUDA_KERNEL_NODE_PARAMS kp = { .func = add, .gridDimX = B, .gridDimY = 1, .gridDimZ = 1,
+                                   .blockDimX = T, .blockDimY = 1, .blockDimZ = 1, .kernelParams = args1 };
+    OK(cuGraphAddKernelNode(&k1, g, &fill, 1, &kp));
+    void *args2[] = { &d, &b, &c, &n };   /* c = d + b */
+    kp.kernelParams = args2;
+    OK(cuGraphAddKernelNode(&k2, g, NULL, 0, &kp));
+    OK(cuGraphAddDependencies(g, &k1, &k2, NULL, 1));
+    cr_assert_eq(cuGraphAddDependencies(g, &k2, &fill, NULL, 1), CUDA_ERROR_INVALID_VALUE, "a cycle");
+    CUDA_MEMCPY3D cp = { .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = c,
+                         .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = out,
+                         .WidthInBytes = N * sizeof(int), .Height = 1, .Depth = 1 };
+    OK(cuGraphAddMemcpyNode(&copy, g, &k2, 1, &cp, ctx));
+    CUDA_HOST_NODE_PARAMS hp = { .fn = count, .userData = (void *)&calls };
+    OK(cuGraphAddHostNode(&host, g, &copy, 1, &hp));
+    OK(cuGraphAddEmptyNode(&empty, g, &host, 1));
+    size_t nodes = 0, roots = 0;
+    OK(cuGraphGetNodes(g, NULL, &nodes));
+    OK(cuGraphGetRootNodes(g, NULL, &roots));
+    cr_assert(nodes == 6 && roots == 1);
+    CUgraphNode listed[6];
+    nodes = 6;
+    OK(cuGraphGetNodes(g, listed, &nodes));
+    cr_assert(listed[0] == fill && listed[5] == empty);
+    OK(cuGraphGetRootNodes(g, listed, &roots));
+    cr_assert_eq(listed[0], fill);
+
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    OK(cuGraphLaunch(x, s));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuStreamSynchronize(s));
+    OK(cuCtxSynchronize());
+    cr_assert_eq(calls, 2);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(out[i], 5 + ha[i] + hb[i], "[%d]", i);
+    download(got, c);
+    cr_assert_eq(memcmp(got, out, sizeof got), 0);
+
+    /* The executable graph's k1 now adds b instead of a; g is unchanged. */
+    void *args3[] = { &c, &b, &d, &n };
+    kp.kernelParams = args3;
+    OK(cuGraphExecKernelNodeSetParams(x, k1, &kp));
+    cr_assert_eq(cuGraphExecKernelNodeSetParams(x, fill, &kp), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphLaunch(x, s));
+    OK(cuStreamSynchronize(s));
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(out[i], 5 + 2 * hb[i], "[%d]", i);
+    CUgraphExec x2;
+    OK(cuGraphInstantiateWithFlags(&x2, g, 0));
+    OK(cuGraphLaunch(x2, s));
+    OK(cuStreamSynchronize(s));
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(out[i], 5 + ha[i] + hb[i], "[%d]", i);
+    OK(cuGraphExecDestroy(x2));
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+    cr_assert_eq(cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
+    OK(cuStreamDestroy(s));
+    OK(cuMemFreeHost(out));
+}
+
+Test(graph, bad_arguments)
+{
+    CUgraph g;
+    cr_assert_eq(cuGraphCreate(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuGraphCreate(&g, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphCreate(&g, 0));
+    CUgraphNode e1, e2;
+    OK(cuGraphAddEmptyNode(&e1, g, NULL, 0));
+    CUgraphNode twice[] = { e1, e1 };
+    cr_assert_eq(cuGraphAddEmptyNode(&e2, g, twice, 2), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuGraphAddEmptyNode(&e2, (CUgraph)&g, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    CUgraph other;
+    OK(cuGraphCreate(&other, 0));
+    cr_assert_eq(cuGraphAddEmptyNode(&e2, other, &e1, 1), CUDA_ERROR_INVALID_VALUE, "a node of another graph");
+    CUDA_MEMSET_NODE_PARAMS mp = { .dst = 16, .value = 5, .elementSize = 4, .width = 4, .height = 1 };
+    cr_assert_eq(cuGraphAddMemsetNode(&e2, g, NULL, 0, &mp, ctx), CUDA_ERROR_INVALID_VALUE);
+    size_t n = 0;
+    OK(cuGraphGetNodes(g, NULL, &n));
+    cr_assert_eq(n, 1);
+    cr_assert_eq(cuGraphLaunch((CUgraphExec)g, NULL), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphDestroy(other));
+    OK(cuGraphDestroy(g));
+}
