@@ -282,9 +282,72 @@ void soft_event_unref(struct CUevent_st *e);
 bool soft_event_reached(struct CUevent_st *e, uint64_t seq);
 void soft_event_wait(struct CUevent_st *e, uint64_t seq);
 
-        struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative; } launch;
-        struct { uint64_t base; unsigned long long stream; } pool_free;
-        struct { struct soft_plan *plan; } graph;
+/* ---- memory pools (mempool.c) ---- */
+/* A sync point on device dev (stream, event, context synchronize): each of
+ * its pools gives back what it holds unused above its release threshold. */
+void soft_pool_sync_point(int dev);
+/* cuMemFree of a pool allocation r: waits for the device, then returns the
+ * memory to its pool. */
+CUresult soft_pool_free_now(const soft_range *r);
+
+/* ---- stream capture (capture.c) and graphs (graph.c) ---- */
+/* True when s is capturing: work submitted to it becomes graph nodes. */
+bool soft_capturing(struct CUstream_st *s);
+/* Takes op (ownership passes) as a node of s's capture, depending on what
+ * s's captured work so far ends in. */
+CUresult soft_capture_add(struct CUstream_st *s, soft_op *op);
+/* Before work on the legacy NULL stream: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+ * (and each such capture invalidated) when a blocking stream of its
+ * context is capturing, as the driver does. */
+CUresult soft_capture_legacy_check(struct CUstream_st *s);
+/* Before a call that is unsafe during capture (allocation, synchronous
+ * copy, synchronization): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when the
+ * calling thread's capture mode forbids it (cuThreadExchangeStreamCaptureMode),
+ * invalidating the captures that forbid it; else CUDA_SUCCESS. */
+CUresult soft_capture_unsafe(void);
+/* A synchronous use of capturing stream s (sync, query, blocking copy):
+ * invalidates its capture; returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. */
+CUresult soft_capture_misuse(struct CUstream_st *s);
+/* cuEventRecord on a capturing stream: the event remembers the capture's
+ * current nodes. cuStreamWaitEvent on such an event: s joins the capture. */
+CUresult soft_capture_record(struct CUstream_st *s, struct CUevent_st *e);
+/* *joined: true when e was recorded in a live capture and s now waits on
+ * it inside that capture (nothing to queue). */
+CUresult soft_capture_wait(struct CUstream_st *s, struct CUevent_st *e, bool *joined);
+/* Frees the capture state an event holds (event destroyed). */
+void soft_capture_event_free(struct CUevent_st *e);
+
+struct CUgraphNode_st {
+    struct CUgraph_st *graph;
+    CUgraphNodeType type;
+    soft_op *op;                   /* what it runs (NULL: an empty node) */
+    struct CUgraphNode_st **deps;  /* nodes it runs after */
+    size_t ndeps, capdeps;
+    size_t index;                  /* its place in graph->nodes */
+};
+struct CUgraph_st {
+    pthread_mutex_t lock;
+    struct CUgraphNode_st **nodes;
+    size_t n, cap;
+};
+/* A fresh empty graph (NULL when out of memory), a live handle. */
+struct CUgraph_st *soft_graph_new(void);
+/* Frees g with its nodes and their ops (the handle too). */
+void soft_graph_free(struct CUgraph_st *g);
+/* Adds a node running op (NULL: empty) after deps; ownership of op passes
+ * even on failure. */
+CUresult soft_graph_add(struct CUgraph_st *g, CUgraphNodeType type, soft_op *op,
+                        struct CUgraphNode_st *const *deps, size_t ndeps, struct CUgraphNode_st **out);
+
+/* Builders for graph nodes, shared with the stream entry points: a launch
+ * (launch.c), a copy (copy.c) and a fill (memset.c), checked as the stream
+ * calls check them; *out is a fresh op. */
+CUresult soft_launch_op(const void *fh, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                        void **kernelParams, void **extra, soft_op **out);
+CUresult soft_copy3d_op(const CUDA_MEMCPY3D *p, soft_op **out);
+CUresult soft_fill_op(const CUDA_MEMSET_NODE_PARAMS *p, soft_op **out);
+/* A host function call. */
+CUresult soft_host_op(CUhostFn fn, void *data, soft_op **out);
 
 /* ---- fatbins (fatbin.c) ---- */
 /* Finds the PTX to run in image: PTX text, a fatbin wrapper or container
