@@ -245,6 +245,11 @@ static void *reader_main(void *arg)
                 job_fail(j, "controller: silent for %d s", JOB_SILENCE_MS / 1000);
             else
                 job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why.text);
+            /* Bytes no frame can be made of (a corrupted stream): read on
+             * and discard until the controller closes, so closing here
+             * cannot reset the connection under the abort it is sent. */
+            if (rc != RIG_E_CLOSED)
+                conn_drain(&j->c, deadline_after(10000));
             break;
         }
         inbox_item *it = discard ? NULL : malloc(sizeof *it);
