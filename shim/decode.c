@@ -71,8 +71,9 @@ static int device_in(wire_reader *r, shim_device *d, uint32_t i, rig_why *why)
     size_t n = wire_get_string(r, &s, sizeof d->name - 1);
     if (r->err == RIG_E_TOO_LONG)
         return why_set(why, RIG_E_TOO_LONG, "device %u has a name longer than %zu bytes", i, sizeof d->name - 1);
-    if (!r->err)
-        memcpy(d->name, s, n);
+    /* A name is printed (deviceQuery, logs): no control bytes in it. */
+    for (size_t k = 0; !r->err && k < n; k++)
+        d->name[k] = s[k] < 32 || s[k] == 127 ? '?' : (char)s[k];
     wire_get_bytes(r, d->uuid, 16);
     d->total_mem = wire_get_u64(r);
     uint32_t na = wire_get_u32(r);

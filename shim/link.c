@@ -862,6 +862,15 @@ static void adopt_devices(agent_link *l, const shim_open_info *o, shim_device *d
     l->device_count = (int)o->count;
 }
 
+/* A link that could not open gives back its connection and its batch. */
+static int open_failed(agent_link *l, int rc)
+{
+    conn_close(&l->c);
+    free(l->batch);
+    l->batch = NULL;
+    return rc;
+}
+
 int link_open(agent_link *l, const char *name, const names_address *addr, uint32_t index, const rig_key *key,
               shim_device *devs, int room, rig_why *why)
 {
@@ -894,26 +903,26 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
     for (;;) {
         uint64_t base = take_candidate();
         if (!base)
-            return why_set(why, RIG_E_NOMEM, "agent %s: no free pointer window found on both ends", name);
+            return open_failed(l, why_set(why, RIG_E_NOMEM, "agent %s: no free pointer window found on both ends", name));
         if (!reserve_here(base, JOB_WINDOW_SIZE))
             continue;
         frame f = { 0 };
         rc = open_request(l, base, &f, why);
         if (rc < 0) {
             munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
-            return why_prefix(why, rc, "agent %s", name);
+            return open_failed(l, why_prefix(why, rc, "agent %s", name));
         }
         shim_open_info o;
         rc = shim_decode_open(f.payload, f.len, devs, room, &o, why);
         frame_release(&f);
         if (rc < 0) {
             munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
-            return why_prefix(why, rc, "agent %s: malformed answer to open", name);
+            return open_failed(l, why_prefix(why, rc, "agent %s: malformed answer to open", name));
         }
         if (o.result != CUDA_SUCCESS) {
             munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
-            return why_set(why, RIG_E_REFUSED, "agent %s: opening its devices failed with CUDA error %u", name,
-                           o.result);
+            return open_failed(l, why_set(why, RIG_E_REFUSED, "agent %s: opening its devices failed with CUDA error %u",
+                                          name, o.result));
         }
         if (!o.taken) {
             munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
@@ -927,7 +936,7 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
     pthread_cond_init(&l->cb_ready, NULL);
     pthread_t callbacks;
     if (pthread_create(&callbacks, NULL, callbacks_main, l) != 0)
-        return why_set(why, RIG_E_IO, "agent %s: cannot start a host-function thread", name);
+        return open_failed(l, why_set(why, RIG_E_IO, "agent %s: cannot start a host-function thread", name));
     pthread_detach(callbacks);
     if (pthread_create(&l->receiver, NULL, receiver_main, l) != 0)
         return why_set(why, RIG_E_IO, "agent %s: cannot start a receiver thread", name);

@@ -534,3 +534,22 @@ Test(shim_decode, seeded_random_inputs)
         free(p);
     }
 }
+
+/* A device name carries no control bytes into the program's output: an
+ * agent's escape sequence or newline shows as '?'. */
+Test(shim_decode, device_names_lose_control_bytes)
+{
+    static uint8_t buf[8192];
+    static shim_device devs[SHIM_DEVICES_MAX];
+    size_t n = enc_open(buf, sizeof buf, 1, 4);
+    /* The name "device 0" sits after the head: status, result, taken,
+     * version, driver string, count, then its own u32 length. */
+    size_t at = 1 + 4 + 1 + 4 + 4 + 7 + 4 + 4;
+    cr_assert_eq(memcmp(buf + at, "device 0", 8), 0);
+    buf[at + 6] = '\n';
+    buf[at + 1] = 0x1b;
+    shim_open_info o;
+    rig_why why = { "" };
+    cr_assert_eq(shim_decode_open(buf, n, devs, 4, &o, &why), 0, "%s", why.text);
+    cr_assert_str_eq(devs[0].name, "d?vice?0");
+}
