@@ -1,5 +1,6 @@
 /* The handshake: message codecs, proofs, and both ends over a socket. */
 #include "proto/handshake.h"
+#include "proto/text.h"
 
 #include <errno.h>
 #include <sodium.h>
@@ -166,16 +167,6 @@ int hs_decode_reply(const uint8_t *p, size_t n, hs_reply *rep, rig_why *why)
                           "the accepting reply", why);
 }
 
-/* Copies a peer's reason into printable text: bytes outside ASCII 32..126
- * become '?', so a reason can never forge lines in our logs. */
-static void printable(char *out, size_t cap, const uint8_t *p, size_t n)
-{
-    size_t i = 0;
-    for (; i < n && i + 1 < cap; i++)
-        out[i] = (p[i] >= 32 && p[i] < 127) ? (char)p[i] : '?';
-    out[i] = '\0';
-}
-
 /* Reads a greeting or reply from fd: the fixed head, then the proof or the
  * reason it announces, into buf; returns the total length or a RIG_E_*. */
 static int read_verdict_message(int fd, uint8_t *buf, size_t head, int64_t deadline,
@@ -254,7 +245,7 @@ int hs_accept(int fd, const hs_config *cfg, hs_admit_fn admit, void *admit_ctx, 
             n = hs_encode_reply_refusal(buf, sizeof buf, reason);
             fdio_write_full(fd, buf, (size_t)n, deadline_after(cfg->timeout_ms), "the refusal", NULL);
             char shown[256];
-            printable(shown, sizeof shown, (const uint8_t *)reason, strlen(reason));
+            text_printable(shown, sizeof shown, (const uint8_t *)reason, strlen(reason), false);
             rc = why_set(why, RIG_E_REFUSED, "refused process %u: %s", dial.dialing, shown);
             goto out;
         }
@@ -302,7 +293,7 @@ int hs_dial(int fd, const hs_config *cfg, uint32_t self, uint32_t peer, rig_why 
     if (rc < 0)
         return rc;
     if (g.refused) {
-        printable(shown, sizeof shown, g.reason, g.reason_len);
+        text_printable(shown, sizeof shown, g.reason, g.reason_len, false);
         return why_set(why, RIG_E_REFUSED, "refused: %s", shown);
     }
 
@@ -324,7 +315,7 @@ int hs_dial(int fd, const hs_config *cfg, uint32_t self, uint32_t peer, rig_why 
     if (rc < 0)
         goto out;
     if (rep.refused) {
-        printable(shown, sizeof shown, rep.reason, rep.reason_len);
+        text_printable(shown, sizeof shown, rep.reason, rep.reason_len, false);
         rc = why_set(why, RIG_E_REFUSED, "refused: %s", shown);
         goto out;
     }

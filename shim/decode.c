@@ -5,16 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/text.h"
 #include "proto/wire.h"
-
-void shim_printable(char *out, const uint8_t *s, size_t n)
-{
-    if (n > JOB_REASON_MAX)
-        n = JOB_REASON_MAX;
-    for (size_t i = 0; i < n; i++)
-        out[i] = s[i] < 0x20 || s[i] == 0x7f ? '?' : (char)s[i];
-    out[n] = '\0';
-}
 
 /* A string of at most limit bytes that must end the payload. */
 static int reason_in(wire_reader *r, char *out, rig_why *why)
@@ -27,7 +19,7 @@ static int reason_in(wire_reader *r, char *out, rig_why *why)
         return why_set(why, r->err, "a truncated reason");
     if (wire_reader_finish(r))
         return why_set(why, RIG_E_TRAILING, "%zu bytes after a reason", wire_remaining(r));
-    shim_printable(out, s, n);
+    text_printable(out, JOB_REASON_MAX + 1, s, n, false);
     return 0;
 }
 
@@ -72,8 +64,8 @@ static int device_in(wire_reader *r, shim_device *d, uint32_t i, rig_why *why)
     if (r->err == RIG_E_TOO_LONG)
         return why_set(why, RIG_E_TOO_LONG, "device %u has a name longer than %zu bytes", i, sizeof d->name - 1);
     /* A name is printed (deviceQuery, logs): no control bytes in it. */
-    for (size_t k = 0; !r->err && k < n; k++)
-        d->name[k] = s[k] < 32 || s[k] == 127 ? '?' : (char)s[k];
+    if (!r->err)
+        text_printable(d->name, sizeof d->name, s, n, false);
     wire_get_bytes(r, d->uuid, 16);
     d->total_mem = wire_get_u64(r);
     uint32_t na = wire_get_u32(r);
@@ -124,7 +116,7 @@ int shim_decode_open(const uint8_t *p, size_t len, shim_device *devs, int room, 
     if (r.err == RIG_E_TOO_LONG)
         return why_set(why, RIG_E_TOO_LONG, "a driver description longer than %d bytes", SHIM_DRIVER_MAX);
     if (!r.err)
-        shim_printable(o->driver, s, n);
+        text_printable(o->driver, sizeof o->driver, s, n, false);
     uint32_t count = wire_get_u32(&r);
     if (r.err)
         return why_set(why, r.err, "an open answer cut short before its devices");

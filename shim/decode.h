@@ -22,10 +22,6 @@
 /* The longest driver description kept (agent_link.driver). */
 #define SHIM_DRIVER_MAX 127
 
-/* Copies a reason into out (NUL-terminated, at most JOB_REASON_MAX bytes),
- * control characters made '?' so a peer's text cannot forge log lines. */
-void shim_printable(char *out, const uint8_t *s, size_t n);
-
 /* An answer: u8 0, u32 CUresult, outputs | u8 1, string why. */
 typedef struct shim_answer {
     bool refused;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "proto/job.h"
+#include "proto/text.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/link.h"
@@ -222,9 +223,7 @@ SHIM_EXPORT(cuLinkComplete)
             /* The agent's driver's log: lines kept, other control bytes
              * shown as '?' so it cannot play tricks on a terminal. */
             char shown[JOB_REASON_MAX + 1];
-            for (size_t i = 0; i < n; i++)
-                shown[i] = text[i] == '\n' || (text[i] >= 32 && text[i] < 127) ? (char)text[i] : '?';
-            shown[n] = '\0';
+            text_printable(shown, sizeof shown, text, n, true);
             put_log(s->u.jit.error_log, s->u.jit.error_log_size, shown, n);
             shim_log(SHIM_LOG_ERROR, "cuLinkComplete on %s: %s", shim_device_at(s->device)->label, shown);
         }

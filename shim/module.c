@@ -12,6 +12,7 @@
 
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/text.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/decode.h"
@@ -72,7 +73,7 @@ static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device, char *wh
         const uint8_t *text;
         size_t n = wire_get_string(&r, &text, 1024);
         char clean[JOB_REASON_MAX + 1];
-        shim_printable(clean, text, r.err ? 0 : n);
+        text_printable(clean, sizeof clean, text, r.err ? 0 : n, false);
         size_t keep = strnlen(clean, whylen - 1);
         memcpy(why, clean, keep);
         why[keep] = '\0';

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "proto/error.h"
+#include "proto/text.h"
 #include "proto/wire.h"
 #include "tests/support.h"
 
@@ -170,4 +171,20 @@ Test(wire, seeded_random_round_trips)
         cr_assert(slen == 0 || memcmp(got, s, slen) == 0, "seed %u", seed);
         cr_assert_eq(wire_reader_finish(&r), 0, "seed %u", seed);
     }
+}
+
+/* A peer's text: only printable ASCII passes (and newlines when asked),
+ * cut to the room there is, always NUL-terminated. */
+Test(wire, peer_text_made_printable)
+{
+    const uint8_t in[] = "ok\n\x1b[2J\x9b\x7f\xc3\xa9!";
+    char out[64];
+    cr_assert_eq(text_printable(out, sizeof out, in, sizeof in - 1, false), sizeof in - 1);
+    cr_assert_str_eq(out, "ok??[2J????" "!");
+    text_printable(out, sizeof out, in, sizeof in - 1, true);
+    cr_assert_str_eq(out, "ok\n?[2J????" "!");
+    cr_assert_eq(text_printable(out, 4, in, sizeof in - 1, false), 3);
+    cr_assert_str_eq(out, "ok?");
+    cr_assert_eq(text_printable(out, 1, in, sizeof in - 1, false), 0);
+    cr_assert_str_eq(out, "");
 }
