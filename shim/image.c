@@ -2,7 +2,10 @@
 #include "shim/image.h"
 
 #include <elf.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FATBIN_WRAPPER_MAGIC 0x466243B1u
@@ -78,5 +81,38 @@ int image_extent(const void *image, const void **data, size_t *len)
     if (n == IMAGE_MAX)
         return -1;
     *len = n + 1;
+    return 0;
+}
+
+int image_read_file(const char *path, uint8_t **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t cap = 1 << 16, n = 0, got;
+    uint8_t *buf = malloc(cap + 1);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n < cap)
+            continue;
+        if (cap >= IMAGE_MAX) {
+            free(buf);
+            fclose(f);
+            errno = EFBIG;
+            return -1;
+        }
+        uint8_t *grown = realloc(buf, (cap *= 2) + 1);
+        if (!grown)
+            free(buf);
+        buf = grown;
+    }
+    fclose(f);
+    if (!buf) {
+        errno = ENOMEM;
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
     return 0;
 }

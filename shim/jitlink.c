@@ -3,6 +3,7 @@
  * the agent's driver to link for its device; the image that comes back is
  * the program's until cuLinkDestroy, and loads as any module. Link states
  * made while a local context is current are the local driver's. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,11 +12,10 @@
 #include "proto/text.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/image.h"
 #include "shim/link.h"
 #include "shim/log.h"
 #include "shim/proxy.h"
-
-#define JIT_FILE_MAX ((size_t)1 << 30)
 
 static CUresult create(unsigned n, CUjit_option *options, void **values, CUlinkState *stateOut)
 {
@@ -99,38 +99,17 @@ SHIM_EXPORT(cuLinkAddData)
     return s ? add(s, type, data, size, name) : SHIM_LOCAL(cuLinkAddData);
 }
 
-/* The file is read here: the agent's machine has the program's files no
- * more than its memory. */
 static CUresult add_file(proxy_obj *s, CUjitInputType type, const char *path)
 {
     if (!path)
         return CUDA_ERROR_INVALID_VALUE;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        shim_log(SHIM_LOG_ERROR, "cuLinkAddFile: cannot open %s", path);
-        return CUDA_ERROR_FILE_NOT_FOUND;
+    uint8_t *buf;
+    size_t len;
+    if (image_read_file(path, &buf, &len) < 0) {
+        shim_log(SHIM_LOG_ERROR, "cuLinkAddFile: %s: %s", path, strerror(errno));
+        return errno == ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY
+                               : errno == EFBIG ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_FILE_NOT_FOUND;
     }
-    size_t cap = 1 << 16, len = 0, got;
-    uint8_t *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len < cap)
-            continue;
-        if (cap >= JIT_FILE_MAX) {
-            free(buf);
-            buf = NULL;
-            fclose(f);
-            shim_log(SHIM_LOG_ERROR, "cuLinkAddFile: %s is larger than %zu bytes", path, JIT_FILE_MAX);
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-        uint8_t *more = realloc(buf, cap *= 2);
-        if (!more)
-            free(buf);
-        buf = more;
-    }
-    fclose(f);
-    if (!buf)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     const char *base = strrchr(path, '/');
     CUresult rc = len ? add(s, type, buf, len, base ? base + 1 : path) : CUDA_ERROR_INVALID_VALUE;
     free(buf);

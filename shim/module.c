@@ -208,24 +208,11 @@ SHIM_EXPORT(cuModuleLoad)
         return SHIM_LOCAL(cuModuleLoad);
     if (!fname)
         return CUDA_ERROR_INVALID_VALUE;
-    FILE *f = fopen(fname, "rb");
-    if (!f)
-        return CUDA_ERROR_FILE_NOT_FOUND;
-    size_t cap = 1 << 16, n = 0, got;
-    uint8_t *buf = malloc(cap + 1);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            uint8_t *grown = realloc(buf, (cap *= 2) + 1);
-            if (!grown)
-                free(buf);
-            buf = grown;
-        }
-    }
-    fclose(f);
-    if (!buf)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    buf[n] = '\0';
+    uint8_t *buf;
+    size_t n;
+    if (image_read_file(fname, &buf, &n) < 0)
+        return errno == ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY
+                               : errno == EFBIG ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_FILE_NOT_FOUND;
     const void *data;
     size_t len;
     CUresult rc = image_extent(buf, &data, &len) < 0 || len > n + 1 ? CUDA_ERROR_INVALID_IMAGE

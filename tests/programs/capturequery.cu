@@ -72,6 +72,8 @@ int main()
     int *d;
     CHECK(cudaMalloc(&d, 32 * sizeof(int)));
     CHECK(cudaMemset(d, 0, 32 * sizeof(int)));
+    // The memset may still be queued: a non-blocking stream does not wait for it.
+    CHECK(cudaDeviceSynchronize());
     cudaStream_t blocking, nonblocking;
     CHECK(cudaStreamCreate(&blocking));
     CHECK(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking));
