@@ -178,8 +178,10 @@ static void refuse_now(int fd, const char *reason)
 {
     uint8_t buf[HS_GREETING_MAX];
     int n = hs_encode_greeting_refusal(buf, sizeof buf, HS_VERSION, reason);
-    if (n > 0 && send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        n = 0;
+    /* A refusal that does not fit the socket's buffer at once is lost: the
+     * peer then sees its connection closed, which says as much. */
+    if (n > 0)
+        (void)send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
     close(fd);
 }
 
