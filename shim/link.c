@@ -643,8 +643,10 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
 
 bool link_reached(proxy_obj *stream, uint64_t value)
 {
-    if (atomic_load(&stream->u.stream.tl.reached) >= value)
+    if (atomic_load(&stream->u.stream.tl.reached) >= value) {
+        shim_managed_synced(stream->link);   /* the program is ordered after it */
         return true;
+    }
     /* Whoever asks is about to wait or poll: what they wait for must leave. */
     link_flush(stream->link);
     return false;
@@ -661,6 +663,8 @@ CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value)
     CUresult rc = l->failed ? l->failure : CUDA_SUCCESS;
     l->wait_ns += (uint64_t)(now_ns() - start);
     pthread_mutex_unlock(&l->lock);
+    if (rc == CUDA_SUCCESS)
+        shim_managed_synced(l);
     return rc;
 }
 
