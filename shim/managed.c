@@ -57,6 +57,8 @@ typedef struct region {
     _Atomic uint64_t base;        /* 0: a free slot */
     uint64_t size;                /* mapped: whole pages */
     uint64_t asked;               /* the size the program asked for */
+    uint64_t dev;                 /* the device's copy: base, or a __managed__ variable's global */
+    uint64_t dev_size;            /* its bytes: size, or the global's own */
     int device;
     agent_link *link;
     uint8_t *alias;               /* the same pages, always read-write */
@@ -65,6 +67,8 @@ typedef struct region {
     atomic_bool written;          /* the device may have written since the last invalidation */
     atomic_bool fetch_all;        /* prefetched to the CPU: fetch it whole */
     bool host;                    /* cuMemHostAlloc(DEVICEMAP), not managed */
+    uint64_t module;              /* a __managed__ variable: its library's id and name */
+    char *name;
     unsigned flags;               /* attach flags, or the host allocation's */
     atomic_uint attach;           /* CU_MEM_ATTACH_* now in force */
     /* advice, for cuMemRangeGetAttribute(s), under table_lock */
@@ -176,16 +180,21 @@ static void protect(region *r, size_t first, size_t last, int prot)
         mprotect((void *)(uintptr_t)(atomic_load(&r->base) + first * page_size), (last - first) * page_size, prot);
 }
 
-/* Copies [off, off + n) of r from the device into to, waiting. */
+/* Copies [off, off + n) of r from the device into to (the part the device
+ * copy has), waiting. */
 static CUresult fetch_bytes(region *r, uint64_t off, uint64_t n, uint8_t *to)
 {
+    if (off >= r->dev_size)
+        return CUDA_SUCCESS;
+    if (n > r->dev_size - off)
+        n = r->dev_size - off;
     proxy_obj *s = shim_device_at(r->device)->null_stream;
     CUresult rc = CUDA_SUCCESS;
     uint64_t v = 0;
     for (uint64_t done = 0; done < n && rc == CUDA_SUCCESS; done += JOB_COPY_CHUNK) {
         uint64_t len = n - done < JOB_COPY_CHUNK ? n - done : JOB_COPY_CHUNK;
         uint8_t body[16];
-        wire_store_u64(body, atomic_load(&r->base) + off + done);
+        wire_store_u64(body, r->dev + off + done);
         wire_store_u64(body + 8, len);
         handover h = { .op = CUDA_OP_cuMemcpyDtoHAsync_v2, .stream = s, .body = body, .body_len = 16,
                        .dst = to + done, .dst_len = len };
@@ -217,7 +226,7 @@ static void fetch(uint64_t a)
     if (first == last)
         return;
     uint64_t off = first * page_size, n = (last - first) * page_size;
-    uint8_t *got = malloc(n);
+    uint8_t *got = calloc(1, n);
     CUresult rc = got ? fetch_bytes(r, off, n, got) : CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) {
         static atomic_bool told;
@@ -298,9 +307,12 @@ static bool machinery_ready(void)
 /* ---- regions ---- */
 
 /* Maps size bytes (whole pages) at base, inside the reserved window, as a
- * region of device on its link; the device's bytes are zeroed first so
- * both copies start equal (CLEAN, read-only). */
-static CUresult region_add(uint64_t base, uint64_t size, uint64_t asked, int device, bool host, unsigned flags)
+ * region of device on its link whose device copy is at dev. A fresh
+ * allocation (dev == base) is zeroed on the device first so both copies
+ * start equal (CLEAN, read-only); a __managed__ variable starts STALE, its
+ * initial value on the device. */
+static CUresult region_add(uint64_t base, uint64_t dev, uint64_t size, uint64_t asked, int device, bool host,
+                           unsigned flags)
 {
     shim_device *d = shim_device_at(device);
     int fd = memfd_create("rig-managed", MFD_CLOEXEC);
@@ -310,8 +322,10 @@ static CUresult region_add(uint64_t base, uint64_t size, uint64_t asked, int dev
     _Atomic uint8_t *state = calloc(size / page_size, 1);
     if (state && ftruncate(fd, (off_t)size) == 0)
         alias = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    bool global = dev != base;
     void *view = alias == MAP_FAILED ? MAP_FAILED
-                                     : mmap((void *)(uintptr_t)base, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+                                     : mmap((void *)(uintptr_t)base, size, global ? PROT_NONE : PROT_READ,
+                                            MAP_SHARED | MAP_FIXED, fd, 0);
     close(fd);
     if (view == MAP_FAILED) {
         if (alias != MAP_FAILED)
@@ -329,7 +343,10 @@ static CUresult region_add(uint64_t base, uint64_t size, uint64_t asked, int dev
     wire_put_u64(&w, size);
     wire_put_u64(&w, 1);
     handover ho = { .op = CUDA_OP_cuMemsetD2D32Async, .stream = d->null_stream, .body = body, .body_len = w.off };
-    CUresult rc = link_handover(d->link, &ho, NULL);
+    CUresult rc = global ? CUDA_SUCCESS : link_handover(d->link, &ho, NULL);
+    if (global)
+        for (uint64_t i = 0; i < size / page_size; i++)
+            state[i] = PAGE_STALE;
     pthread_mutex_lock(&table_lock);
     uint32_t slot = REGIONS_MAX;
     for (uint32_t i = 0; i < REGIONS_MAX && rc == CUDA_SUCCESS; i++)
@@ -343,6 +360,8 @@ static CUresult region_add(uint64_t base, uint64_t size, uint64_t asked, int dev
         region *r = &regions[slot];
         r->size = size;
         r->asked = asked;
+        r->dev = dev;
+        r->dev_size = global ? asked : size;
         r->device = device;
         r->link = d->link;
         r->alias = alias;
@@ -387,6 +406,8 @@ static bool region_remove(uint64_t base, bool host)
         munmap(r->alias, r->size);
         free((void *)r->state);
         r->state = NULL;
+        free(r->name);
+        r->name = NULL;
     }
     pthread_mutex_unlock(&table_lock);
     return found;
@@ -407,7 +428,7 @@ static CUresult region_alloc(proxy_obj *ctx, size_t bytes, bool host, unsigned f
     CUresult rc = shim_mem_alloc(ctx, size, &p);
     if (rc)
         return rc;
-    rc = region_add(p, size, bytes, ctx->device, host, flags);
+    rc = region_add(p, p, size, bytes, ctx->device, host, flags);
     if (rc) {
         uint64_t sz;
         int dev;
@@ -443,11 +464,15 @@ static CUresult push_region(region *r, proxy_obj *s)
             q++;
         }
         protect(r, p, q, PROT_READ);
+        uint64_t off = p * page_size, len = (q - p) * page_size;
+        if (len > r->dev_size - off)
+            len = off < r->dev_size ? r->dev_size - off : 0;
         uint8_t body[8];
-        wire_store_u64(body, atomic_load(&r->base) + p * page_size);
+        wire_store_u64(body, r->dev + off);
         handover h = { .op = CUDA_OP_cuMemcpyHtoDAsync_v2, .stream = s, .body = body, .body_len = 8,
-                       .data = r->alias + p * page_size, .data_len = (q - p) * page_size };
-        rc = link_handover(r->link, &h, NULL);
+                       .data = r->alias + off, .data_len = len };
+        if (len)
+            rc = link_handover(r->link, &h, NULL);
         p = q;
     }
     if (rc != CUDA_SUCCESS)
@@ -485,6 +510,13 @@ void shim_managed_after_launch(agent_link *l)
             atomic_store(&regions[i].written, true);
 }
 
+/* True when [p, p + n) touches r's pages or its device copy. */
+static bool overlaps(region *r, uint64_t p, uint64_t n)
+{
+    uint64_t b = atomic_load(&r->base);
+    return b && ((p < b + r->size && b < p + n) || (p < r->dev + r->size && r->dev < p + n));
+}
+
 CUresult shim_managed_before_access(proxy_obj *s, uint64_t p, uint64_t n)
 {
     if (!atomic_load(&live_count) || n == 0)
@@ -492,11 +524,9 @@ CUresult shim_managed_before_access(proxy_obj *s, uint64_t p, uint64_t n)
     CUresult rc = CUDA_SUCCESS;
     pthread_mutex_lock(&table_lock);
     uint32_t used = atomic_load(&regions_used);
-    for (uint32_t i = 0; i < used && rc == CUDA_SUCCESS; i++) {
-        uint64_t b = atomic_load(&regions[i].base);
-        if (b && p < b + regions[i].size && b < p + n)
+    for (uint32_t i = 0; i < used && rc == CUDA_SUCCESS; i++)
+        if (overlaps(&regions[i], p, n))
             rc = push_region(&regions[i], s);
-    }
     pthread_mutex_unlock(&table_lock);
     return rc;
 }
@@ -506,11 +536,9 @@ void shim_managed_written(uint64_t p, uint64_t n)
     if (!atomic_load(&live_count) || n == 0)
         return;
     uint32_t used = atomic_load(&regions_used);
-    for (uint32_t i = 0; i < used; i++) {
-        uint64_t b = atomic_load(&regions[i].base);
-        if (b && p < b + regions[i].size && b < p + n)
+    for (uint32_t i = 0; i < used; i++)
+        if (overlaps(&regions[i], p, n))
             atomic_store(&regions[i].written, true);
-    }
 }
 
 void shim_managed_synced(agent_link *l)
@@ -877,5 +905,66 @@ SHIM_EXPORT(cuPointerSetAttribute)
     if (!value || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS || !shim_alloc_find(ptr, &base, &size, &device))
         return CUDA_ERROR_INVALID_VALUE;
     /* Copies and memsets on a proxy are ordered on their stream already. */
+    return CUDA_SUCCESS;
+}
+
+/* A __managed__ variable of a library on a proxy: the agent's driver put
+ * its storage (the global kernels use by name) where it chose, outside the
+ * window, so the program's pages are at an address of the window of their
+ * own and the coherence runs between the two. Host code reaches the
+ * variable through the pointer cudart keeps, which is this one. */
+SHIM_EXPORT(cuLibraryGetManaged)
+{
+    proxy_obj *m = arena_get(library, PROXY_MODULE);
+    if (!m)
+        return SHIM_LOCAL(cuLibraryGetManaged);
+    proxy_obj *ctx = shim_proxy_current();
+    if (!ctx && m->u.module.local)
+        return shim_local_driver()->fn_cuLibraryGetManaged(dptr, bytes, m->u.module.local, name);
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Without a current context: the first proxy device holds it. */
+    int device = ctx ? ctx->device : shim_local_count();
+    if (device >= shim_device_count())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!machinery_ready())
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t found = 0, found_size = 0;
+    pthread_mutex_lock(&table_lock);
+    uint32_t used = atomic_load(&regions_used);
+    for (uint32_t i = 0; i < used && !found; i++)
+        if (atomic_load(&regions[i].base) && regions[i].name && regions[i].module == m->id &&
+            regions[i].device == device && strcmp(regions[i].name, name) == 0)
+            found = atomic_load(&regions[i].base), found_size = regions[i].asked;
+    pthread_mutex_unlock(&table_lock);
+    if (!found) {
+        CUdeviceptr g;
+        size_t size;
+        CUresult rc = shim_module_global(m, device, &g, &size, name);
+        if (rc)
+            return rc;
+        char *copy = strdup(name);
+        CUdeviceptr h = 0;
+        proxy_obj on = { .device = device };
+        /* An allocation reserves the pages' address in the window. */
+        rc = copy ? shim_mem_alloc(&on, round_pages(size ? size : 1), &h) : CUDA_ERROR_OUT_OF_MEMORY;
+        if (rc == CUDA_SUCCESS)
+            rc = region_add(h, g, round_pages(size ? size : 1), size, device, false, CU_MEM_ATTACH_GLOBAL);
+        if (rc) {
+            free(copy);
+            return rc;
+        }
+        pthread_mutex_lock(&table_lock);
+        region *r = region_at(h);
+        r->module = m->id;
+        r->name = copy;
+        pthread_mutex_unlock(&table_lock);
+        found = h;
+        found_size = size;
+    }
+    if (dptr)
+        *dptr = found;
+    if (bytes)
+        *bytes = found_size;
     return CUDA_SUCCESS;
 }

@@ -313,6 +313,11 @@ static CUresult get_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *
     return rc;
 }
 
+CUresult shim_module_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *bytes, const char *name)
+{
+    return get_global(m, device, dptr, bytes, name);
+}
+
 SHIM_EXPORT(cuModuleGetGlobal_v2)
 {
     proxy_obj *m = arena_get(hmod, PROXY_MODULE);

@@ -200,6 +200,10 @@ bool shim_hostmap_device_pointer(const void *p, CUdeviceptr *out);
 CUresult shim_hostmap_before_launch(agent_link *l, proxy_obj *s);
 void shim_hostmap_synced(agent_link *l);
 
+/* ---- module.c ---- */
+/* The address and size of global `name` of module or library m on device. */
+CUresult shim_module_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *bytes, const char *name);
+
 /* ---- memory.c ---- */
 /* Device memory of size bytes on ctx's device (in the table of allocations). */
 CUresult shim_mem_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out);

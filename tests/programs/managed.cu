@@ -12,7 +12,9 @@
 //  - memory both sides update in turn (the kernel adds, the CPU doubles);
 //  - cudaMemcpy and cudaMemset into and out of managed memory;
 //  - cudaMemAdvise and cudaMemRangeGetAttribute, cudaMemPrefetchAsync,
-//    cudaStreamAttachMemAsync, cudaPointerGetAttributes.
+//    cudaStreamAttachMemAsync, cudaPointerGetAttributes;
+//  - __managed__ variables: one the CPU sets between launches and kernels
+//    read, one kernels count into and the CPU reads and resets.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,6 +58,17 @@ __global__ void sum_bytes(const unsigned char *b, size_t n, unsigned long long *
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         s += b[i];
     atomicAdd(total, s);
+}
+
+__managed__ float gain = 2.0f;
+__managed__ unsigned hits;
+
+__global__ void amplify(const float *x, float *out, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        out[i] = x[i] * gain;
+        atomicAdd(&hits, 1u);
+    }
 }
 
 static float frand() { return (float)(rand() % 2001 - 1000) / 16.0f; }
@@ -204,6 +217,19 @@ int main()
         EXPECT(h[i] == (unsigned)i * 3u + 5u + (unsigned)i, "h[%d] = %u", i, h[i]);
     for (size_t i = 0; i < cn; i++)
         EXPECT(c[i] == ref[i] + 1u + (unsigned)i, "c[%zu] after the stream's launch = %u", i, c[i]);
+
+    // __managed__ variables: initialised as declared, set and read by the CPU.
+    EXPECT(gain == 2.0f && hits == 0, "__managed__ start values %g %u", gain, hits);
+    for (int round = 0; round < 3; round++) {
+        gain = frand();
+        amplify<<<4, 64>>>(x, out, n);
+        amplify<<<4, 64>>>(x, out, n);
+        CHECK(cudaDeviceSynchronize());
+        EXPECT(hits == 2u * n, "round %d: %u hits, not %u", round, hits, 2u * n);
+        for (int i = 0; i < n; i++)
+            EXPECT(out[i] == x[i] * gain, "round %d amplified out[%d] = %g", round, i, out[i]);
+        hits = 0;
+    }
 
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaFree(h));
