@@ -10,6 +10,7 @@
 //    read back by the CPU after cudaDeviceSynchronize, several rounds, the
 //    CPU changing a few inputs between launches;
 //  - memory both sides update in turn (the kernel adds, the CPU doubles);
+//  - several CPU threads writing inputs and reading results at once;
 //  - cudaMemcpy and cudaMemset into and out of managed memory;
 //  - cudaMemAdvise and cudaMemRangeGetAttribute, cudaMemPrefetchAsync,
 //    cudaStreamAttachMemAsync, cudaPointerGetAttributes;
@@ -20,6 +21,8 @@
 #include <cstring>
 #include <ctime>
 #include <cuda_runtime.h>
+#include <thread>
+#include <vector>
 
 #define CHECK(call)                                                                   \
     do {                                                                              \
@@ -156,6 +159,32 @@ int main()
         }
         for (int i = 0; i < n; i++)
             y[i] = frand();
+    }
+
+    // Four threads write inputs at once, then read the results at once.
+    for (int round = 0; round < 2; round++) {
+        const int parts = 4;
+        std::vector<std::thread> ts;
+        for (int t = 0; t < parts; t++)
+            ts.emplace_back([=] {
+                for (int i = t; i < m; i += parts)
+                    bx[i] = (float)((i * 7 + round) % 1000), by[i] = (float)(i % 13);
+            });
+        for (auto &t : ts)
+            t.join();
+        ts.clear();
+        saxpy<<<64, 256>>>(2.0f, bx, by, bout, m);
+        CHECK(cudaDeviceSynchronize());
+        int bad[parts] = {};
+        for (int t = 0; t < parts; t++)
+            ts.emplace_back([&, t] {
+                for (int i = t * (m / parts); i < (t + 1) * (m / parts); i++)
+                    bad[t] += bout[i] != 2.0f * (float)((i * 7 + round) % 1000) + (float)(i % 13);
+            });
+        for (auto &t : ts)
+            t.join();
+        for (int t = 0; t < parts; t++)
+            EXPECT(bad[t] == 0, "round %d: thread %d read %d wrong results", round, t, bad[t]);
     }
 
     // Both sides update one allocation in turn (3 MiB and a bit, in bytes).
