@@ -95,6 +95,9 @@ SHIM_EXPORT(cuMemFree_v2)
         return shim_proxy_current() ? CUDA_SUCCESS : SHIM_LOCAL(cuMemFree_v2);
     if (shim_device_of_pointer(dptr) < 0)
         return SHIM_LOCAL(cuMemFree_v2);
+    shim_managed_info m;
+    if (shim_managed_find(dptr, &m) && (m.host || m.base != dptr))
+        return CUDA_ERROR_INVALID_VALUE;   /* mapped host memory, or inside an allocation */
     return shim_managed_free(dptr, false) ? CUDA_SUCCESS : proxy_free(dptr);
 }
 
