@@ -968,3 +968,70 @@ SHIM_EXPORT(cuLibraryGetManaged)
         *bytes = found_size;
     return CUDA_SUCCESS;
 }
+
+/* ---- batches (CUDA 13) ---- */
+
+static bool batch_valid(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs, size_t *idxs,
+                        size_t nlocs, unsigned long long flags, bool with_locations)
+{
+    if (!dptrs || !sizes || count == 0 || flags != 0)
+        return false;
+    if (!with_locations)
+        return true;
+    if (!locs || !idxs || nlocs == 0 || nlocs > count || idxs[0] != 0)
+        return false;
+    for (size_t j = 1; j < nlocs; j++)
+        if (idxs[j] <= idxs[j - 1] || idxs[j] >= count)
+            return false;
+    return true;
+}
+
+/* Each range a prefetch to the location of its part of the batch; a
+ * discard leaves contents undefined, and keeping them is allowed. */
+static CUresult batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs, size_t *idxs,
+                      size_t nlocs, unsigned long long flags, CUstream h, bool per_thread, bool with_locations,
+                      bool *local)
+{
+    *local = dptrs && count && shim_device_of_pointer(dptrs[0]) < 0;
+    if (*local)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!batch_valid(dptrs, sizes, count, locs, idxs, nlocs, flags, with_locations))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (h == CU_STREAM_LEGACY || (!h && !per_thread))
+        return CUDA_ERROR_INVALID_VALUE;   /* batches never go on the legacy NULL stream */
+    for (size_t i = 0; i < count; i++) {
+        shim_managed_info m;
+        if (sizes[i] == 0 || !shim_managed_find(dptrs[i], &m) || m.host ||
+            sizes[i] > m.size - (dptrs[i] - m.base))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    proxy_obj *s = NULL;
+    CUresult rc;
+    if (shim_stream(h, per_thread, &s, &rc) < 0)
+        return rc;
+    size_t j = 0;
+    for (size_t i = 0; with_locations && i < count; i++) {
+        while (j + 1 < nlocs && idxs[j + 1] <= i)
+            j++;
+        bool unused;
+        if ((rc = prefetch(dptrs[i], sizes[i], locs[j], 0, h, per_thread, &unused)))
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+#define BATCH_EXPORT(sym, locs, idxs, nlocs, per_thread, with_locations)       \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        bool local;                                                             \
+        CUresult rc = batch(dptrs, sizes, count, locs, idxs, nlocs, flags, hStream, per_thread, \
+                            with_locations, &local);                            \
+        return local && shim_local_driver() ? SHIM_LOCAL(sym) : rc;             \
+    }
+
+BATCH_EXPORT(cuMemPrefetchBatchAsync, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, false, true)
+BATCH_EXPORT(cuMemPrefetchBatchAsync_ptsz, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, true, true)
+BATCH_EXPORT(cuMemDiscardAndPrefetchBatchAsync, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, false, true)
+BATCH_EXPORT(cuMemDiscardAndPrefetchBatchAsync_ptsz, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, true, true)
+BATCH_EXPORT(cuMemDiscardBatchAsync, NULL, NULL, 0, false, false)
+BATCH_EXPORT(cuMemDiscardBatchAsync_ptsz, NULL, NULL, 0, true, false)

@@ -332,3 +332,95 @@ SOFT_API CUresult CUDAAPI cuPointerSetAttribute(const void *value, CUpointer_att
     /* Every operation here is synchronous with respect to memory already. */
     return CUDA_SUCCESS;
 }
+
+/* ---- batches (CUDA 13) ---- */
+
+/* The location of op i of a batch: the last whose first op is at most i. */
+static bool batch_valid(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs, size_t *idxs,
+                        size_t nlocs, unsigned long long flags, bool with_locations)
+{
+    if (!dptrs || !sizes || count == 0 || flags != 0)
+        return false;
+    if (!with_locations)
+        return true;
+    if (!locs || !idxs || nlocs == 0 || nlocs > count || idxs[0] != 0)
+        return false;
+    for (size_t j = 1; j < nlocs; j++)
+        if (idxs[j] <= idxs[j - 1] || idxs[j] >= count)
+            return false;
+    return true;
+}
+
+static CUresult batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs, size_t *idxs,
+                      size_t nlocs, unsigned long long flags, CUstream h, bool ptds, bool with_locations)
+{
+    SOFT_TRY(soft_check_init());
+    if (!batch_valid(dptrs, sizes, count, locs, idxs, nlocs, flags, with_locations))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *s;
+    SOFT_TRY(soft_stream_get(h, ptds, &s));
+    if (s->legacy)
+        return CUDA_ERROR_INVALID_VALUE;   /* batches never go on the legacy NULL stream */
+    /* Every range first, so a bad one changes nothing. */
+    for (size_t i = 0; i < count; i++) {
+        advice *a = advice_of(dptrs[i], sizes[i]);
+        if (!a || sizes[i] == 0) {
+            if (a)
+                pthread_mutex_unlock(&advice_lock);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        pthread_mutex_unlock(&advice_lock);
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < count; i++) {
+        while (with_locations && j + 1 < nlocs && idxs[j + 1] <= i)
+            j++;
+        /* A discard leaves the contents undefined: keeping them is allowed. */
+        if (with_locations)
+            SOFT_TRY(prefetch(dptrs[i], sizes[i], locs[j], 0, h, ptds));
+    }
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                                  CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+                                                  size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
+{
+    return batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, false, true);
+}
+
+SOFT_API CUresult CUDAAPI cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                                       CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+                                                       size_t numPrefetchLocs, unsigned long long flags,
+                                                       CUstream hStream)
+{
+    return batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, true, true);
+}
+
+SOFT_API CUresult CUDAAPI cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                                 unsigned long long flags, CUstream hStream)
+{
+    return batch(dptrs, sizes, count, NULL, NULL, 0, flags, hStream, false, false);
+}
+
+SOFT_API CUresult CUDAAPI cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                                      unsigned long long flags, CUstream hStream)
+{
+    return batch(dptrs, sizes, count, NULL, NULL, 0, flags, hStream, true, false);
+}
+
+SOFT_API CUresult CUDAAPI cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                                            CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+                                                            size_t numPrefetchLocs, unsigned long long flags,
+                                                            CUstream hStream)
+{
+    return batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, false, true);
+}
+
+SOFT_API CUresult CUDAAPI cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                                                 CUmemLocation *prefetchLocs,
+                                                                 size_t *prefetchLocIdxs, size_t numPrefetchLocs,
+                                                                 unsigned long long flags, CUstream hStream)
+{
+    return batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, true, true);
+}

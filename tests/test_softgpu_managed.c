@@ -215,3 +215,48 @@ Test(managed, freed_with_its_context)
     int v;
     cr_expect_eq(cuMemRangeGetAttribute(&v, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, 4), CUDA_ERROR_INVALID_VALUE);
 }
+
+Test(managed, batches_prefetch_and_discard)
+{
+    CUdeviceptr a, b, c;
+    CUstream s;
+    OK(cuMemAllocManaged(&a, 4096, CU_MEM_ATTACH_GLOBAL));
+    OK(cuMemAllocManaged(&b, 8192, CU_MEM_ATTACH_GLOBAL));
+    OK(cuMemAllocManaged(&c, 100, CU_MEM_ATTACH_GLOBAL));
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr ptrs[] = { a, b + 4096, c };
+    size_t sizes[] = { 4096, 4096, 100 };
+    CUmemLocation locs[] = { dev0(), cpu() };
+    size_t idxs[] = { 0, 2 };
+    OK(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, idxs, 2, 0, s));
+    OK(cuStreamSynchronize(s));
+    int last[3];
+    for (int i = 0; i < 3; i++)
+        OK(cuMemRangeGetAttribute(&last[i], 4, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, ptrs[i], sizes[i]));
+    cr_expect(last[0] == 0 && last[1] == 0 && last[2] == CU_DEVICE_CPU, "last prefetches %d %d %d", last[0], last[1],
+              last[2]);
+    ((uint8_t *)(uintptr_t)c)[7] = 9;
+    OK(cuMemDiscardBatchAsync(ptrs, sizes, 3, 0, s));
+    OK(cuMemDiscardAndPrefetchBatchAsync(ptrs, sizes, 3, locs, idxs, 1, 0, s));
+    OK(cuStreamSynchronize(s));
+    /* Bad batches: indices out of order, a first index not 0, flags, an
+     * unmanaged or too long range, the legacy stream. */
+    size_t bad_idxs[] = { 0, 0 }, late[] = { 1 };
+    cr_expect_eq(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, bad_idxs, 2, 0, s), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, late, 1, 0, s), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, idxs, 2, 1, s), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, idxs, 4, 0, s), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemPrefetchBatchAsync(ptrs, sizes, 3, locs, idxs, 2, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemDiscardBatchAsync(ptrs, sizes, 0, 0, s), CUDA_ERROR_INVALID_VALUE);
+    size_t too_long[] = { 4097, 4096, 100 };
+    cr_expect_eq(cuMemDiscardBatchAsync(ptrs, too_long, 3, 0, s), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr plain;
+    OK(cuMemAlloc(&plain, 4096));
+    CUdeviceptr with_plain[] = { a, plain, c };
+    cr_expect_eq(cuMemDiscardBatchAsync(with_plain, sizes, 3, 0, s), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemFree(plain));
+    OK(cuStreamDestroy(s));
+    OK(cuMemFree(a));
+    OK(cuMemFree(b));
+    OK(cuMemFree(c));
+}

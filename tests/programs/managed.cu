@@ -137,9 +137,16 @@ int main()
 
     for (int round = 0; round < 5; round++) {
         float a = frand();
-        if (concurrent) {
+        if (concurrent && round % 2) {
             CHECK(cudaMemPrefetchAsync(bx, m * sizeof(float), on_device(dev), 0, 0));
             CHECK(cudaMemPrefetchAsync(by, m * sizeof(float), on_device(dev), 0, 0));
+        } else if (concurrent) {
+            // CUDA 13's batch: the inputs to the device, the output to the CPU.
+            void *ptrs[] = { bx, by, bout };
+            size_t sizes[] = { m * sizeof(float), m * sizeof(float), m * sizeof(float) };
+            cudaMemLocation locs[] = { on_device(dev), on_cpu() };
+            size_t first[] = { 0, 2 };
+            CHECK(cudaMemPrefetchBatchAsync(ptrs, sizes, 3, locs, first, 2, 0, cudaStreamPerThread));
         }
         saxpy<<<8, 128>>>(a, x, y, out, n);
         saxpy<<<64, 256>>>(a, bx, by, bout, m);
