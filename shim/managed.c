@@ -66,6 +66,7 @@ typedef struct region {
     atomic_bool dirty;            /* some page may be DIRTY */
     atomic_bool written;          /* the device may have written since the last invalidation */
     atomic_bool fetch_all;        /* prefetched to the CPU: fetch it whole */
+    atomic_flag turn;             /* held while a page's state and protection change together */
     bool host;                    /* cuMemHostAlloc(DEVICEMAP), not managed */
     uint64_t module;              /* a __managed__ variable: its library's id and name */
     char *name;
@@ -110,6 +111,22 @@ static region *region_at(uint64_t a)
     return NULL;
 }
 
+/* A page's state and its protection change together, under r's spin lock:
+ * otherwise a fault could see the new state with the old protection (and
+ * return to fault again for ever) or leave a CLEAN page writable. Held
+ * only around a state change and an mprotect, never around a touch of the
+ * program's view, so the handler can take it. */
+static void turn_take(region *r)
+{
+    while (atomic_flag_test_and_set_explicit(&r->turn, memory_order_acquire))
+        sched_yield();
+}
+
+static void turn_give(region *r)
+{
+    atomic_flag_clear_explicit(&r->turn, memory_order_release);
+}
+
 /* A fault that is not ours goes where it would have gone. */
 static void chain(int sig, siginfo_t *si, void *uc)
 {
@@ -138,38 +155,38 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     }
     uint64_t base = atomic_load(&r->base);
     size_t page = (size_t)((a - base) / page_size);
-    uint8_t want = PAGE_CLEAN;
-    if (atomic_compare_exchange_strong(&r->state[page], &want, PAGE_DIRTY)) {
-        /* A write to a clean page: it is the host's now, to be sent. */
+    void *at = (void *)(uintptr_t)(base + page * page_size);
+    turn_take(r);
+    uint8_t was = atomic_load(&r->state[page]);
+    /* A write to a clean page: it is the host's now, to be sent. A child of
+     * fork has no fetch thread (and its job failed): it keeps the host copy
+     * of a stale page as it is. */
+    bool open = was == PAGE_CLEAN || was == PAGE_DIRTY || (was == PAGE_STALE && getpid() != owner);
+    if (open) {
+        atomic_store(&r->state[page], PAGE_DIRTY);
         atomic_store(&r->dirty, true);
-        mprotect((void *)(uintptr_t)(base + page * page_size), page_size, PROT_READ | PROT_WRITE);
-    } else if (want == PAGE_STALE) {
-        if (getpid() != owner) {
-            /* A child of fork has no fetch thread (and its job failed):
-             * it keeps the host copy as it is. */
-            atomic_store(&r->state[page], PAGE_DIRTY);
-            mprotect((void *)(uintptr_t)(base + page * page_size), page_size, PROT_READ | PROT_WRITE);
-        } else {
-            for (unsigned i = 0;; i = (i + 1) % SLOTS) {
-                uint32_t free_ = SLOT_FREE;
-                if (!atomic_compare_exchange_strong(&slots[i].state, &free_, SLOT_CLAIMED)) {
-                    if (i == SLOTS - 1)
-                        sched_yield();
-                    continue;
-                }
-                slots[i].addr = a;
-                atomic_store(&slots[i].state, SLOT_POSTED);
-                atomic_fetch_add(&fetch_seq, 1);
-                futex(&fetch_seq, FUTEX_WAKE_PRIVATE, 1);
-                uint32_t s;
-                while ((s = atomic_load(&slots[i].state)) != SLOT_DONE)
-                    futex(&slots[i].state, FUTEX_WAIT_PRIVATE, s);
-                atomic_store(&slots[i].state, SLOT_FREE);
-                break;
-            }
-        }
+        mprotect(at, page_size, PROT_READ | PROT_WRITE);
     }
-    /* DIRTY: another thread just opened the page; the access runs again. */
+    turn_give(r);
+    /* STALE: the fetch thread brings the page back while this one waits;
+     * then the access runs again (and faults once more if it writes). */
+    for (unsigned i = 0; !open; i = (i + 1) % SLOTS) {
+        uint32_t free_ = SLOT_FREE;
+        if (!atomic_compare_exchange_strong(&slots[i].state, &free_, SLOT_CLAIMED)) {
+            if (i == SLOTS - 1)
+                sched_yield();
+            continue;
+        }
+        slots[i].addr = a;
+        atomic_store(&slots[i].state, SLOT_POSTED);
+        atomic_fetch_add(&fetch_seq, 1);
+        futex(&fetch_seq, FUTEX_WAKE_PRIVATE, 1);
+        uint32_t s;
+        while ((s = atomic_load(&slots[i].state)) != SLOT_DONE)
+            futex(&slots[i].state, FUTEX_WAIT_PRIVATE, s);
+        atomic_store(&slots[i].state, SLOT_FREE);
+        break;
+    }
     errno = saved;
 }
 
@@ -238,14 +255,12 @@ static void fetch(uint64_t a)
         /* Only the fetch thread takes a page out of STALE. */
         if (atomic_load(&r->state[p]) != PAGE_STALE)
             continue;
-        if (rc != CUDA_SUCCESS) {
-            atomic_store(&r->state[p], PAGE_DIRTY);
-            protect(r, p, p + 1, PROT_READ | PROT_WRITE);
-            continue;
-        }
-        memcpy(r->alias + p * page_size, got + (p - first) * page_size, page_size);
-        atomic_store(&r->state[p], PAGE_CLEAN);
-        protect(r, p, p + 1, PROT_READ);
+        if (rc == CUDA_SUCCESS)
+            memcpy(r->alias + p * page_size, got + (p - first) * page_size, page_size);
+        turn_take(r);
+        atomic_store(&r->state[p], rc == CUDA_SUCCESS ? PAGE_CLEAN : PAGE_DIRTY);
+        protect(r, p, p + 1, rc == CUDA_SUCCESS ? PROT_READ : PROT_READ | PROT_WRITE);
+        turn_give(r);
     }
     free(got);
 }
@@ -369,6 +384,7 @@ static CUresult region_add(uint64_t base, uint64_t dev, uint64_t size, uint64_t 
         atomic_store(&r->dirty, false);
         atomic_store(&r->written, false);
         atomic_store(&r->fetch_all, false);
+        atomic_flag_clear(&r->turn);
         r->host = host;
         r->flags = flags;
         atomic_store(&r->attach, host ? CU_MEM_ATTACH_GLOBAL : flags);
@@ -457,6 +473,7 @@ static CUresult push_region(region *r, proxy_obj *s)
             continue;
         }
         size_t q = p;
+        turn_take(r);
         while (q < pages && (uint64_t)(q - p) * page_size < JOB_COPY_CHUNK) {
             uint8_t want = PAGE_DIRTY;
             if (!atomic_compare_exchange_strong(&r->state[q], &want, PAGE_CLEAN))
@@ -464,6 +481,7 @@ static CUresult push_region(region *r, proxy_obj *s)
             q++;
         }
         protect(r, p, q, PROT_READ);
+        turn_give(r);
         uint64_t off = p * page_size, len = (q - p) * page_size;
         if (len > r->dev_size - off)
             len = off < r->dev_size ? r->dev_size - off : 0;
@@ -572,10 +590,12 @@ void shim_managed_synced(agent_link *l)
                 continue;
             }
             size_t q = p;
+            turn_take(r);
             for (uint8_t want = PAGE_CLEAN;
                  q < pages && atomic_compare_exchange_strong(&r->state[q], &want, PAGE_STALE); want = PAGE_CLEAN)
                 q++;
             protect(r, p, q, PROT_NONE);
+            turn_give(r);
             p = q;
         }
     }
@@ -664,7 +684,8 @@ SHIM_EXPORT(cuMemHostGetDevicePointer_v2)
         return SHIM_LOCAL(cuMemHostGetDevicePointer_v2);
     /* Host memory of a proxy context without DEVICEMAP and pageable memory
      * have no device copy on the agent. */
-    shim_log_unsupported_once("cuMemHostGetDevicePointer (memory not allocated with CU_MEMHOSTALLOC_DEVICEMAP)",
+    shim_log_unsupported_once("cuMemHostGetDevicePointer of memory neither allocated with "
+                              "CU_MEMHOSTALLOC_DEVICEMAP nor registered with CU_MEMHOSTREGISTER_DEVICEMAP",
                               shim_device_at(ctx->device)->label);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
