@@ -596,6 +596,11 @@ void replay_request(job *j, const frame *f)
     case CUDA_OP_cuCtxDisablePeerAccess:
         replay_peer(j, op, &r);
         return;
+    case CUDA_OP_cuStreamGetAttribute:
+    case CUDA_OP_cuStreamSetAttribute:
+    case CUDA_OP_cuStreamCopyAttributes:
+        replay_stream_attribute(j, op, &r);
+        return;
     case CUDA_OP_cuOccupancyMaxActiveBlocksPerMultiprocessor: {
         /* u64 function, u32 device, u32 threads, u32 shared -> i32 (the
          * shim bounds cooperative launches by it: shim/launch.c) */
