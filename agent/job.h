@@ -98,6 +98,8 @@ void job_refuse(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3
 void replay_link(job *j, wire_reader *r);
 /* stream_attr.c: cuStreamGet/SetAttribute, cuStreamCopyAttributes. */
 void replay_stream_attribute(job *j, uint32_t op, wire_reader *r);
+/* enumerate.c: the kernels of a module or library, by name. */
+void replay_enumerate(job *j, uint32_t op, wire_reader *r);
 CUresult job_function_on(job *j, agent_obj *fn, int device, CUfunction *out);
 
 /* ---- handover.c ---- */

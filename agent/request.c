@@ -601,6 +601,10 @@ void replay_request(job *j, const frame *f)
     case CUDA_OP_cuStreamCopyAttributes:
         replay_stream_attribute(j, op, &r);
         return;
+    case CUDA_OP_cuModuleEnumerateFunctions:
+    case CUDA_OP_cuLibraryEnumerateKernels:
+        replay_enumerate(j, op, &r);
+        return;
     case CUDA_OP_cuOccupancyMaxActiveBlocksPerMultiprocessor: {
         /* u64 function, u32 device, u32 threads, u32 shared -> i32 (the
          * shim bounds cooperative launches by it: shim/launch.c) */

@@ -82,6 +82,20 @@ static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device, char *wh
     return rc;
 }
 
+CUresult shim_module_ready(proxy_obj *m, int device)
+{
+    shim_device *d = shim_device_at(device);
+    if (!d || !d->proxy)
+        return CUDA_ERROR_INVALID_DEVICE;
+    char why[1100] = "";
+    pthread_mutex_lock(&resolve_lock);
+    CUresult rc = load_on(m, d->link, d->remote_ordinal, why, sizeof why);
+    pthread_mutex_unlock(&resolve_lock);
+    if (rc && why[0])
+        shim_log(SHIM_LOG_ERROR, "module load on %s: %s", d->label, why);
+    return rc;
+}
+
 /* Says once, for each function, why an agent could not run it: the call
  * fails with a CUDA error the program may not print, so this line is how
  * the user learns which kernel and why. */

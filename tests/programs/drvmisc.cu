@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -167,6 +168,79 @@ static int pools_by_location(CUdevice dev)
     return 0;
 }
 
+// A module's and a library's kernels counted and enumerated, a kernel's
+// library, and a library read from a PTX file and launched.
+static const char fill_ptx[] =
+    ".version 7.0\n.target sm_75\n.address_size 64\n"
+    ".visible .entry fill(.param .u64 p, .param .u32 v)\n{\n"
+    "  .reg .b64 %rd<3>;\n  .reg .b32 %r<5>;\n"
+    "  ld.param.u64 %rd1, [p];\n  ld.param.u32 %r1, [v];\n  cvta.to.global.u64 %rd1, %rd1;\n"
+    "  mov.u32 %r2, %tid.x;\n  add.u32 %r3, %r1, %r2;\n  mul.wide.u32 %rd2, %r2, 4;\n"
+    "  add.u64 %rd1, %rd1, %rd2;\n  st.global.u32 [%rd1], %r3;\n  ret;\n}\n";
+
+static int has_name(CUfunction f, const char *part)
+{
+    const char *name = NULL;
+    return cuFuncGetName(&name, f) == CUDA_SUCCESS && name && strstr(name, part);
+}
+
+static int collections()
+{
+    CUfunction f;
+    CHECK(cudaGetFuncBySymbol(&f, (const void *)axpy));
+    CUmodule mod;
+    CHECK_CU(cuFuncGetModule(&mod, f));
+    unsigned count = 0;
+    CHECK_CU(cuModuleGetFunctionCount(&count, mod));
+    EXPECT(count >= 1 && count < 64);
+    CUfunction fns[64];
+    CHECK_CU(cuModuleEnumerateFunctions(fns, count, mod));
+    int found = 0;
+    for (unsigned i = 0; i < count; i++)
+        found += has_name(fns[i], "axpy");
+    EXPECT(found == 1);
+    cudaKernel_t k;
+    CHECK(cudaGetKernel(&k, (const void *)axpy));
+    CUlibrary lib;
+    CHECK_CU(cuKernelGetLibrary(&lib, (CUkernel)k));
+    CHECK_CU(cuLibraryGetKernelCount(&count, lib));
+    EXPECT(count >= 1 && count < 64);
+
+    char path[] = "/tmp/drvmisc-XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT(fd >= 0);
+    FILE *out = fdopen(fd, "w");
+    EXPECT(out && fputs(fill_ptx, out) >= 0 && fclose(out) == 0);
+    CUlibrary filelib;
+    CUresult loaded = cuLibraryLoadFromFile(&filelib, path, NULL, NULL, 0, NULL, NULL, 0);
+    unlink(path);
+    CHECK_CU(loaded);
+    EXPECT(cuLibraryLoadFromFile(&filelib, "/nonexistent/drvmisc.ptx", NULL, NULL, 0, NULL, NULL, 0) ==
+           CUDA_ERROR_FILE_NOT_FOUND);
+    CHECK_CU(cuLibraryGetKernelCount(&count, filelib));
+    EXPECT(count == 1);
+    CUkernel kernels[1];
+    CHECK_CU(cuLibraryEnumerateKernels(kernels, 1, filelib));
+    CUlibrary back;
+    CHECK_CU(cuKernelGetLibrary(&back, kernels[0]));
+    EXPECT(back == filelib);
+    CUfunction fill;
+    CHECK_CU(cuKernelGetFunction(&fill, kernels[0]));
+    EXPECT(has_name(fill, "fill"));
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, 32 * sizeof(unsigned)));
+    unsigned base = 1000;
+    void *params[] = { &d, &base };
+    CHECK_CU(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+    unsigned got[32];
+    CHECK_CU(cuMemcpyDtoH(got, d, sizeof got));
+    for (unsigned i = 0; i < 32; i++)
+        EXPECT(got[i] == base + i);
+    CHECK_CU(cuMemFree(d));
+    CHECK_CU(cuLibraryUnload(filelib));
+    return 0;
+}
+
 // The error log: the iterator, an empty dump, callbacks. A call the device
 // refuses may leave a message; when it does, the message names the call.
 static int driver_log(CUdevice dev)
@@ -216,7 +290,7 @@ int main()
     CHECK_CU(cuStreamCreate(&s, CU_STREAM_DEFAULT));
     CHECK_CU(cuStreamCreate(&t, CU_STREAM_DEFAULT));
     if (legacy_launches(dy, dx, n, s) || stream_attributes(s, t, (CUdeviceptr)dx) || context_calls(dev, s) ||
-        pools_by_location(dev) || driver_log(dev))
+        pools_by_location(dev) || collections() || driver_log(dev))
         return 1;
     CHECK(cudaMemcpy(r, dy, bytes, cudaMemcpyDeviceToHost));
     int wrong = 0;
