@@ -390,6 +390,20 @@ SHIM_EXPORT(cuCtxSetFlags)
     return CUDA_SUCCESS;
 }
 
+/* A proxy context is made without an affinity: it has every
+ * multiprocessor of its device, as the agent reported them. */
+SHIM_EXPORT(cuCtxGetExecAffinity)
+{
+    proxy_obj *c = shim_proxy_current();
+    if (!c)
+        return SHIM_LOCAL(cuCtxGetExecAffinity);
+    if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return CUDA_ERROR_INVALID_VALUE;
+    pExecAffinity->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+    pExecAffinity->param.smCount.val = (unsigned)shim_device_at(c->device)->attrs[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+    return CUDA_SUCCESS;
+}
+
 /* CUDA 2's usage count: cuCtxAttach adds one to the current context's,
  * cuCtxDetach takes one off and destroys the context past its creation's. */
 SHIM_EXPORT(cuCtxAttach)

@@ -617,3 +617,15 @@ SOFT_API CUresult CUDAAPI cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesT
         return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
+
+/* Contexts are made without an affinity: each has every multiprocessor. */
+SOFT_API CUresult CUDAAPI cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return CUDA_ERROR_INVALID_VALUE;
+    pExecAffinity->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+    pExecAffinity->param.smCount.val = SOFT_SM_COUNT;
+    return CUDA_SUCCESS;
+}

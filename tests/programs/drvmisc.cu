@@ -241,6 +241,69 @@ static int collections()
     return 0;
 }
 
+// Stream memory operations in one batch: a word written, waited on, and
+// a 64-bit word written after the wait; VMM access read back.
+static int batch_and_access(CUdevice dev, CUstream s)
+{
+    CUdeviceptr words;
+    CHECK_CU(cuMemAlloc(&words, 16));
+    CHECK_CU(cuMemsetD8(words, 0, 16));
+    CUstreamBatchMemOpParams ops[4];
+    memset(ops, 0, sizeof ops);
+    ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[0].writeValue.address = words;
+    ops[0].writeValue.value = 7;
+    ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    ops[1].waitValue.address = words;
+    ops[1].waitValue.value = 7;
+    ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+    ops[2].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    ops[2].writeValue.address = words + 8;
+    ops[2].writeValue.value64 = 0x1122334455667788ull;
+    ops[3].operation = CU_STREAM_MEM_OP_BARRIER;
+    ops[3].memoryBarrier.flags = CU_STREAM_MEMORY_BARRIER_TYPE_SYS;
+    CHECK_CU(cuStreamBatchMemOp(s, 4, ops, 0));
+    CHECK_CU(cuStreamSynchronize(s));
+    unsigned long long got[2];
+    CHECK_CU(cuMemcpyDtoH(got, words, sizeof got));
+    EXPECT((got[0] & 0xffffffffu) == 7 && got[1] == 0x1122334455667788ull);
+    CHECK_CU(cuMemFree(words));
+
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    size_t gran = 0;
+    CHECK_CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    CHECK_CU(cuMemAddressReserve(&va, gran, 0, 0, 0));
+    CHECK_CU(cuMemCreate(&h, gran, &prop, 0));
+    CHECK_CU(cuMemMap(va, gran, 0, h, 0));
+    CUmemAccessDesc access = { prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CHECK_CU(cuMemSetAccess(va, gran, &access, 1));
+    unsigned long long flags = 0;
+    CHECK_CU(cuMemGetAccess(&flags, &prop.location, va));
+    EXPECT(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    CHECK_CU(cuMemUnmap(va, gran));
+    CHECK_CU(cuMemRelease(h));
+    CHECK_CU(cuMemAddressFree(va, gran));
+
+    CUexecAffinityParam affinity;
+    int sms = 0;
+    CHECK_CU(cuCtxGetExecAffinity(&affinity, CU_EXEC_AFFINITY_TYPE_SM_COUNT));
+    CHECK_CU(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    EXPECT(affinity.type == CU_EXEC_AFFINITY_TYPE_SM_COUNT && (int)affinity.param.smCount.val == sms);
+    CUatomicOperation aops[2] = { CU_ATOMIC_OPERATION_INTEGER_ADD, CU_ATOMIC_OPERATION_FLOAT_ADD };
+    unsigned caps[2] = { ~0u, ~0u };
+    CHECK_CU(cuDeviceGetHostAtomicCapabilities(caps, aops, 2, dev));
+    EXPECT((caps[0] | caps[1]) < (1u << 7));   // only capability bits
+    aops[1] = CU_ATOMIC_OPERATION_MAX;
+    EXPECT(cuDeviceGetHostAtomicCapabilities(caps, aops, 2, dev) == CUDA_ERROR_INVALID_VALUE);
+    return 0;
+}
+
 // The error log: the iterator, an empty dump, callbacks. A call the device
 // refuses may leave a message; when it does, the message names the call.
 static int driver_log(CUdevice dev)
@@ -290,7 +353,7 @@ int main()
     CHECK_CU(cuStreamCreate(&s, CU_STREAM_DEFAULT));
     CHECK_CU(cuStreamCreate(&t, CU_STREAM_DEFAULT));
     if (legacy_launches(dy, dx, n, s) || stream_attributes(s, t, (CUdeviceptr)dx) || context_calls(dev, s) ||
-        pools_by_location(dev) || collections() || driver_log(dev))
+        pools_by_location(dev) || collections() || batch_and_access(dev, s) || driver_log(dev))
         return 1;
     CHECK(cudaMemcpy(r, dy, bytes, cudaMemcpyDeviceToHost));
     int wrong = 0;
