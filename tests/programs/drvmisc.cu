@@ -236,6 +236,18 @@ static int collections()
     CHECK_CU(cuMemcpyDtoH(got, d, sizeof got));
     for (unsigned i = 0; i < 32; i++)
         EXPECT(got[i] == base + i);
+    // The library's module finds the same kernel by name.
+    CUmodule lmod;
+    CHECK_CU(cuLibraryGetModule(&lmod, filelib));
+    CHECK_CU(cuModuleGetFunctionCount(&count, lmod));
+    EXPECT(count == 1);
+    CUfunction fill2;
+    CHECK_CU(cuModuleGetFunction(&fill2, lmod, "fill"));
+    base = 5000;
+    CHECK_CU(cuLaunchKernel(fill2, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+    CHECK_CU(cuMemcpyDtoH(got, d, sizeof got));
+    for (unsigned i = 0; i < 32; i++)
+        EXPECT(got[i] == base + i);
     CHECK_CU(cuMemFree(d));
     CHECK_CU(cuLibraryUnload(filelib));
     return 0;
