@@ -339,6 +339,29 @@ static int driver_log(CUdevice dev)
         EXPECT(strstr(buf, "cuDeviceGetLuid") != NULL);
         EXPECT(callback_messages > 0 && strstr(callback_text, "cuDeviceGetLuid") != NULL);
         printf("drvmisc: the driver log names cuDeviceGetLuid\n");
+        // The whole log, then one too small for all of it: the newest
+        // message stays and a head line says what was left out.
+        size = sizeof buf;
+        CHECK_CU(cuLogsDumpToMemory(NULL, buf, &size, 0));
+        EXPECT(size == strlen(buf) && size > 0 && buf[size - 1] == '\n');
+        char *last = buf + size - 1;
+        while (last > buf && last[-1] != '\n')
+            last--;
+        size_t last_len = strlen(last);
+        // The message before the newest must not fit beside it and the
+        // head line (53 bytes for one left out, 54 for ten or more).
+        char *prev = last - 1;
+        while (prev > buf && prev[-1] != '\n')
+            prev--;
+        if (last != buf && (size_t)(last - prev) > 56) {
+            char small[512];
+            size = last_len + 56 + 1 < sizeof small ? last_len + 56 + 1 : sizeof small;
+            CHECK_CU(cuLogsDumpToMemory(NULL, small, &size, 0));
+            EXPECT(strncmp(small, "[rig: ", 6) == 0 && strstr(small, "cuDeviceGetLuid") != NULL);
+            EXPECT(size == strlen(small));
+        }
+        size = 4;   // room for no message at all
+        EXPECT(cuLogsDumpToMemory(NULL, buf, &size, 0) == CUDA_ERROR_INVALID_VALUE && size == 0);
     }
     CHECK_CU(cuLogsUnregisterCallback(h));
     EXPECT(cuLogsUnregisterCallback(h) == CUDA_ERROR_INVALID_VALUE);
