@@ -15,6 +15,7 @@
 #include "shim/core.h"
 #include "shim/link.h"
 #include "shim/proxy.h"
+#include "shim/streams.h"
 
 /* Changed bytes are sent in blocks of this size. */
 #define BLOCK 4096
@@ -161,8 +162,14 @@ static void fetch(hostmap *m)
     uint8_t *got = malloc(m->size);
     if (!got)
         return;
-    proxy_obj *s = shim_device_at(m->device)->null_stream;
-    CUresult rc = CUDA_SUCCESS;
+    /* This thread's own stream: the NULL stream's words may wait behind a
+     * host function, which may be the one synchronising. */
+    CUresult rc;
+    proxy_obj *s = shim_per_thread_stream(m->device, &rc);
+    if (!s) {
+        free(got);
+        return;
+    }
     uint64_t v = 0;
     for (uint64_t off = 0; off < m->size && rc == CUDA_SUCCESS; off += JOB_COPY_CHUNK) {
         uint64_t len = m->size - off < JOB_COPY_CHUNK ? m->size - off : JOB_COPY_CHUNK;

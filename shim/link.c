@@ -323,6 +323,8 @@ static void *callbacks_main(void *arg)
             if (!h)
                 break;
             pthread_mutex_unlock(&l->lock);
+            /* What the stream's work wrote before it, the function sees. */
+            shim_managed_synced(l);
             h->fn(h->data);
             free(h);
             pthread_mutex_lock(&l->lock);

@@ -205,8 +205,12 @@ static CUresult fetch_bytes(region *r, uint64_t off, uint64_t n, uint8_t *to)
         return CUDA_SUCCESS;
     if (n > r->dev_size - off)
         n = r->dev_size - off;
-    proxy_obj *s = shim_device_at(r->device)->null_stream;
-    CUresult rc = CUDA_SUCCESS;
+    /* The fetch thread's own stream: the NULL stream's words may wait
+     * behind a host function, which may be what touched the page. */
+    CUresult rc;
+    proxy_obj *s = shim_per_thread_stream(r->device, &rc);
+    if (!s)
+        return rc;
     uint64_t v = 0;
     for (uint64_t done = 0; done < n && rc == CUDA_SUCCESS; done += JOB_COPY_CHUNK) {
         uint64_t len = n - done < JOB_COPY_CHUNK ? n - done : JOB_COPY_CHUNK;

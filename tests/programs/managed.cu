@@ -11,6 +11,7 @@
 //    CPU changing a few inputs between launches;
 //  - memory both sides update in turn (the kernel adds, the CPU doubles);
 //  - several CPU threads writing inputs and reading results at once;
+//  - a host function reading what the kernel before it on its stream wrote;
 //  - cudaMemcpy and cudaMemset into and out of managed memory;
 //  - cudaMemAdvise and cudaMemRangeGetAttribute, cudaMemPrefetchAsync,
 //    cudaStreamAttachMemAsync, cudaPointerGetAttributes;
@@ -72,6 +73,16 @@ __global__ void amplify(const float *x, float *out, int n)
         out[i] = x[i] * gain;
         atomicAdd(&hits, 1u);
     }
+}
+
+// A host function: sums the 4096 values the kernel before it wrote.
+static void CUDART_CB sum_after_kernel(void *arg)
+{
+    unsigned long long *sum = (unsigned long long *)arg;
+    const unsigned *v = *(const unsigned *const *)(sum + 1);
+    sum[0] = 0;
+    for (int i = 0; i < 4096; i++)
+        sum[0] += v[i];
 }
 
 static float frand() { return (float)(rand() % 2001 - 1000) / 16.0f; }
@@ -248,7 +259,14 @@ int main()
         h[i] = (unsigned)i * 3u;
     CHECK(cudaStreamAttachMemAsync(s, h, 0, cudaMemAttachSingle));
     add<<<8, 128, 0, s>>>(h, 4096, 5);
+    unsigned long long seen[2] = { 0, 0 };
+    memcpy(&seen[1], &h, sizeof h);
+    CHECK(cudaLaunchHostFunc(s, sum_after_kernel, seen));
     CHECK(cudaStreamSynchronize(s));
+    unsigned long long want_sum = 0;
+    for (int i = 0; i < 4096; i++)
+        want_sum += (unsigned)i * 3u + 5u + (unsigned)i;
+    EXPECT(seen[0] == want_sum, "the host function saw a sum of %llu, not %llu", seen[0], want_sum);
     for (int i = 0; i < 4096; i++)
         EXPECT(h[i] == (unsigned)i * 3u + 5u + (unsigned)i, "h[%d] = %u", i, h[i]);
     for (size_t i = 0; i < cn; i++)
