@@ -17,9 +17,14 @@
  * The program sees the pages at the device address (a MAP_SHARED view of a
  * memfd) while this file reads and writes them through a second, always
  * writable view, so sending and fetching never fault and never race the
- * protection of the program's view. The handler takes no lock: it finds
- * its allocation in a fixed table and waits for the fetch thread on a
- * futex, so a fault in any thread never waits for a lock it may hold. */
+ * protection of the program's view. The handler takes no mutex: it finds
+ * its allocation in a fixed table, takes only the allocation's spin lock
+ * around a state change and its mprotect, and waits for the fetch thread on
+ * a futex, so a fault in any thread never waits for a lock it may hold.
+ *
+ * A __managed__ variable's device copy is the module global the agent's
+ * driver placed (outside the window); its pages here are at an address of
+ * their own (cuLibraryGetManaged at the end). */
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -362,7 +367,12 @@ static CUresult region_add(uint64_t base, uint64_t dev, uint64_t size, uint64_t 
     wire_put_u64(&w, size);
     wire_put_u64(&w, 1);
     handover ho = { .op = CUDA_OP_cuMemsetD2D32Async, .stream = d->null_stream, .body = body, .body_len = w.off };
-    CUresult rc = global ? CUDA_SUCCESS : link_handover(d->link, &ho, NULL);
+    /* Waited for: work on a stream that does not wait for the NULL stream
+     * may write the memory as soon as the allocation returns. */
+    uint64_t zeroed = 0;
+    CUresult rc = global ? CUDA_SUCCESS : link_handover(d->link, &ho, &zeroed);
+    if (rc == CUDA_SUCCESS && !global)
+        rc = link_wait(d->link, d->null_stream, zeroed);
     if (global)
         for (uint64_t i = 0; i < size / page_size; i++)
             state[i] = PAGE_STALE;
