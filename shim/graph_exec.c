@@ -1,0 +1,455 @@
+/* Executable graphs on proxies (graph.h): instantiating copies the graph
+ * and orders its nodes; a launch makes each node's stream call on the
+ * launch stream in that order (handovers, no round trip), so the graph's
+ * work orders against the stream's other work as CUDA's does, its nodes one
+ * after another (independent branches do not overlap on the agent). A
+ * launch into a capturing stream adds the graph as a child graph node. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/core.h"
+#include "shim/graph.h"
+#include "shim/link.h"
+#include "shim/proxy.h"
+#include "shim/streams.h"
+
+/* cuda.h maps these names onto their newest versions; here each names its
+ * own symbol. */
+#undef cuGraphInstantiate
+#undef cuGraphExecUpdate
+#undef cuGraphExecKernelNodeSetParams
+#undef cuGraphInstantiateWithParams
+#undef cuGraphUpload
+#undef cuGraphLaunch
+
+struct shim_exec {
+    proxy_obj *handle;
+    int device;
+    unsigned long long flags;
+    pthread_mutex_t lock;          /* launches against changes */
+    shim_graph *g;                 /* the copy; its node i pairs with the original's node i */
+    shim_node **order;             /* g's nodes in dependency order */
+    bool *disabled;                /* by node index (cuGraphNodeSetEnabled) */
+};
+
+struct shim_exec *exec_of(CUgraphExec h)
+{
+    proxy_obj *o = arena_get(h, PROXY_GRAPH_EXEC);
+    return o ? o->u.gexec.x : NULL;
+}
+
+static void exec_free(struct shim_exec *x)
+{
+    graph_free(x->g);
+    free(x->order);
+    free(x->disabled);
+    if (x->handle)
+        arena_free(x->handle);
+    pthread_mutex_destroy(&x->lock);
+    free(x);
+}
+
+static CUresult instantiate(CUgraphExec *out, CUgraph h, unsigned long long flags, CUgraphNode *error_node)
+{
+    shim_graph *g = graph_of(h);
+    if (!out || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (error_node)
+        *error_node = NULL;
+    int device = g->device;
+    if (device < 0) {
+        proxy_obj *c = shim_proxy_current();
+        if (!c)
+            return CUDA_ERROR_INVALID_CONTEXT;
+        device = c->device;
+    }
+    struct shim_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_init(&x->lock, NULL);
+    x->device = device;
+    x->flags = flags;
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if ((x->g = graph_clone(g, false)) && (x->disabled = calloc(x->g->n + 1, sizeof *x->disabled)) &&
+        (x->handle = arena_new(PROXY_GRAPH_EXEC, device))) {
+        x->handle->u.gexec.x = x;
+        x->order = graph_order(x->g, &rc);
+        if (x->order)
+            rc = CUDA_SUCCESS;
+    }
+    /* Every node's device must be the graph's: a launch runs on one. */
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < x->g->n; i++) {
+        const shim_node *nd = x->g->nodes[i];
+        if (nd->type == CU_GRAPH_NODE_TYPE_MEMSET && shim_device_of_pointer(nd->u.set.dst) != device) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            if (error_node)
+                *error_node = (CUgraphNode)g->nodes[i]->handle;
+        }
+    }
+    if (rc) {
+        exec_free(x);
+        return rc;
+    }
+    *out = (CUgraphExec)x->handle;
+    return CUDA_SUCCESS;
+}
+
+/* Flags that change nothing here (upload, auto-free, priorities, device
+ * launch needs device-side graphs: refused). */
+#define KNOWN_FLAGS                                                                                        \
+    ((unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD | \
+                          CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY))
+
+#define INSTANTIATE_LOGGED(sym)                                                 \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        if (!graph_of(hGraph))                                                  \
+            return shim_is_proxy_handle(hGraph) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(sym); \
+        if (logBuffer && bufferSize)                                            \
+            logBuffer[0] = 0;                                                   \
+        return instantiate(phGraphExec, hGraph, 0, phErrorNode);                \
+    }
+
+INSTANTIATE_LOGGED(cuGraphInstantiate)
+INSTANTIATE_LOGGED(cuGraphInstantiate_v2)
+
+SHIM_EXPORT(cuGraphInstantiateWithFlags)
+{
+    if (!graph_of(hGraph))
+        return shim_is_proxy_handle(hGraph) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuGraphInstantiateWithFlags);
+    if (flags & ~KNOWN_FLAGS)
+        return CUDA_ERROR_INVALID_VALUE;
+    return instantiate(phGraphExec, hGraph, flags, NULL);
+}
+
+static CUresult instantiate_params(CUgraphExec *out, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    p->hErrNode_out = NULL;
+    CUresult rc = (p->flags & ~KNOWN_FLAGS) ? CUDA_ERROR_INVALID_VALUE : instantiate(out, h, p->flags, &p->hErrNode_out);
+    p->result_out = rc == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
+                    : p->hErrNode_out  ? CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED
+                                       : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return rc;
+}
+
+SHIM_EXPORT(cuGraphInstantiateWithParams)
+{
+    if (!graph_of(hGraph))
+        return shim_is_proxy_handle(hGraph) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuGraphInstantiateWithParams);
+    return instantiate_params(phGraphExec, hGraph, instantiateParams);
+}
+
+SHIM_EXPORT(cuGraphInstantiateWithParams_ptsz)
+{
+    if (!graph_of(hGraph))
+        return shim_is_proxy_handle(hGraph) ? CUDA_ERROR_INVALID_VALUE
+                                            : SHIM_LOCAL(cuGraphInstantiateWithParams_ptsz);
+    return instantiate_params(phGraphExec, hGraph, instantiateParams);
+}
+
+#define EXEC_OR_LOCAL(sym, h, x)                                                \
+    struct shim_exec *x = exec_of(h);                                           \
+    if (!x)                                                                     \
+        return shim_is_proxy_handle(h) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(sym)
+
+SHIM_EXPORT(cuGraphExecDestroy)
+{
+    EXEC_OR_LOCAL(cuGraphExecDestroy, hGraphExec, x);
+    /* Launches already handed over carry their own copies of what they
+     * need (the records): nothing waits. */
+    exec_free(x);
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT(cuGraphExecGetFlags)
+{
+    EXEC_OR_LOCAL(cuGraphExecGetFlags, hGraphExec, x);
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = x->flags;
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(struct shim_exec *x, proxy_obj *s)
+{
+    if (s->device != x->device)
+        return CUDA_ERROR_INVALID_VALUE;
+    bool captured;
+    CUresult rc = capture_check(s, &captured);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&x->lock);
+    if (captured) {
+        shim_node t = { .type = CU_GRAPH_NODE_TYPE_GRAPH, .u.child.g = x->g };
+        rc = capture_add(s, &t);
+    } else {
+        for (size_t i = 0; i < x->g->n && rc == CUDA_SUCCESS; i++)
+            if (!x->disabled[x->order[i]->index])
+                rc = node_run(x->order[i], s);
+    }
+    pthread_mutex_unlock(&x->lock);
+    return rc;
+}
+
+#define LAUNCH(sym, per_thread, hexec)                                          \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        EXEC_OR_LOCAL(sym, hexec, x);                                           \
+        proxy_obj *s;                                                           \
+        CUresult rc;                                                            \
+        int k = shim_stream(hStream, per_thread, &s, &rc);                      \
+        if (k <= 0)                                                             \
+            return k < 0 ? rc : CUDA_ERROR_INVALID_VALUE;                       \
+        return launch(x, s);                                                    \
+    }
+
+LAUNCH(cuGraphLaunch, false, hGraph)
+LAUNCH(cuGraphLaunch_ptsz, true, hGraphExec)
+
+/* Nothing to upload ahead: a launch sends its records when it is made. */
+#define UPLOAD(sym, per_thread, hexec)                                          \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        EXEC_OR_LOCAL(sym, hexec, x);                                           \
+        proxy_obj *s;                                                           \
+        CUresult rc;                                                            \
+        int k = shim_stream(hStream, per_thread, &s, &rc);                      \
+        if (k <= 0)                                                             \
+            return k < 0 ? rc : CUDA_ERROR_INVALID_VALUE;                       \
+        return s->device == x->device ? link_status(s->link) : CUDA_ERROR_INVALID_VALUE; \
+    }
+
+UPLOAD(cuGraphUpload, false, hGraph)
+UPLOAD(cuGraphUpload_ptsz, true, hGraphExec)
+
+/* ---- changing an executable graph ---- */
+
+/* The index in x of the node the program's original node h became. */
+static CUresult exec_node(struct shim_exec *x, CUgraphNode h, size_t *index)
+{
+    proxy_obj *o = arena_get(h, PROXY_GRAPH_NODE);
+    if (!o)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < x->g->n; i++)
+        if (x->g->nodes[i]->origin == o->u.gnode.n) {
+            *index = i;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Replaces the parameters of x's node paired with h by t's (same type);
+ * launches made before keep what they handed over. */
+static CUresult exec_set(struct shim_exec *x, CUgraphNode h, shim_node *t)
+{
+    size_t i;
+    CUresult rc = exec_node(x, h, &i);
+    pthread_mutex_lock(&x->lock);
+    shim_node *nd = rc ? NULL : x->g->nodes[i];
+    if (nd && nd->type != t->type)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        shim_node old = *nd;
+        rc = node_copy_params(nd, t);
+        if (rc)
+            nd->u = old.u;
+        else
+            node_free_params(&old);
+    }
+    pthread_mutex_unlock(&x->lock);
+    node_free_params(t);
+    return rc;
+}
+
+SHIM_EXPORT(cuGraphExecKernelNodeSetParams)
+{
+    EXEC_OR_LOCAL(cuGraphExecKernelNodeSetParams, hGraphExec, x);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_node t;
+    CUresult rc = NODE_FROM_KERNEL(&t, x->device, nodeParams, NULL);
+    return rc ? rc : exec_set(x, hNode, &t);
+}
+
+SHIM_EXPORT(cuGraphExecKernelNodeSetParams_v2)
+{
+    EXEC_OR_LOCAL(cuGraphExecKernelNodeSetParams_v2, hGraphExec, x);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_node t;
+    CUresult rc = NODE_FROM_KERNEL(&t, x->device, nodeParams, nodeParams->kern);
+    return rc ? rc : exec_set(x, hNode, &t);
+}
+
+SHIM_EXPORT(cuGraphExecMemcpyNodeSetParams)
+{
+    (void)ctx;
+    EXEC_OR_LOCAL(cuGraphExecMemcpyNodeSetParams, hGraphExec, x);
+    shim_node t;
+    CUresult rc = node_from_memcpy(&t, (const CUDA_MEMCPY3D *)copyParams);
+    return rc ? rc : exec_set(x, hNode, &t);
+}
+
+SHIM_EXPORT(cuGraphExecMemsetNodeSetParams)
+{
+    (void)ctx;
+    EXEC_OR_LOCAL(cuGraphExecMemsetNodeSetParams, hGraphExec, x);
+    shim_node t;
+    CUresult rc = node_from_memset(&t, (const CUDA_MEMSET_NODE_PARAMS *)memsetParams);
+    return rc ? rc : exec_set(x, hNode, &t);
+}
+
+SHIM_EXPORT(cuGraphExecHostNodeSetParams)
+{
+    EXEC_OR_LOCAL(cuGraphExecHostNodeSetParams, hGraphExec, x);
+    if (!nodeParams || !nodeParams->fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_node t = { .type = CU_GRAPH_NODE_TYPE_HOST, .u.host = *(const CUDA_HOST_NODE_PARAMS *)nodeParams };
+    return exec_set(x, hNode, &t);
+}
+
+static CUresult exec_event(struct shim_exec *x, CUgraphNode h, CUevent event, CUgraphNodeType type)
+{
+    proxy_obj *e = arena_get(event, PROXY_EVENT);
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_node t = { .type = type, .u.ev.event = e };
+    return exec_set(x, h, &t);
+}
+
+SHIM_EXPORT(cuGraphExecEventRecordNodeSetEvent)
+{
+    EXEC_OR_LOCAL(cuGraphExecEventRecordNodeSetEvent, hGraphExec, x);
+    return exec_event(x, hNode, event, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+SHIM_EXPORT(cuGraphExecEventWaitNodeSetEvent)
+{
+    EXEC_OR_LOCAL(cuGraphExecEventWaitNodeSetEvent, hGraphExec, x);
+    return exec_event(x, hNode, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+/* Same shape: the same node count, types and edges by index (the driver
+ * pairs nodes the same way when they were made in the same order). */
+static bool same_topology(const shim_graph *a, const shim_graph *b, size_t *bad, CUgraphExecUpdateResult *why)
+{
+    if (a->n != b->n) {
+        *bad = SIZE_MAX;
+        *why = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        return false;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        const shim_node *p = a->nodes[i], *q = b->nodes[i];
+        *bad = i;
+        if (p->type != q->type) {
+            *why = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+            return false;
+        }
+        if (p->ndeps != q->ndeps) {
+            *why = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+            return false;
+        }
+        for (size_t k = 0; k < p->ndeps; k++) {
+            bool found = false;
+            for (size_t j = 0; j < q->ndeps; j++)
+                found |= q->deps[j]->index == p->deps[k]->index;
+            if (!found) {
+                *why = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+static CUresult update(struct shim_exec *x, CUgraph h, CUgraphNode *error_node, CUgraphExecUpdateResult *result)
+{
+    shim_graph *g = graph_of(h);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A copy first, so the change is all or nothing. */
+    shim_graph *c = graph_clone(g, false);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t bad = SIZE_MAX;
+    CUgraphExecUpdateResult why = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    pthread_mutex_lock(&x->lock);
+    bool ok = same_topology(x->g, c, &bad, &why);
+    if (ok) {
+        /* The parameters move over; the nodes keep their pairing with the
+         * graph the executable was made from. */
+        for (size_t i = 0; i < c->n; i++) {
+            shim_node *nd = x->g->nodes[i], *from = c->nodes[i];
+            node_free_params(nd);
+            nd->u = from->u;
+            from->type = CU_GRAPH_NODE_TYPE_EMPTY;   /* its params now belong to nd */
+        }
+    }
+    pthread_mutex_unlock(&x->lock);
+    graph_free(c);
+    *result = why;
+    *error_node = !ok && bad < g->n ? (CUgraphNode)g->nodes[bad]->handle : NULL;
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+}
+
+SHIM_EXPORT(cuGraphExecUpdate)
+{
+    EXEC_OR_LOCAL(cuGraphExecUpdate, hGraphExec, x);
+    CUgraphNode err = NULL;
+    CUgraphExecUpdateResult r = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CUresult rc = update(x, hGraph, &err, &r);
+    if (hErrorNode_out)
+        *hErrorNode_out = err;
+    if (updateResult_out)
+        *updateResult_out = r;
+    return rc;
+}
+
+SHIM_EXPORT(cuGraphExecUpdate_v2)
+{
+    EXEC_OR_LOCAL(cuGraphExecUpdate_v2, hGraphExec, x);
+    if (!resultInfo)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUgraphNode err = NULL;
+    CUgraphExecUpdateResult r = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CUresult rc = update(x, hGraph, &err, &r);
+    resultInfo->result = r;
+    resultInfo->errorNode = err;
+    resultInfo->errorFromNode = NULL;
+    return rc;
+}
+
+/* Disabled kernel, memcpy and memset nodes run as empty ones. */
+static CUresult enable(struct shim_exec *x, CUgraphNode h, unsigned *get, unsigned set)
+{
+    size_t i;
+    CUresult rc = exec_node(x, h, &i);
+    if (rc)
+        return rc;
+    CUgraphNodeType t = x->g->nodes[i]->type;
+    if (t != CU_GRAPH_NODE_TYPE_KERNEL && t != CU_GRAPH_NODE_TYPE_MEMCPY && t != CU_GRAPH_NODE_TYPE_MEMSET)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&x->lock);
+    if (get)
+        *get = !x->disabled[i];
+    else
+        x->disabled[i] = !set;
+    pthread_mutex_unlock(&x->lock);
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT(cuGraphNodeSetEnabled)
+{
+    EXEC_OR_LOCAL(cuGraphNodeSetEnabled, hGraphExec, x);
+    return enable(x, hNode, NULL, isEnabled);
+}
+
+SHIM_EXPORT(cuGraphNodeGetEnabled)
+{
+    EXEC_OR_LOCAL(cuGraphNodeGetEnabled, hGraphExec, x);
+    if (!isEnabled)
+        return CUDA_ERROR_INVALID_VALUE;
+    return enable(x, hNode, isEnabled, 0);
+}
