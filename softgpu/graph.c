@@ -658,3 +658,210 @@ SOFT_API CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphEx
     return exec_kernel_set(hGraphExec, hNode, nodeParams->func, nodeParams->kern, grid, block,
                            nodeParams->sharedMemBytes, nodeParams->kernelParams, nodeParams->extra);
 }
+
+/* ---- child graphs, event nodes, whole-graph updates ---- */
+
+/* g's nodes' ops, copied in dependency order, as a plan (under no lock). */
+static CUresult plan_of(struct CUgraph_st *g, struct soft_plan **out)
+{
+    pthread_mutex_lock(&g->lock);
+    size_t n = g->n, k = 0;
+    unsigned char *mark = calloc(n + 1, 1);
+    struct CUgraphNode_st **order = calloc(n + 1, sizeof *order);
+    struct soft_plan *p = plan_new(n);
+    CUresult r = mark && order && p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++)
+        if (!visit(g->nodes[i], mark, order, &k))
+            r = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++)
+        if (order[i]->op && !(p->ops[i] = op_copy(order[i]->op)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g->lock);
+    free(mark);
+    free(order);
+    if (r != CUDA_SUCCESS) {
+        plan_unref(p);
+        return r;
+    }
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+/* A child graph node runs a copy of the child taken when it was added, as
+ * the driver's does (later changes to the child do not reach it). */
+SOFT_API CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                   const CUgraphNode *dependencies, size_t numDependencies,
+                                                   CUgraph childGraph)
+{
+    struct CUgraph_st *child;
+    SOFT_TRY(graph_arg(childGraph, &child));
+    if (childGraph == hGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct soft_plan *p;
+    SOFT_TRY(plan_of(child, &p));
+    soft_op *op = soft_op_new(run_graph);
+    if (!op) {
+        plan_unref(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->u.graph.plan = p;
+    op->drop = drop_graph;
+    op->clone = clone_graph;
+    return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, op);
+}
+
+/* An event record node records when it runs: waits already queued on the
+ * event's earlier record are not held back by it. */
+static void run_event_record(soft_op *op, struct CUctx_st *ctx)
+{
+    (void)ctx;
+    struct CUevent_st *e = op->u.record.event;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    pthread_mutex_lock(&e->lock);
+    e->completed = ++e->recorded;
+    e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* An event wait node waits for the event's last record when it runs. */
+static void run_event_wait(soft_op *op, struct CUctx_st *ctx)
+{
+    (void)ctx;
+    struct CUevent_st *e = op->u.record.event;
+    pthread_mutex_lock(&e->lock);
+    uint64_t seq = e->recorded;
+    pthread_mutex_unlock(&e->lock);
+    soft_event_wait(e, seq);
+}
+
+static void drop_event_node(soft_op *op)
+{
+    soft_event_unref(op->u.record.event);
+}
+
+static bool clone_event_node(soft_op *op)
+{
+    atomic_fetch_add(&op->u.record.event->refs, 1);
+    return true;
+}
+
+static CUresult event_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUevent event,
+                           CUgraphNodeType type)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(event, SOFT_EVENT))
+        return CUDA_ERROR_INVALID_VALUE;
+    soft_op *op = soft_op_new(type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? run_event_record : run_event_wait);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->always = type == CU_GRAPH_NODE_TYPE_EVENT_RECORD;   /* an event never stays pending */
+    op->drop = drop_event_node;
+    op->clone = clone_event_node;
+    atomic_fetch_add(&event->refs, 1);
+    op->u.record.event = event;
+    return add_node(out, h, deps, n, type, op);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                    const CUgraphNode *dependencies, size_t numDependencies,
+                                                    CUevent event)
+{
+    return event_node(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                  const CUgraphNode *dependencies, size_t numDependencies,
+                                                  CUevent event)
+{
+    return event_node(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+/* cuGraphExecUpdate: g must have the executable's shape (nodes made in the
+ * same order with the same types and edges); its nodes' work replaces the
+ * executable's in a new plan, and the executable's nodes stay paired with
+ * the graph it was made from. */
+static CUresult exec_update(CUgraphExec h, CUgraph hg, CUgraphNode *bad_node, CUgraphExecUpdateResult *why)
+{
+    *bad_node = NULL;
+    *why = CU_GRAPH_EXEC_UPDATE_ERROR;
+    SOFT_TRY(soft_check_init());
+    struct CUgraph_st *g;
+    if (!soft_handle_valid(h, SOFT_EXEC))
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(graph_arg(hg, &g));
+    struct CUgraphExec_st *x = h;
+    pthread_mutex_lock(&g->lock);
+    CUresult r = CUDA_SUCCESS;
+    if (g->n != x->n) {
+        *why = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
+    /* The executable's op i came from node from[i]; its partner in g is
+     * g's node of the same index. */
+    for (size_t i = 0; i < x->n && r == CUDA_SUCCESS; i++) {
+        size_t idx = x->from[i]->index;
+        struct CUgraphNode_st *a = x->from[i], *b = idx < g->n ? g->nodes[idx] : NULL;
+        bool same = b && b->type == x->types[i] && a->ndeps == b->ndeps;
+        for (size_t k = 0; same && k < a->ndeps; k++) {
+            bool found = false;
+            for (size_t m = 0; m < b->ndeps; m++)
+                found |= b->deps[m]->index == a->deps[k]->index;
+            same = found;
+        }
+        if (!same) {
+            *bad_node = b;
+            *why = b && b->type != x->types[i] ? CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED
+                                               : CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+            r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        }
+    }
+    struct soft_plan *p = r == CUDA_SUCCESS ? plan_new(x->n) : NULL;
+    if (r == CUDA_SUCCESS && !p)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < x->n && r == CUDA_SUCCESS; i++) {
+        soft_op *op = g->nodes[x->from[i]->index]->op;
+        if (op && !(p->ops[i] = op_copy(op)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&g->lock);
+    if (r != CUDA_SUCCESS) {
+        plan_unref(p);
+        return r;
+    }
+    pthread_mutex_lock(&x->lock);
+    struct soft_plan *old = x->plan;
+    x->plan = p;
+    pthread_mutex_unlock(&x->lock);
+    plan_unref(old);
+    *why = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
+                                            CUgraphExecUpdateResult *updateResult_out)
+{
+    CUgraphNode bad;
+    CUgraphExecUpdateResult why;
+    CUresult r = exec_update(hGraphExec, hGraph, &bad, &why);
+    if (hErrorNode_out)
+        *hErrorNode_out = bad;
+    if (updateResult_out)
+        *updateResult_out = why;
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                               CUgraphExecUpdateResultInfo *resultInfo)
+{
+    if (!resultInfo)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUgraphNode bad;
+    CUgraphExecUpdateResult why;
+    CUresult r = exec_update(hGraphExec, hGraph, &bad, &why);
+    resultInfo->result = why;
+    resultInfo->errorNode = bad;
+    resultInfo->errorFromNode = NULL;
+    return r;
+}
