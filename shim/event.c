@@ -40,6 +40,7 @@ SHIM_EXPORT(cuEventCreate)
 static CUresult event_destroy(proxy_obj *e)
 {
     /* The slot stays taken: the agent may still report work naming it. */
+    capture_forget(e);
     __atomic_store_n(&e->type, PROXY_FREE, __ATOMIC_RELEASE);
     return link_drop(e->link, CUDA_OP_cuEventDestroy_v2, e->id);
 }

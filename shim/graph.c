@@ -24,6 +24,7 @@
 #undef cuGraphNodeGetDependentNodes
 #undef cuGraphAddDependencies
 #undef cuGraphRemoveDependencies
+#undef cuGraphAddNode
 
 /* One lock for every graph's structure: graphs change rarely and briefly.
  * Recursive: copying a child graph's node copies the child under it. */
@@ -1075,4 +1076,90 @@ SHIM_EXPORT(cuGraphDebugDotPrint)
     pthread_mutex_unlock(&graph_lock);
     fprintf(f, "}\n");
     return fclose(f) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+}
+
+/* ---- the generic forms (CUgraphNodeParams) ---- */
+
+CUresult node_from_params(shim_node *t, int dev, const CUgraphNodeParams *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(t, 0, sizeof *t);
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        return NODE_FROM_KERNEL(t, dev, &p->kernel, p->kernel.kern);
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return p->memcpy.flags ? CUDA_ERROR_INVALID_VALUE : node_from_memcpy(t, &p->memcpy.copyParams);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS m = { .dst = p->memset.dst, .pitch = p->memset.pitch, .value = p->memset.value,
+                                      .elementSize = p->memset.elementSize, .width = p->memset.width,
+                                      .height = p->memset.height };
+        return node_from_memset(t, &m);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST:
+        if (!p->host.fn)
+            return CUDA_ERROR_INVALID_VALUE;
+        t->type = CU_GRAPH_NODE_TYPE_HOST;
+        t->u.host.fn = p->host.fn;
+        t->u.host.userData = p->host.userData;
+        return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        t->type = CU_GRAPH_NODE_TYPE_EMPTY;
+        return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+        proxy_obj *e = arena_get(p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? p->eventRecord.event : p->eventWait.event,
+                                 PROXY_EVENT);
+        if (!e)
+            return CUDA_ERROR_INVALID_VALUE;
+        t->type = p->type;
+        t->u.ev.event = e;
+        return CUDA_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH: {
+        shim_graph *child = graph_of(p->graph.graph);
+        if (!child || p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+            return CUDA_ERROR_INVALID_VALUE;
+        /* The node's own copy (the caller frees t's params). */
+        shim_node c = { .type = CU_GRAPH_NODE_TYPE_GRAPH, .u.child.g = child };
+        return node_copy_params(t, &c);
+    }
+    default: {
+        static _Atomic int told;
+        if (!atomic_exchange(&told, 1))
+            shim_log(SHIM_LOG_ERROR, "a graph node of type %d on %s: not supported (memory, semaphore, batch "
+                     "and conditional nodes are not served on proxies)", (int)p->type, shim_current_device_label());
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    }
+}
+
+static CUresult add_generic(CUgraphNode *out, shim_graph *g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                            size_t n, CUgraphNodeParams *p)
+{
+    CUresult rc = edge_data_ok(edges, n);
+    shim_node t;
+    if (rc || (rc = node_from_params(&t, graph_device(g), p)))
+        return rc;
+    return add_node(out, g, deps, n, &t);
+}
+
+SHIM_EXPORT(cuGraphAddNode)
+{
+    GRAPH_OR_LOCAL(cuGraphAddNode, hGraph, g);
+    return add_generic(phGraphNode, g, dependencies, NULL, numDependencies, nodeParams);
+}
+
+SHIM_EXPORT(cuGraphAddNode_v2)
+{
+    GRAPH_OR_LOCAL(cuGraphAddNode_v2, hGraph, g);
+    return add_generic(phGraphNode, g, dependencies, dependencyData, numDependencies, nodeParams);
+}
+
+SHIM_EXPORT(cuGraphNodeSetParams)
+{
+    NODE_OR_LOCAL(cuGraphNodeSetParams, hNode, nd);
+    shim_node t;
+    CUresult rc = node_from_params(&t, graph_device(nd->graph), nodeParams);
+    return rc ? rc : node_replace(nd, &t);
 }

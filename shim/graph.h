@@ -81,6 +81,9 @@ CUresult node_from_kernel(shim_node *nd, int dev, CUfunction func, CUkernel kern
                      (p)->blockDimY, (p)->blockDimZ, (p)->sharedMemBytes, (p)->kernelParams, (p)->extra)
 CUresult node_from_memcpy(shim_node *nd, const CUDA_MEMCPY3D *p);
 CUresult node_from_memset(shim_node *nd, const CUDA_MEMSET_NODE_PARAMS *p);
+/* The same from cuGraphAddNode's generic form; memory, semaphore, batch and
+ * conditional nodes: CUDA_ERROR_NOT_SUPPORTED with one log line. */
+CUresult node_from_params(shim_node *nd, int dev, const CUgraphNodeParams *p);
 /* Makes the calls a node stands for on proxy stream s. */
 CUresult node_run(const shim_node *nd, proxy_obj *s);
 

@@ -331,6 +331,23 @@ SHIM_EXPORT(cuGraphExecEventWaitNodeSetEvent)
     return exec_event(x, hNode, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
 }
 
+SHIM_EXPORT(cuGraphExecNodeSetParams)
+{
+    EXEC_OR_LOCAL(cuGraphExecNodeSetParams, hGraphExec, x);
+    shim_node t;
+    CUresult rc = node_from_params(&t, x->device, nodeParams);
+    return rc ? rc : exec_set(x, hNode, &t);
+}
+
+SHIM_EXPORT(cuGraphExecChildGraphNodeSetParams)
+{
+    EXEC_OR_LOCAL(cuGraphExecChildGraphNodeSetParams, hGraphExec, x);
+    CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_GRAPH, .graph = { childGraph, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE } };
+    shim_node t;
+    CUresult rc = node_from_params(&t, x->device, &p);
+    return rc ? rc : exec_set(x, hNode, &t);
+}
+
 /* Same shape: the same node count, types and edges by index (the driver
  * pairs nodes the same way when they were made in the same order). */
 static bool same_topology(const shim_graph *a, const shim_graph *b, size_t *bad, CUgraphExecUpdateResult *why)

@@ -324,6 +324,7 @@ struct CUgraphNode_st {
     struct CUgraphNode_st **deps;  /* nodes it runs after */
     size_t ndeps, capdeps;
     size_t index;                  /* its place in graph->nodes */
+    struct CUgraphNode_st *origin; /* a clone's node: the node it was copied from */
 };
 struct CUgraph_st {
     pthread_mutex_t lock;

@@ -6,8 +6,10 @@
  * against the stream's other work as one kernel would. */
 #include "softgpu/driver.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* What an executable graph runs: its nodes' ops in dependency order. A
  * launch holds the plan it was queued with, so changing a node (a new plan)
@@ -864,4 +866,83 @@ SOFT_API CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph h
     resultInfo->errorNode = bad;
     resultInfo->errorFromNode = NULL;
     return r;
+}
+
+/* ---- clones and the Graphviz picture ---- */
+
+SOFT_API CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    struct CUgraph_st *g;
+    SOFT_TRY(graph_arg(originalGraph, &g));
+    if (!phGraphClone)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraph_st *c = soft_graph_new();
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g->lock);
+    /* Node i of the clone is the copy of node i; edges by index. */
+    for (size_t i = 0; i < g->n && r == CUDA_SUCCESS; i++) {
+        struct CUgraphNode_st *o = g->nodes[i], *nd;
+        soft_op *op = NULL;
+        if (o->op && !(op = op_copy(o->op)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else if ((r = soft_graph_add(c, o->type, op, NULL, 0, &nd)) == CUDA_SUCCESS)
+            nd->origin = o;
+    }
+    for (size_t i = 0; i < g->n && r == CUDA_SUCCESS; i++)
+        for (size_t k = 0; k < g->nodes[i]->ndeps && r == CUDA_SUCCESS; k++)
+            if (!add_dep(c->nodes[i], c->nodes[g->nodes[i]->deps[k]->index]))
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g->lock);
+    if (r != CUDA_SUCCESS) {
+        soft_graph_free(c);
+        return r;
+    }
+    *phGraphClone = c;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
+{
+    struct CUgraph_st *c;
+    SOFT_TRY(graph_arg(hClonedGraph, &c));
+    if (!phNode || !soft_handle_valid(hOriginalNode, SOFT_NODE))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n; i++)
+        if (c->nodes[i]->origin == hOriginalNode) {
+            *phNode = c->nodes[i];
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+    (void)flags;
+    struct CUgraph_st *g;
+    SOFT_TRY(graph_arg(hGraph, &g));
+    if (!path)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    static const char *const names[] = { "kernel", "memcpy", "memset", "host", "graph", "empty", "event wait",
+                                         "event record" };
+    fprintf(f, "digraph softgpu_graph {\n");
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->n; i++) {
+        struct CUgraphNode_st *nd = g->nodes[i];
+        unsigned t = (unsigned)nd->type;
+        fprintf(f, "  n%zu [shape=box label=\"%s %zu\"];\n", i, t < 8 ? names[t] : "node", i);
+        for (size_t k = 0; k < nd->ndeps; k++)
+            fprintf(f, "  n%zu -> n%zu;\n", nd->deps[k]->index, i);
+    }
+    pthread_mutex_unlock(&g->lock);
+    fprintf(f, "}\n");
+    return fclose(f) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
 }

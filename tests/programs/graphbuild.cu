@@ -6,11 +6,15 @@
 // one kernel node changed in the executable graph
 // (cudaGraphExecKernelNodeSetParams), the whole executable updated from a
 // graph of the same shape (cudaGraphExecUpdate), and an update from a graph
-// of another shape refused, leaving the executable as it was.
+// of another shape refused, leaving the executable as it was; a clone
+// (cudaGraphClone, cudaGraphNodeFindInClone) and the graph's picture
+// (cudaGraphDebugDotPrint).
 // Prints "graphbuild: ok".
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <unistd.h>
 #include <vector>
 #include <cuda_runtime.h>
 
@@ -166,6 +170,43 @@ int main()
     CHECK(cudaGraphGetNodes(g.g, NULL, &nodes));
     CHECK(cudaGraphGetRootNodes(g.g, NULL, &roots));
     WANT(nodes == 9 && roots == 1, "the graph has %zu nodes and %zu roots, want 9 and 1", nodes, roots);
+    // Its picture in Graphviz's language, written in this process's files.
+    char dot[64];
+    snprintf(dot, sizeof dot, "/tmp/graphbuild-%d.dot", (int)getpid());
+    CHECK(cudaGraphDebugDotPrint(g.g, dot, 0));
+    FILE *f = fopen(dot, "r");
+    WANT(f, "cudaGraphDebugDotPrint wrote no %s", dot);
+    char text[8192];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = 0;
+    fclose(f);
+    remove(dot);
+    int edges = 0;
+    for (const char *q = text; (q = strstr(q, "->")); q += 2)
+        edges++;
+    WANT(strstr(text, "digraph") && edges >= 9, "the dot file has %d edges, want 9 or more:\n%s", edges, text);
+
+    // A clone runs the same work; its nodes are found from the original's.
+    cudaGraph_t clone;
+    CHECK(cudaGraphClone(&clone, g.g));
+    cudaGraphNode_t twin;
+    CHECK(cudaGraphNodeFindInClone(&twin, g.first_add, clone));
+    cudaGraphNodeType type;
+    CHECK(cudaGraphNodeGetType(twin, &type));
+    WANT(twin != g.first_add && type == cudaGraphNodeTypeKernel, "the clone's twin of a kernel node has type %d",
+         (int)type);
+    cudaGraphExec_t cexec;
+    CHECK(cudaGraphInstantiate(&cexec, clone, 0));
+    for (int i = 0; i < N; i++)
+        hx[i] = next32();
+    CHECK(cudaMemcpy(b.x, hx.data(), bytes, cudaMemcpyHostToDevice));
+    CHECK(cudaGraphLaunch(cexec, s));
+    CHECK(cudaStreamSynchronize(s));
+    cpu(want, hx, hx2, v0, k);
+    expect("the clone", out.data(), want);
+    CHECK(cudaGraphExecDestroy(cexec));
+    CHECK(cudaGraphDestroy(clone));
+
     cudaGraphExec_t exec;
     CHECK(cudaGraphInstantiate(&exec, g.g, 0));
 
