@@ -306,11 +306,11 @@ Test(shim_face, no_driver_refuses_cleanly)
     cr_assert_neq(((CUresult(*)(CUdeviceptr *, size_t))sym(h, "cuMemAlloc_v2"))(&p, 64), CUDA_SUCCESS);
     cr_assert_neq(((CUresult(*)(void))sym(h, "cuCtxSynchronize"))(), CUDA_SUCCESS);
     cr_assert_neq(((CUresult(*)(CUstream))sym(h, "cuStreamSynchronize_ptsz"))(NULL), CUDA_SUCCESS);
+    cr_assert_neq(((CUresult(*)(CUstream, CUstreamCaptureMode))sym(h, "cuStreamBeginCapture_v2_ptsz"))(
+                      NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                  CUDA_SUCCESS);
     /* The generic path with no driver: no device. */
     cr_assert_eq(((CUresult(*)(CUdeviceptr *, size_t, unsigned))sym(h, "cuMemAllocManaged"))(&p, 64, 1),
-                 CUDA_ERROR_NO_DEVICE);
-    cr_assert_eq(((CUresult(*)(CUstream, CUstreamCaptureMode))sym(h, "cuStreamBeginCapture_v2_ptsz"))(
-                     NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
                  CUDA_ERROR_NO_DEVICE);
     /* Pools are served by the core too. */
     CUmemoryPool pool;
