@@ -2,7 +2,7 @@
 // against random inputs (seed printed; SEED=N repeats a run): a memset, a
 // kernel, a child graph (a kernel and an empty node), an event record and
 // an event wait, a device-to-device copy, an empty join, a kernel and a copy
-// into the program's memory, which the graph writes at each launch. Then
+// into the program's (pinned) memory, which the graph writes at each launch. Then
 // one kernel node changed in the executable graph
 // (cudaGraphExecKernelNodeSetParams), the whole executable updated from a
 // graph of the same shape (cudaGraphExecUpdate), and an update from a graph
@@ -155,8 +155,10 @@ int main()
     CHECK(cudaMalloc(&b.x2, bytes));
     CHECK(cudaMalloc(&b.y, bytes));
     CHECK(cudaMalloc(&b.y2, bytes));
-    std::vector<unsigned> out(N), hx(N), hx2(N), want(N);
-    b.out = out.data();
+    std::vector<unsigned> hx(N), hx2(N), want(N);
+    unsigned *out;
+    CHECK(cudaMallocHost(&out, bytes));   // pinned, as copies in graphs want
+    b.out = out;
     CHECK(cudaEventCreateWithFlags(&b.ev, cudaEventDisableTiming));
     cudaStream_t s;
     CHECK(cudaStreamCreate(&s));
@@ -203,7 +205,7 @@ int main()
     CHECK(cudaGraphLaunch(cexec, s));
     CHECK(cudaStreamSynchronize(s));
     cpu(want, hx, hx2, v0, k);
-    expect("the clone", out.data(), want);
+    expect("the clone", out, want);
     CHECK(cudaGraphExecDestroy(cexec));
     CHECK(cudaGraphDestroy(clone));
 
@@ -218,7 +220,7 @@ int main()
         CHECK(cudaGraphLaunch(exec, s));
         CHECK(cudaStreamSynchronize(s));
         cpu(want, hx, hx2, v0, k);
-        expect("launch", out.data(), want);
+        expect("launch", out, want);
     }
 
     // The first add reads x2 instead of x, in the executable only.
@@ -229,7 +231,7 @@ int main()
     CHECK(cudaGraphLaunch(exec, s));
     CHECK(cudaStreamSynchronize(s));
     cpu(want, hx2, hx2, v0, k);
-    expect("after cudaGraphExecKernelNodeSetParams", out.data(), want);
+    expect("after cudaGraphExecKernelNodeSetParams", out, want);
 
     // The whole executable from a graph of the same shape, new constants.
     unsigned v1 = next32(), k1 = next32() | 1u;
@@ -240,7 +242,7 @@ int main()
     CHECK(cudaGraphLaunch(exec, s));
     CHECK(cudaStreamSynchronize(s));
     cpu(want, hx, hx2, v1, k1);
-    expect("after cudaGraphExecUpdate", out.data(), want);
+    expect("after cudaGraphExecUpdate", out, want);
 
     // Another shape: refused, the executable unchanged.
     built g3 = build(b, next32(), next32(), true);
@@ -252,13 +254,14 @@ int main()
         out[i] = 0;
     CHECK(cudaGraphLaunch(exec, s));
     CHECK(cudaStreamSynchronize(s));
-    expect("after the refused update", out.data(), want);
+    expect("after the refused update", out, want);
 
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(g.g));
     CHECK(cudaGraphDestroy(g2.g));
     CHECK(cudaGraphDestroy(g3.g));
     CHECK(cudaEventDestroy(b.ev));
+    CHECK(cudaFreeHost(out));
     CHECK(cudaStreamDestroy(s));
     for (unsigned *q : { b.x, b.x2, b.y, b.y2 })
         CHECK(cudaFree(q));
