@@ -18,6 +18,7 @@ struct soft_plan {
     _Atomic int refs;
     size_t n;
     soft_op **ops;                 /* NULL for empty nodes */
+    bool *off;                     /* disabled by cuGraphNodeSetEnabled (NULL: none) */
 };
 
 struct CUgraphExec_st {
@@ -364,6 +365,7 @@ static void plan_unref(struct soft_plan *p)
         if (p->ops[i])
             soft_op_free(p->ops[i]);
     free(p->ops);
+    free(p->off);
     free(p);
 }
 
@@ -379,6 +381,17 @@ static struct soft_plan *plan_new(size_t n)
         p->n = n;
     }
     return p;
+}
+
+/* A new plan keeps the nodes its predecessor had disabled. */
+static bool plan_keep_off(struct soft_plan *p, const struct soft_plan *old)
+{
+    if (!old->off)
+        return true;
+    if (!(p->off = calloc(p->n + 1, sizeof *p->off)))
+        return false;
+    memcpy(p->off, old->off, p->n * sizeof *p->off);
+    return true;
 }
 
 static void exec_free(struct CUgraphExec_st *x)
@@ -540,6 +553,8 @@ static void run_graph(soft_op *op, struct CUctx_st *ctx)
     struct soft_plan *p = op->u.graph.plan;
     for (size_t i = 0; i < p->n; i++) {
         soft_op *o = p->ops[i];
+        if (p->off && p->off[i])
+            continue;
         if (o && o->run && (o->always || soft_ctx_status(ctx) == CUDA_SUCCESS))
             o->run(o, ctx);
     }
@@ -628,6 +643,8 @@ static CUresult exec_kernel_set(CUgraphExec h, CUgraphNode node, CUfunction func
         else if (old->ops[j] && !(p->ops[j] = op_copy(old->ops[j])))
             r = CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (r == CUDA_SUCCESS && !plan_keep_off(p, old))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS)
         x->plan = p;
     pthread_mutex_unlock(&x->lock);
@@ -834,8 +851,14 @@ static CUresult exec_update(CUgraphExec h, CUgraph hg, CUgraphNode *bad_node, CU
     }
     pthread_mutex_lock(&x->lock);
     struct soft_plan *old = x->plan;
-    x->plan = p;
+    bool kept = plan_keep_off(p, old);
+    if (kept)
+        x->plan = p;
     pthread_mutex_unlock(&x->lock);
+    if (!kept) {
+        plan_unref(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     plan_unref(old);
     *why = CU_GRAPH_EXEC_UPDATE_SUCCESS;
     return CUDA_SUCCESS;
@@ -945,4 +968,259 @@ SOFT_API CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path,
     pthread_mutex_unlock(&g->lock);
     fprintf(f, "}\n");
     return fclose(f) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+}
+
+/* ---- edges, node removal, parameters read back, enabling ---- */
+
+static CUresult node_arg(CUgraphNode h, struct CUgraphNode_st **out)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(h, SOFT_NODE))
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = h;
+    return CUDA_SUCCESS;
+}
+
+/* Puts nd at out[k] when there is room; a NULL list only counts. */
+static void put_node(CUgraphNode *out, CUgraphEdgeData *edges, size_t room, size_t k, struct CUgraphNode_st *nd)
+{
+    if (out && k < room) {
+        out[k] = nd;
+        if (edges)
+            memset(&edges[k], 0, sizeof edges[k]);
+    }
+}
+
+static CUresult node_neighbours(CUgraphNode h, CUgraphNode *out, CUgraphEdgeData *edges, size_t *count,
+                                bool dependents)
+{
+    struct CUgraphNode_st *nd;
+    SOFT_TRY(node_arg(h, &nd));
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraph_st *g = nd->graph;
+    size_t k = 0;
+    pthread_mutex_lock(&g->lock);
+    if (!dependents) {
+        for (size_t i = 0; i < nd->ndeps; i++)
+            put_node(out, edges, *count, k++, nd->deps[i]);
+    } else {
+        for (size_t i = 0; i < g->n; i++)
+            for (size_t j = 0; j < g->nodes[i]->ndeps; j++)
+                if (g->nodes[i]->deps[j] == nd)
+                    put_node(out, edges, *count, k++, g->nodes[i]);
+    }
+    pthread_mutex_unlock(&g->lock);
+    *count = out && k > *count ? *count : k;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+                                                     size_t *numDependencies)
+{
+    return node_neighbours(hNode, dependencies, NULL, numDependencies, false);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies,
+                                                        CUgraphEdgeData *edgeData, size_t *numDependencies)
+{
+    return node_neighbours(hNode, dependencies, edgeData, numDependencies, false);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes,
+                                                       size_t *numDependentNodes)
+{
+    return node_neighbours(hNode, dependentNodes, NULL, numDependentNodes, true);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes,
+                                                          CUgraphEdgeData *edgeData, size_t *numDependentNodes)
+{
+    return node_neighbours(hNode, dependentNodes, edgeData, numDependentNodes, true);
+}
+
+static CUresult edges(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *count)
+{
+    struct CUgraph_st *g;
+    SOFT_TRY(graph_arg(h, &g));
+    if (!count || (!from) != (!to))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t k = 0;
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t j = 0; j < g->nodes[i]->ndeps; j++, k++) {
+            put_node(from, data, *count, k, g->nodes[i]->deps[j]);
+            put_node(to, NULL, *count, k, g->nodes[i]);
+        }
+    pthread_mutex_unlock(&g->lock);
+    *count = from && k > *count ? *count : k;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges)
+{
+    return edges(hGraph, from, to, NULL, numEdges);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+                                             CUgraphEdgeData *edgeData, size_t *numEdges)
+{
+    return edges(hGraph, from, to, edgeData, numEdges);
+}
+
+static CUresult remove_dependencies(CUgraph h, const CUgraphNode *from, const CUgraphNode *to, size_t n)
+{
+    struct CUgraph_st *g;
+    SOFT_TRY(graph_arg(h, &g));
+    if (n && (!from || !to))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        if (!soft_handle_valid(from[i], SOFT_NODE) || !soft_handle_valid(to[i], SOFT_NODE) ||
+            from[i]->graph != g || to[i]->graph != g) {
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        struct CUgraphNode_st *b = to[i];
+        size_t k = 0;
+        while (k < b->ndeps && b->deps[k] != from[i])
+            k++;
+        if (k == b->ndeps) {
+            r = CUDA_ERROR_INVALID_VALUE;   /* no such edge */
+            break;
+        }
+        memmove(b->deps + k, b->deps + k + 1, (b->ndeps - k - 1) * sizeof *b->deps);
+        b->ndeps--;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                                    size_t numDependencies)
+{
+    return remove_dependencies(hGraph, from, to, numDependencies);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
+                                                       const CUgraphNode *to, const CUgraphEdgeData *edgeData,
+                                                       size_t numDependencies)
+{
+    if (edgeData)
+        for (size_t i = 0; i < numDependencies; i++)
+            if (edgeData[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || edgeData[i].from_port || edgeData[i].to_port)
+                return CUDA_ERROR_NOT_SUPPORTED;
+    return remove_dependencies(hGraph, from, to, numDependencies);
+}
+
+/* The node leaves its graph with its edges; executables made from the
+ * graph keep their own copies. */
+SOFT_API CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode)
+{
+    struct CUgraphNode_st *nd;
+    SOFT_TRY(node_arg(hNode, &nd));
+    struct CUgraph_st *g = nd->graph;
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->n; i++) {
+        struct CUgraphNode_st *o = g->nodes[i];
+        size_t k = 0;
+        for (size_t j = 0; j < o->ndeps; j++)
+            if (o->deps[j] != nd)
+                o->deps[k++] = o->deps[j];
+        o->ndeps = k;
+    }
+    memmove(g->nodes + nd->index, g->nodes + nd->index + 1, (g->n - nd->index - 1) * sizeof *g->nodes);
+    g->n--;
+    for (size_t i = nd->index; i < g->n; i++)
+        g->nodes[i]->index = i;
+    pthread_mutex_unlock(&g->lock);
+    soft_handle_remove(nd);
+    if (nd->op)
+        soft_op_free(nd->op);
+    free(nd->deps);
+    free(nd);
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    struct CUgraphNode_st *nd;
+    SOFT_TRY(node_arg(hNode, &nd));
+    if (!nodeParams || nd->type != CU_GRAPH_NODE_TYPE_MEMSET || !nd->op)
+        return CUDA_ERROR_INVALID_VALUE;
+    const soft_op *op = nd->op;
+    *nodeParams = (CUDA_MEMSET_NODE_PARAMS){ .dst = op->u.fill.dst, .pitch = op->u.fill.pitch,
+                                             .value = op->u.fill.value, .elementSize = op->u.fill.elem,
+                                             .width = op->u.fill.width, .height = op->u.fill.height };
+    return CUDA_SUCCESS;
+}
+
+static CUresult node_event(CUgraphNode h, CUgraphNodeType type, CUevent *out)
+{
+    struct CUgraphNode_st *nd;
+    SOFT_TRY(node_arg(h, &nd));
+    if (!out || nd->type != type || !nd->op)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = nd->op->u.record.event;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    return node_event(hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event_out);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    return node_event(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event_out);
+}
+
+/* A disabled kernel, memcpy or memset node runs as an empty one, from the
+ * next launch on (a new plan; launches queued keep theirs). */
+static CUresult node_enabled(CUgraphExec h, CUgraphNode node, unsigned *get, bool set)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(h, SOFT_EXEC) || !soft_handle_valid(node, SOFT_NODE))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphExec_st *x = h;
+    size_t i = 0;
+    while (i < x->n && x->from[i] != node)
+        i++;
+    if (i == x->n || (x->types[i] != CU_GRAPH_NODE_TYPE_KERNEL && x->types[i] != CU_GRAPH_NODE_TYPE_MEMCPY &&
+                      x->types[i] != CU_GRAPH_NODE_TYPE_MEMSET))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&x->lock);
+    struct soft_plan *old = x->plan;
+    if (get) {
+        *get = !(old->off && old->off[i]);
+        pthread_mutex_unlock(&x->lock);
+        return CUDA_SUCCESS;
+    }
+    struct soft_plan *p = plan_new(x->n);
+    CUresult r = p && (p->off = calloc(x->n + 1, sizeof *p->off)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t j = 0; j < x->n && r == CUDA_SUCCESS; j++) {
+        p->off[j] = old->off && old->off[j];
+        if (old->ops[j] && !(p->ops[j] = op_copy(old->ops[j])))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (r == CUDA_SUCCESS) {
+        p->off[i] = !set;
+        x->plan = p;
+    }
+    pthread_mutex_unlock(&x->lock);
+    plan_unref(r == CUDA_SUCCESS ? old : p);
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    return node_enabled(hGraphExec, hNode, NULL, isEnabled != 0);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+    if (!isEnabled)
+        return CUDA_ERROR_INVALID_VALUE;
+    return node_enabled(hGraphExec, hNode, isEnabled, false);
 }

@@ -587,3 +587,63 @@ Test(graph, clones_run_the_same_work_and_find_their_nodes)
     OK(cuGraphDestroy(clone2));
     OK(cuGraphDestroy(clone));
 }
+
+Test(graph, edges_read_back_removed_and_nodes_disabled)
+{
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c, d;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    OK(cuMemAlloc(&d, N * sizeof(int)));
+    CUgraph g;
+    OK(cuGraphCreate(&g, 0));
+    CUDA_MEMSET_NODE_PARAMS m = { .dst = d, .value = 5, .elementSize = 4, .width = N, .height = 1 };
+    CUgraphNode fill, k1, k2, e;
+    OK(cuGraphAddMemsetNode(&fill, g, NULL, 0, &m, ctx));
+    k1 = add_node(g, &fill, 1, &a, &b, &c);            /* c = a + b */
+    k2 = add_node(g, &k1, 1, &c, &a, &d);              /* d = c + a */
+    OK(cuGraphAddEmptyNode(&e, g, &k2, 1));
+    CUgraphNode from[4], to[4];
+    size_t n = 4;
+    OK(cuGraphGetEdges(g, from, to, NULL, &n));
+    cr_assert_eq(n, 3);
+    cr_assert(from[0] == fill && to[0] == k1 && from[2] == k2 && to[2] == e);
+    n = 4;
+    CUgraphNode deps[4];
+    OK(cuGraphNodeGetDependentNodes(k1, deps, NULL, &n));
+    cr_assert(n == 1 && deps[0] == k2);
+    OK(cuGraphNodeGetDependencies(k1, deps, NULL, &n));
+    cr_assert(n == 1 && deps[0] == fill);
+    CUDA_MEMSET_NODE_PARAMS back;
+    OK(cuGraphMemsetNodeGetParams(fill, &back));
+    cr_assert(back.dst == d && back.value == 5 && back.width == N && back.elementSize == 4);
+    cr_assert_eq(cuGraphRemoveDependencies(g, &e, &k1, NULL, 1), CUDA_ERROR_INVALID_VALUE, "no such edge");
+    OK(cuGraphRemoveDependencies(g, &k2, &e, NULL, 1));
+    OK(cuGraphDestroyNode(e));
+    OK(cuGraphGetNodes(g, NULL, &n));
+    cr_assert_eq(n, 3);
+    OK(cuGraphGetEdges(g, NULL, NULL, NULL, &n));
+    cr_assert_eq(n, 2);
+
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphNodeSetEnabled(x, k2, 0));
+    unsigned on = 1;
+    OK(cuGraphNodeGetEnabled(x, k2, &on));
+    cr_assert_eq(on, 0);
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    download(got, d);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], 5, "with k2 disabled d[%d] = %d", i, got[i]);
+    OK(cuGraphNodeSetEnabled(x, k2, 1));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    download(got, d);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], 2 * ha[i] + hb[i], "enabled again d[%d] = %d", i, got[i]);
+    cr_assert_eq(cuGraphNodeSetEnabled(x, fill, 1) == CUDA_SUCCESS, true, "a memset node may be toggled");
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+}

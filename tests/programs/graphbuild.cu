@@ -7,8 +7,9 @@
 // (cudaGraphExecKernelNodeSetParams), the whole executable updated from a
 // graph of the same shape (cudaGraphExecUpdate), and an update from a graph
 // of another shape refused, leaving the executable as it was; a clone
-// (cudaGraphClone, cudaGraphNodeFindInClone) and the graph's picture
-// (cudaGraphDebugDotPrint).
+// (cudaGraphClone, cudaGraphNodeFindInClone), the graph's picture
+// (cudaGraphDebugDotPrint), its edges and parameters read back, edges and
+// nodes removed, and a node disabled in the executable.
 // Prints "graphbuild: ok".
 #include <cstdio>
 #include <cstdlib>
@@ -68,7 +69,7 @@ struct bufs {
 
 struct built {
     cudaGraph_t g;
-    cudaGraphNode_t first_add;
+    cudaGraphNode_t fill, first_add, child, record, join, last_add;
 };
 
 static cudaKernelNodeParams kernel(void *fn, void **args)
@@ -126,7 +127,12 @@ static built build(const bufs &b, unsigned v0, unsigned k, bool extra)
         CHECK(cudaGraphAddEmptyNode(&e, g, &back, 1));
     }
     r.g = g;
+    r.fill = fill;
     r.first_add = a1;
+    r.child = ch;
+    r.record = rec;
+    r.join = join;
+    r.last_add = a2;
     return r;
 }
 
@@ -172,6 +178,42 @@ int main()
     CHECK(cudaGraphGetNodes(g.g, NULL, &nodes));
     CHECK(cudaGraphGetRootNodes(g.g, NULL, &roots));
     WANT(nodes == 9 && roots == 1, "the graph has %zu nodes and %zu roots, want 9 and 1", nodes, roots);
+    // Its shape and parameters read back.
+    size_t count = 0;
+    CHECK(cudaGraphNodeGetDependencies(g.join, NULL, NULL, &count));
+    WANT(count == 2, "the join has %zu dependencies, want 2", count);
+    cudaGraphNode_t after[4] = {};
+    count = 4;
+    CHECK(cudaGraphNodeGetDependentNodes(g.child, after, NULL, &count));
+    WANT(count == 2 && (after[0] == g.record || after[1] == g.record),
+         "the child graph node has %zu dependents, want 2 with the event record", count);
+    CHECK(cudaGraphGetEdges(g.g, NULL, NULL, NULL, &count));
+    WANT(count == 9, "the graph has %zu edges, want 9", count);
+    cudaMemsetParams mp;
+    CHECK(cudaGraphMemsetNodeGetParams(g.fill, &mp));
+    WANT(mp.dst == b.y && mp.value == v0 && mp.elementSize == 4 && mp.width == N && mp.height == 1,
+         "the memset node reads back value %u width %zu", mp.value, mp.width);
+    cudaEvent_t recorded;
+    CHECK(cudaGraphEventRecordNodeGetEvent(g.record, &recorded));
+    WANT(recorded == b.ev, "the event record node names another event");
+
+    // Edges and nodes removed from a scratch graph.
+    cudaGraph_t scratch;
+    CHECK(cudaGraphCreate(&scratch, 0));
+    cudaGraphNode_t e1, e2;
+    CHECK(cudaGraphAddEmptyNode(&e1, scratch, NULL, 0));
+    CHECK(cudaGraphAddEmptyNode(&e2, scratch, NULL, 0));
+    CHECK(cudaGraphAddDependencies(scratch, &e1, &e2, NULL, 1));
+    CHECK(cudaGraphGetRootNodes(scratch, NULL, &count));
+    WANT(count == 1, "after adding an edge %zu roots, want 1", count);
+    CHECK(cudaGraphRemoveDependencies(scratch, &e1, &e2, NULL, 1));
+    CHECK(cudaGraphGetEdges(scratch, NULL, NULL, NULL, &count));
+    WANT(count == 0, "after removing the edge %zu edges", count);
+    CHECK(cudaGraphDestroyNode(e2));
+    CHECK(cudaGraphGetNodes(scratch, NULL, &count));
+    WANT(count == 1, "after destroying a node %zu nodes, want 1", count);
+    CHECK(cudaGraphDestroy(scratch));
+
     // Its picture in Graphviz's language, written in this process's files.
     char dot[64];
     snprintf(dot, sizeof dot, "/tmp/graphbuild-%d.dot", (int)getpid());
@@ -233,6 +275,18 @@ int main()
     cpu(want, hx2, hx2, v0, k);
     expect("after cudaGraphExecKernelNodeSetParams", out, want);
 
+    // The last add disabled: it runs as an empty node until enabled again.
+    CHECK(cudaGraphNodeSetEnabled(exec, g.last_add, 0));
+    unsigned enabled = 1;
+    CHECK(cudaGraphNodeGetEnabled(exec, g.last_add, &enabled));
+    WANT(enabled == 0, "the disabled node reads back enabled");
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < N; i++)
+        want[i] -= hx2[i];
+    expect("with the last add disabled", out, want);
+    CHECK(cudaGraphNodeSetEnabled(exec, g.last_add, 1));
+
     // The whole executable from a graph of the same shape, new constants.
     unsigned v1 = next32(), k1 = next32() | 1u;
     built g2 = build(b, v1, k1, false);
@@ -265,8 +319,8 @@ int main()
     CHECK(cudaStreamDestroy(s));
     for (unsigned *q : { b.x, b.x2, b.y, b.y2 })
         CHECK(cudaFree(q));
-    printf("graphbuild: %d launches of %zu nodes, an exec kernel change, an update, a refused update\n",
-           LAUNCHES + 3, nodes);
+    printf("graphbuild: %d launches of %zu nodes, an exec kernel change, a disabled node, an update, a refused update\n",
+           LAUNCHES + 4, nodes);
     printf("graphbuild: ok\n");
     return 0;
 }
