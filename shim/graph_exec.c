@@ -1,11 +1,22 @@
 /* Executable graphs on proxies (graph.h): instantiating copies the graph
- * and orders its nodes; a launch makes each node's stream call on the
- * launch stream in that order (handovers, no round trip), so the graph's
- * work orders against the stream's other work as CUDA's does, its nodes one
- * after another (independent branches do not overlap on the agent). A
- * launch into a capturing stream adds the graph as a child graph node. */
+ * and orders its nodes. When every node runs on the device alone (kernels,
+ * fills, copies within the device, event records and waits, empty and
+ * child graph nodes), the agent's driver gets the graph once (JOB_OP_GRAPH,
+ * a round trip at instantiation and after a change) and each launch is one
+ * record (JOB_OP_GRAPH_LAUNCH): a real graph launch on the agent's GPU.
+ * Otherwise (host nodes, copies touching the program's memory) a launch
+ * makes each node's stream call on the launch stream, in dependency order
+ * (handovers, no round trip), so host functions run in the program and its
+ * memory is read and written at each launch; those nodes run one after
+ * another. A launch into a capturing stream adds the graph as a child graph
+ * node. */
 #include <stdlib.h>
 #include <string.h>
+
+#include "proto/cuda_ops.h"
+#include "proto/job.h"
+#include "proto/wire.h"
+#include "shim/log.h"
 
 #include "shim/core.h"
 #include "shim/graph.h"
@@ -30,7 +41,14 @@ struct shim_exec {
     shim_graph *g;                 /* the copy; its node i pairs with the original's node i */
     shim_node **order;             /* g's nodes in dependency order */
     bool *disabled;                /* by node index (cuGraphNodeSetEnabled) */
+    bool remote;                   /* the agent holds it (id: the handle's) */
+    bool stale;                    /* changed since the agent got it */
+    bool agent_refused;            /* the agent's driver could not build it: replay */
+    proxy_obj **records;           /* events its launches record (agent's copy) */
+    size_t nrecords;
 };
+
+static void remote_build(struct shim_exec *x);
 
 struct shim_exec *exec_of(CUgraphExec h)
 {
@@ -40,6 +58,9 @@ struct shim_exec *exec_of(CUgraphExec h)
 
 static void exec_free(struct shim_exec *x)
 {
+    if (x->remote)
+        link_drop(shim_device_at(x->device)->link, CUDA_OP_cuGraphExecDestroy, x->handle->id);
+    free(x->records);
     graph_free(x->g);
     free(x->order);
     free(x->disabled);
@@ -90,6 +111,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h, unsigned long long flag
         exec_free(x);
         return rc;
     }
+    remote_build(x);
     *out = (CUgraphExec)x->handle;
     return CUDA_SUCCESS;
 }
@@ -181,9 +203,25 @@ static CUresult launch(struct shim_exec *x, proxy_obj *s)
     if (rc)
         return rc;
     pthread_mutex_lock(&x->lock);
+    if (!captured && x->stale && !x->agent_refused)
+        remote_build(x);
     if (captured) {
         shim_node t = { .type = CU_GRAPH_NODE_TYPE_GRAPH, .u.child.g = x->g };
         rc = capture_add(s, &t);
+    } else if (x->remote) {
+        /* One record; the events it records are reached with it. */
+        uint8_t body[8];
+        wire_store_u64(body, x->handle->id);
+        handover h = { .op = JOB_OP_GRAPH_LAUNCH, .stream = s, .body = body, .body_len = sizeof body };
+        uint64_t value;
+        rc = link_handover(s->link, &h, &value);
+        for (size_t i = 0; rc == CUDA_SUCCESS && i < x->nrecords; i++) {
+            proxy_obj *e = x->records[i];
+            e->u.event.stream = s;
+            __atomic_store_n(&e->u.event.value, value, __ATOMIC_RELEASE);
+            e->u.event.recorded = true;
+            capture_forget(e);
+        }
     } else {
         for (size_t i = 0; i < x->g->n && rc == CUDA_SUCCESS; i++)
             if (!x->disabled[x->order[i]->index])
@@ -257,6 +295,7 @@ static CUresult exec_set(struct shim_exec *x, CUgraphNode h, shim_node *t)
             nd->u = old.u;
         else
             node_free_params(&old);
+        x->stale = rc == CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&x->lock);
     node_free_params(t);
@@ -403,6 +442,7 @@ static CUresult update(struct shim_exec *x, CUgraph h, CUgraphNode *error_node, 
             nd->u = from->u;
             from->type = CU_GRAPH_NODE_TYPE_EMPTY;   /* its params now belong to nd */
         }
+        x->stale = true;
     }
     pthread_mutex_unlock(&x->lock);
     graph_free(c);
@@ -449,10 +489,12 @@ static CUresult enable(struct shim_exec *x, CUgraphNode h, unsigned *get, unsign
     if (t != CU_GRAPH_NODE_TYPE_KERNEL && t != CU_GRAPH_NODE_TYPE_MEMCPY && t != CU_GRAPH_NODE_TYPE_MEMSET)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&x->lock);
-    if (get)
+    if (get) {
         *get = !x->disabled[i];
-    else
+    } else {
+        x->stale |= x->disabled[i] != !set;
         x->disabled[i] = !set;
+    }
     pthread_mutex_unlock(&x->lock);
     return CUDA_SUCCESS;
 }
@@ -469,4 +511,251 @@ SHIM_EXPORT(cuGraphNodeGetEnabled)
     if (!isEnabled)
         return CUDA_ERROR_INVALID_VALUE;
     return enable(x, hNode, isEnabled, 0);
+}
+
+/* ---- the agent's copy ---- */
+
+/* The graph as the agent builds it: nodes in dependency order, child graphs
+ * inlined between an empty node standing for their start and one for
+ * their end. */
+typedef struct flat_node {
+    const shim_node *nd;           /* NULL: an empty node of rig's */
+    uint32_t type;
+    uint32_t *deps;
+    uint32_t ndeps;
+} flat_node;
+
+typedef struct flat {
+    flat_node *v;
+    size_t n, cap;
+    bool ok;                       /* false: out of memory or a node only the shim can run */
+    int device;
+    agent_link *link;
+} flat;
+
+static uint32_t flat_push(flat *f, const shim_node *nd, uint32_t type, const uint32_t *deps, size_t ndeps)
+{
+    if (!f->ok)
+        return 0;
+    if (f->n == JOB_GRAPH_NODES_MAX) {
+        f->ok = false;
+        return 0;
+    }
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 32;
+        flat_node *v = realloc(f->v, cap * sizeof *v);
+        if (!v) {
+            f->ok = false;
+            return 0;
+        }
+        f->v = v;
+        f->cap = cap;
+    }
+    uint32_t *d = malloc((ndeps + 1) * sizeof *d);
+    if (!d || ndeps > JOB_GRAPH_DEPS_MAX) {
+        free(d);
+        f->ok = false;
+        return 0;
+    }
+    memcpy(d, deps, ndeps * sizeof *d);
+    f->v[f->n] = (flat_node){ nd, type, d, (uint32_t)ndeps };
+    return (uint32_t)f->n++;
+}
+
+static void flat_free(flat *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        free(f->v[i].deps);
+    free(f->v);
+}
+
+static bool on_device(const flat *f, uint64_t p)
+{
+    return shim_device_of_pointer(p) == f->device;
+}
+
+/* True when the agent's driver can run nd by itself. */
+static bool device_only(const flat *f, const shim_node *nd)
+{
+    switch (nd->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return true;
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        return on_device(f, nd->u.set.dst);
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        const CUDA_MEMCPY3D *c = &nd->u.copy;
+        return c->srcMemoryType != CU_MEMORYTYPE_HOST && c->dstMemoryType != CU_MEMORYTYPE_HOST &&
+               c->Depth <= 1 && on_device(f, c->srcDevice) && on_device(f, c->dstDevice);
+    }
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return nd->u.ev.event->link == f->link;
+    default:
+        return false;   /* host nodes run in the program */
+    }
+}
+
+/* Appends g's nodes after the nodes at entry; *end: an empty node after
+ * all of them. disabled (top level only): nodes that run as empty ones. */
+static void flatten(flat *f, const shim_graph *g, shim_node *const *order, const bool *disabled,
+                    const uint32_t *entry, size_t nentry, uint32_t *end)
+{
+    CUresult rc;
+    shim_node **own = order ? NULL : graph_order(g, &rc);
+    uint32_t *at = calloc(g->n + 1, sizeof *at), *deps = calloc(g->n + nentry + 1, sizeof *deps);
+    if ((!order && !own) || !at || !deps) {
+        f->ok = false;
+    } else {
+        order = order ? order : own;
+        for (size_t k = 0; k < g->n && f->ok; k++) {
+            const shim_node *nd = order[k];
+            size_t nd_deps = 0;
+            if (!nd->ndeps) {
+                memcpy(deps, entry, nentry * sizeof *deps);
+                nd_deps = nentry;
+            }
+            for (size_t i = 0; i < nd->ndeps; i++)
+                deps[nd_deps++] = at[nd->deps[i]->index];
+            if (nd->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+                flatten(f, nd->u.child.g, NULL, NULL, deps, nd_deps, &at[nd->index]);
+                continue;
+            }
+            if (!device_only(f, nd)) {
+                f->ok = false;
+                break;
+            }
+            bool off = disabled && disabled[nd->index];
+            at[nd->index] = flat_push(f, nd, off ? CU_GRAPH_NODE_TYPE_EMPTY : nd->type, deps, nd_deps);
+        }
+        *end = flat_push(f, NULL, CU_GRAPH_NODE_TYPE_EMPTY, at, g->n);
+    }
+    free(own);
+    free(at);
+    free(deps);
+}
+
+/* The request's bytes for f (malloc'd, *len); NULL when out of memory. */
+static uint8_t *encode(const flat *f, uint64_t id, uint32_t device, size_t *len)
+{
+    size_t cap = 24;
+    for (size_t i = 0; i < f->n; i++) {
+        const flat_node *v = &f->v[i];
+        cap += 8 + 4 * (size_t)v->ndeps + 48;
+        if (v->type == CU_GRAPH_NODE_TYPE_KERNEL)
+            cap += v->nd->u.kernel.nbytes;
+    }
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return NULL;
+    wire_writer w = wire_writer_init(buf, cap);
+    wire_put_u32(&w, JOB_OP_GRAPH);
+    wire_put_u64(&w, id);
+    wire_put_u32(&w, device);
+    wire_put_u32(&w, (uint32_t)f->n);
+    for (size_t i = 0; i < f->n; i++) {
+        const flat_node *v = &f->v[i];
+        wire_put_u32(&w, v->type);
+        wire_put_u32(&w, v->ndeps);
+        for (uint32_t k = 0; k < v->ndeps; k++)
+            wire_put_u32(&w, v->deps[k]);
+        const shim_node *nd = v->nd;
+        switch (v->type) {
+        case CU_GRAPH_NODE_TYPE_KERNEL:
+            wire_put_u64(&w, nd->u.kernel.fn->id);
+            for (int k = 0; k < 3; k++)
+                wire_put_u32(&w, nd->u.kernel.grid[k]);
+            for (int k = 0; k < 3; k++)
+                wire_put_u32(&w, nd->u.kernel.block[k]);
+            wire_put_u32(&w, nd->u.kernel.shared);
+            wire_put_u32(&w, nd->u.kernel.nbytes);
+            wire_put_bytes(&w, nd->u.kernel.params, nd->u.kernel.nbytes);
+            break;
+        case CU_GRAPH_NODE_TYPE_MEMSET: {
+            const CUDA_MEMSET_NODE_PARAMS *m = &nd->u.set;
+            wire_put_u64(&w, m->dst);
+            wire_put_u64(&w, m->pitch ? m->pitch : m->width * m->elementSize);
+            wire_put_u32(&w, m->value);
+            wire_put_u32(&w, m->elementSize);
+            wire_put_u64(&w, m->width);
+            wire_put_u64(&w, m->height);
+            break;
+        }
+        case CU_GRAPH_NODE_TYPE_MEMCPY: {
+            /* Offsets fold into the pointers. */
+            const CUDA_MEMCPY3D *c = &nd->u.copy;
+            size_t h = c->Height ? c->Height : 1;
+            wire_put_u64(&w, c->dstDevice + c->dstXInBytes + c->dstY * c->dstPitch);
+            wire_put_u64(&w, c->dstPitch ? c->dstPitch : c->WidthInBytes);
+            wire_put_u64(&w, c->srcDevice + c->srcXInBytes + c->srcY * c->srcPitch);
+            wire_put_u64(&w, c->srcPitch ? c->srcPitch : c->WidthInBytes);
+            wire_put_u64(&w, c->WidthInBytes);
+            wire_put_u64(&w, h);
+            break;
+        }
+        case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+            wire_put_u64(&w, nd->u.ev.event->id);
+            break;
+        default:
+            break;
+        }
+    }
+    if (w.err) {
+        free(buf);
+        return NULL;
+    }
+    *len = w.off;
+    return buf;
+}
+
+/* Gives the agent its copy of x when every node can run there (under
+ * x->lock, or before x is the program's): the old copy dropped, the new one
+ * built by a request. Otherwise x is replayed node by node. */
+static void remote_build(struct shim_exec *x)
+{
+    agent_link *l = shim_device_at(x->device)->link;
+    if (x->remote)
+        link_drop(l, CUDA_OP_cuGraphExecDestroy, x->handle->id);
+    x->remote = false;
+    x->stale = false;
+    free(x->records);
+    x->records = NULL;
+    x->nrecords = 0;
+    flat f = { .ok = true, .device = x->device, .link = l };
+    uint32_t end;
+    flatten(&f, x->g, x->order, x->disabled, NULL, 0, &end);
+    size_t len = 0;
+    uint8_t *body = f.ok ? encode(&f, x->handle->id, (uint32_t)shim_device_at(x->device)->remote_ordinal, &len) : NULL;
+    size_t nrec = 0;
+    for (size_t i = 0; body && i < f.n; i++)
+        nrec += f.v[i].type == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+    proxy_obj **records = body ? calloc(nrec + 1, sizeof *records) : NULL;
+    if (records) {
+        for (size_t i = 0, k = 0; i < f.n; i++)
+            if (f.v[i].type == CU_GRAPH_NODE_TYPE_EVENT_RECORD)
+                records[k++] = f.v[i].nd->u.ev.event;
+        struct iovec iov = { body, len };
+        frame fr;
+        const uint8_t *o;
+        size_t n;
+        CUresult rc = link_request(l, &iov, 1, &fr, &o, &n);
+        if (rc == CUDA_SUCCESS) {
+            shim_log(SHIM_LOG_DEBUG, "a graph of %zu nodes is the agent's on %s: one record a launch", f.n,
+                     shim_device_at(x->device)->label);
+            x->remote = true;
+            x->records = records;
+            x->nrecords = nrec;
+            records = NULL;
+        } else if (link_status(l) == CUDA_SUCCESS) {
+            /* The agent's driver cannot: replayed node by node from now on. */
+            x->agent_refused = true;
+            shim_log(SHIM_LOG_INFO, "a graph on %s is replayed node by node: the agent's driver answered %d",
+                     shim_device_at(x->device)->label, (int)rc);
+        }
+        frame_release(&fr);
+    }
+    free(records);
+    free(body);
+    flat_free(&f);
 }

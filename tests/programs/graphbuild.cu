@@ -9,7 +9,8 @@
 // of another shape refused, leaving the executable as it was; a clone
 // (cudaGraphClone, cudaGraphNodeFindInClone), the graph's picture
 // (cudaGraphDebugDotPrint), its edges and parameters read back, edges and
-// nodes removed, and a node disabled in the executable.
+// nodes removed, and a node disabled in the executable. Then the same
+// without the copy into the program's memory.
 // Prints "graphbuild: ok".
 #include <cstdio>
 #include <cstdlib>
@@ -82,9 +83,10 @@ static cudaKernelNodeParams kernel(void *fn, void **args)
     return p;
 }
 
-// y = v0; y += x; y = y * k + i (child); y2 = y; y2 += x2; out = y2.
+// y = v0; y += x; y = y * k + i (child); y2 = y; y2 += x2; out = y2
+// (host_copy: the last copy, into the program's memory, is a node).
 // extra: one more empty node (another shape).
-static built build(const bufs &b, unsigned v0, unsigned k, bool extra)
+static built build(const bufs &b, unsigned v0, unsigned k, bool extra, bool host_copy = true)
 {
     static int n = N;
     // Kernel arguments are copied when a node is made: these may change.
@@ -121,7 +123,10 @@ static built build(const bufs &b, unsigned v0, unsigned k, bool extra)
     CHECK(cudaGraphAddEmptyNode(&join, g, both, 2));
     p = kernel((void *)add, add2);
     CHECK(cudaGraphAddKernelNode(&a2, g, &join, 1, &p));
-    CHECK(cudaGraphAddMemcpyNode1D(&back, g, &a2, 1, b.out, b.y2, N * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    back = a2;
+    if (host_copy)
+        CHECK(cudaGraphAddMemcpyNode1D(&back, g, &a2, 1, b.out, b.y2, N * sizeof(unsigned),
+                                       cudaMemcpyDeviceToHost));
     if (extra) {
         cudaGraphNode_t e;
         CHECK(cudaGraphAddEmptyNode(&e, g, &back, 1));
@@ -311,6 +316,46 @@ int main()
     expect("after the refused update", out, want);
 
     CHECK(cudaGraphExecDestroy(exec));
+
+    // The same without the copy into the program's memory: all its work is
+    // the device's (through rig, one graph launch on the agent). The
+    // program copies the result out after each launch.
+    built d = build(b, v0, k, false, false), d2 = build(b, v1, k1, false, false);
+    CHECK(cudaGraphInstantiate(&exec, d.g, 0));
+    for (int l = 0; l < LAUNCHES; l++) {
+        for (int i = 0; i < N; i++)
+            hx[i] = next32();
+        CHECK(cudaMemcpyAsync(b.x, hx.data(), bytes, cudaMemcpyHostToDevice, s));
+        CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaMemcpyAsync(out, b.y2, bytes, cudaMemcpyDeviceToHost, s));
+        CHECK(cudaStreamSynchronize(s));
+        cpu(want, hx, hx2, v0, k);
+        expect("device-only launch", out, want);
+    }
+    CHECK(cudaGraphExecKernelNodeSetParams(exec, d.first_add, &p));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaMemcpyAsync(out, b.y2, bytes, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    cpu(want, hx2, hx2, v0, k);
+    expect("device-only, after cudaGraphExecKernelNodeSetParams", out, want);
+    CHECK(cudaGraphNodeSetEnabled(exec, d.last_add, 0));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaMemcpyAsync(out, b.y2, bytes, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < N; i++)
+        want[i] -= hx2[i];
+    expect("device-only, the last add disabled", out, want);
+    CHECK(cudaGraphNodeSetEnabled(exec, d.last_add, 1));
+    CHECK(cudaGraphExecUpdate(exec, d2.g, &info));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaEventSynchronize(b.ev));   // recorded by the graph's own node
+    CHECK(cudaMemcpyAsync(out, b.y2, bytes, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    cpu(want, hx, hx2, v1, k1);
+    expect("device-only, after cudaGraphExecUpdate", out, want);
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(d.g));
+    CHECK(cudaGraphDestroy(d2.g));
     CHECK(cudaGraphDestroy(g.g));
     CHECK(cudaGraphDestroy(g2.g));
     CHECK(cudaGraphDestroy(g3.g));
