@@ -42,7 +42,10 @@ static CUresult add_node(job *j, int device, CUgraph g, uint32_t type, wire_read
         return d->fn_cuGraphAddKernelNode_v2(node, g, deps, ndeps, &p);
     }
     case CU_GRAPH_NODE_TYPE_MEMSET: {
-        CUDA_MEMSET_NODE_PARAMS p = { .dst = wire_get_u64(r), .pitch = wire_get_u64(r) };
+        /* One field at a time: the reads must go in wire order. */
+        CUDA_MEMSET_NODE_PARAMS p = { 0 };
+        p.dst = wire_get_u64(r);
+        p.pitch = wire_get_u64(r);
         p.value = wire_get_u32(r);
         p.elementSize = wire_get_u32(r);
         p.width = wire_get_u64(r);
