@@ -360,20 +360,21 @@ static CUresult begin(proxy_obj *s, CUstreamCaptureMode mode, shim_graph *into, 
 static bool all_joined(const shim_capture *c, const struct capture_member *m)
 {
     const shim_graph *g = c->graph;
-    for (size_t i = c->first; i < g->n; i++) {
-        bool has_dependent = false;
-        for (size_t j = c->first; j < g->n && !has_dependent; j++)
-            for (size_t k = 0; k < g->nodes[j]->ndeps; k++)
-                has_dependent |= g->nodes[j]->deps[k] == g->nodes[i];
-        if (has_dependent)
-            continue;
-        bool in = false;
-        for (size_t k = 0; k < m->ndeps; k++)
-            in |= m->deps[k] == g->nodes[i];
-        if (!in)
-            return false;
-    }
-    return true;
+    bool *has_dependent = calloc(g->n + 1, sizeof *has_dependent);
+    if (!has_dependent)
+        return true;   /* cannot tell: the driver's check is a courtesy */
+    for (size_t i = c->first; i < g->n; i++)
+        for (size_t k = 0; k < g->nodes[i]->ndeps; k++)
+            has_dependent[g->nodes[i]->deps[k]->index] = true;
+    /* The origin's dependencies are marked too; any node left unmarked is
+     * work that never joined back. */
+    for (size_t k = 0; k < m->ndeps; k++)
+        has_dependent[m->deps[k]->index] = true;
+    bool ok = true;
+    for (size_t i = c->first; i < g->n && ok; i++)
+        ok = has_dependent[i];
+    free(has_dependent);
+    return ok;
 }
 
 static CUresult end(proxy_obj *s, CUgraph *out)

@@ -262,28 +262,50 @@ shim_graph *graph_clone(const shim_graph *g, bool with_handles)
 
 shim_node **graph_order(const shim_graph *g, CUresult *rc)
 {
-    /* Kahn's order: a node goes once every node it depends on went. */
-    size_t n = g->n;
+    /* Kahn's order over the edges listed once by their source (a capture
+     * may hold many thousands of nodes): a node goes once every node it
+     * depends on went. */
+    size_t n = g->n, edges = 0;
+    for (size_t i = 0; i < n; i++)
+        edges += g->nodes[i]->ndeps;
     shim_node **order = malloc((n + 1) * sizeof *order);
-    size_t *waiting = calloc(n + 1, sizeof *waiting);
-    if (!order || !waiting) {
+    size_t *waiting = calloc(n + 1, sizeof *waiting), *first = calloc(n + 2, sizeof *first);
+    size_t *next = malloc((edges + 1) * sizeof *next);
+    if (!order || !waiting || !first || !next) {
         free(order);
         free(waiting);
+        free(first);
+        free(next);
         *rc = CUDA_ERROR_OUT_OF_MEMORY;
         return NULL;
     }
+    /* Dependents of node d: next[first[d] .. first[d + 1]). */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < g->nodes[i]->ndeps; j++)
+            first[g->nodes[i]->deps[j]->index + 1]++;
+    for (size_t i = 0; i < n; i++)
+        first[i + 1] += first[i];
+    size_t *fill = waiting;   /* reused as a cursor, then reset */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < g->nodes[i]->ndeps; j++) {
+            size_t d = g->nodes[i]->deps[j]->index;
+            next[first[d] + fill[d]++] = i;
+        }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         waiting[i] = g->nodes[i]->ndeps;
         if (!waiting[i])
             order[k++] = g->nodes[i];
     }
-    for (size_t done = 0; done < k; done++)
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < g->nodes[i]->ndeps; j++)
-                if (g->nodes[i]->deps[j] == order[done] && --waiting[i] == 0)
-                    order[k++] = g->nodes[i];
+    for (size_t done = 0; done < k; done++) {
+        size_t d = order[done]->index;
+        for (size_t e = first[d]; e < first[d + 1]; e++)
+            if (--waiting[next[e]] == 0)
+                order[k++] = g->nodes[next[e]];
+    }
     free(waiting);
+    free(first);
+    free(next);
     if (k != n) {
         free(order);
         *rc = CUDA_ERROR_INVALID_VALUE;   /* a cycle */
