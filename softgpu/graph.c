@@ -82,6 +82,7 @@ static bool add_dep(struct CUgraphNode_st *nd, struct CUgraphNode_st *dep)
 CUresult soft_graph_add(struct CUgraph_st *g, CUgraphNodeType type, soft_op *op,
                         struct CUgraphNode_st *const *deps, size_t ndeps, struct CUgraphNode_st **out)
 {
+    soft_launch_to_graph(op);
     struct CUgraphNode_st *nd = calloc(1, sizeof *nd);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     if (!nd)
@@ -571,6 +572,35 @@ static bool clone_graph(soft_op *op)
     return true;
 }
 
+/* A queued launch of a graph holds its kernels' modules (children's too):
+ * unloading one waits for it, not for the graphs that merely name it. */
+static void plan_hold(const struct soft_plan *p, bool hold)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        const soft_op *o = p->ops[i];
+        struct CUmod_st *m = soft_launch_module(o);
+        if (m && hold)
+            soft_module_hold(m);
+        else if (m)
+            soft_module_release(m);
+        else if (o && o->run == run_graph)
+            plan_hold(o->u.graph.plan, hold);
+    }
+}
+
+static void drop_launched_graph(soft_op *op)
+{
+    plan_hold(op->u.graph.plan, false);
+    plan_unref(op->u.graph.plan);
+}
+
+static bool clone_launched_graph(soft_op *op)
+{
+    atomic_fetch_add(&op->u.graph.plan->refs, 1);
+    plan_hold(op->u.graph.plan, true);
+    return true;
+}
+
 static CUresult graph_launch(CUgraphExec h, CUstream hs, bool ptds)
 {
     SOFT_TRY(soft_check_init());
@@ -588,9 +618,10 @@ static CUresult graph_launch(CUgraphExec h, CUstream hs, bool ptds)
     pthread_mutex_lock(&x->lock);
     op->u.graph.plan = x->plan;
     atomic_fetch_add(&x->plan->refs, 1);
+    plan_hold(x->plan, true);
     pthread_mutex_unlock(&x->lock);
-    op->drop = drop_graph;
-    op->clone = clone_graph;
+    op->drop = drop_launched_graph;
+    op->clone = clone_launched_graph;
     return soft_stream_submit(s, op, NULL);
 }
 
@@ -633,6 +664,7 @@ static CUresult exec_kernel_set(CUgraphExec h, CUgraphNode node, CUfunction func
         return CUDA_ERROR_INVALID_VALUE;
     soft_op *op;
     SOFT_TRY(soft_launch_op(func ? (const void *)func : (const void *)kern, grid, block, shared, params, extra, &op));
+    soft_launch_to_graph(op);
     /* A new plan: the others' ops copied, this one replaced. */
     pthread_mutex_lock(&x->lock);
     struct soft_plan *old = x->plan, *p = plan_new(x->n);

@@ -647,3 +647,42 @@ Test(graph, edges_read_back_removed_and_nodes_disabled)
     OK(cuGraphExecDestroy(x));
     OK(cuGraphDestroy(g));
 }
+
+/* A module unloads while graphs that name its kernels live (a program that
+ * never destroys its graphs ends with cudart unloading its modules); their
+ * queued launches still hold it. */
+Test(graph, modules_unload_while_graphs_name_their_kernels)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/vecadd.default.fatbin", RIG_BUILD_DIR);
+    size_t len;
+    char *img = support_read_file(path, &len);
+    cr_assert(img);
+    CUmodule m;
+    CUfunction f;
+    OK(cuModuleLoadData(&m, img));
+    free(img);
+    OK(cuModuleGetFunction(&f, m, "vecadd_i32"));
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    static int count = N;
+    void *args[] = { &a, &b, &c, &count };
+    CUDA_KERNEL_NODE_PARAMS p = { .func = f, .gridDimX = B, .gridDimY = 1, .gridDimZ = 1, .blockDimX = T,
+                                  .blockDimY = 1, .blockDimZ = 1, .kernelParams = args };
+    CUgraph g;
+    CUgraphNode k;
+    OK(cuGraphCreate(&g, 0));
+    OK(cuGraphAddKernelNode(&k, g, NULL, 0, &p));
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuModuleUnload(m));   /* waits for the queued launch only */
+    download(got, c);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], ha[i] + hb[i], "c[%d] = %d", i, got[i]);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+}
