@@ -44,6 +44,7 @@ typedef enum agent_obj_type {
     AOBJ_FUNCTION,
     AOBJ_MEMORY,          /* a physical allocation of the program's VMM calls */
     AOBJ_POOL,            /* a memory pool (pool.c) */
+    AOBJ_GRAPH,           /* an executable graph and its graph (graph.c) */
 } agent_obj_type;
 
 typedef struct agent_pool agent_pool;
@@ -58,6 +59,7 @@ typedef struct agent_obj {
         struct { CUlibrary real; } library;
         struct { CUmemGenericAllocationHandle real; } memory;
         struct { agent_pool *p; } pool;
+        struct { CUgraph graph; CUgraphExec exec; } graph;
         struct {
             uint64_t module;          /* id of its module or library */
             char *name;
