@@ -214,7 +214,12 @@ static CUresult launch(struct shim_exec *x, proxy_obj *s)
         wire_store_u64(body, x->handle->id);
         handover h = { .op = JOB_OP_GRAPH_LAUNCH, .stream = s, .body = body, .body_len = sizeof body };
         uint64_t value;
-        rc = link_handover(s->link, &h, &value);
+        /* The graph's kernels may read and write managed memory, as a launch's. */
+        rc = shim_managed_before_launch(s->link, s);
+        if (rc == CUDA_SUCCESS)
+            rc = link_handover(s->link, &h, &value);
+        if (rc == CUDA_SUCCESS)
+            shim_managed_after_launch(s->link);
         for (size_t i = 0; rc == CUDA_SUCCESS && i < x->nrecords; i++) {
             proxy_obj *e = x->records[i];
             e->u.event.stream = s;
