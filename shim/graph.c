@@ -63,6 +63,7 @@ void node_free_params(shim_node *nd)
 static void node_free(shim_node *nd)
 {
     node_free_params(nd);
+    free(nd->attr);
     if (nd->handle)
         arena_free(nd->handle);
     free(nd->deps);
@@ -87,7 +88,7 @@ shim_graph *graph_of(CUgraph h)
     return o ? o->u.graph.g : NULL;
 }
 
-static shim_node *node_of(CUgraphNode h)
+shim_node *node_of(CUgraphNode h)
 {
     proxy_obj *o = arena_get(h, PROXY_GRAPH_NODE);
     return o ? o->u.gnode.n : NULL;
@@ -127,6 +128,16 @@ CUresult node_copy_params(shim_node *dst, const shim_node *src)
         dst->u.child.g = graph_clone(src->u.child.g, false);
         return dst->u.child.g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
+    return CUDA_SUCCESS;
+}
+
+CUresult node_copy_attrs(shim_node *nd, const CUlaunchAttributeValue *attr)
+{
+    if (!attr)
+        return CUDA_SUCCESS;
+    if (!nd->attr && !(nd->attr = malloc(SHIM_NODE_ATTRS * sizeof *attr)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(nd->attr, attr, SHIM_NODE_ATTRS * sizeof *attr);
     return CUDA_SUCCESS;
 }
 
@@ -199,6 +210,10 @@ static CUresult add_locked(shim_graph *g, const shim_node *tmpl, shim_node *cons
     }
     nd->graph = g;
     nd->origin = tmpl->origin;
+    if (node_copy_attrs(nd, tmpl->attr)) {
+        node_free(nd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     for (size_t i = 0; i < ndeps; i++)
         if (!add_dep(nd, deps[i])) {
             node_free(nd);
@@ -330,6 +345,17 @@ CUresult node_run(const shim_node *nd, proxy_obj *s)
         void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, nd->u.kernel.params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                           CU_LAUNCH_PARAM_END };
         const unsigned *g = nd->u.kernel.grid, *b = nd->u.kernel.block;
+        if (nd->attr) {
+            CUlaunchAttribute a[SHIM_NODE_ATTRS];
+            unsigned na = 0;
+            for (unsigned id = 1; id < SHIM_NODE_ATTRS; id++)
+                if (node_attr_id((CUlaunchAttributeID)id))
+                    a[na++] = (CUlaunchAttribute){ .id = (CUlaunchAttributeID)id, .value = nd->attr[id] };
+            CUlaunchConfig cfg = { .gridDimX = g[0], .gridDimY = g[1], .gridDimZ = g[2], .blockDimX = b[0],
+                                   .blockDimY = b[1], .blockDimZ = b[2], .sharedMemBytes = nd->u.kernel.shared,
+                                   .hStream = hs, .attrs = a, .numAttrs = na };
+            return cuLaunchKernelEx(&cfg, (CUfunction)nd->u.kernel.fn, NULL, extra);
+        }
         return cuLaunchKernel((CUfunction)nd->u.kernel.fn, g[0], g[1], g[2], b[0], b[1], b[2], nd->u.kernel.shared,
                               hs, NULL, extra);
     }

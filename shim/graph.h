@@ -21,6 +21,8 @@
 typedef struct shim_graph shim_graph;
 typedef struct shim_node shim_node;
 
+#define SHIM_NODE_ATTRS 17   /* CU_LAUNCH_ATTRIBUTE_* ids below this */
+
 struct shim_node {
     proxy_obj *handle;          /* the program's CUgraphNode (NULL in an executable's copy) */
     shim_graph *graph;
@@ -29,6 +31,9 @@ struct shim_node {
     size_t ndeps, capdeps;
     size_t index;               /* its place in graph->nodes */
     const shim_node *origin;    /* clones: the node it was copied from */
+    /* A kernel node's launch attributes by id (graph_attr.c; malloc'd, NULL
+     * until one is set): applied at launch as cuLaunchKernelEx's would be. */
+    CUlaunchAttributeValue *attr;
     union {
         struct {
             proxy_obj *fn;
@@ -84,6 +89,12 @@ CUresult node_from_memset(shim_node *nd, const CUDA_MEMSET_NODE_PARAMS *p);
 /* The same from cuGraphAddNode's generic form; memory, semaphore, batch and
  * conditional nodes: CUDA_ERROR_NOT_SUPPORTED with one log line. */
 CUresult node_from_params(shim_node *nd, int dev, const CUgraphNodeParams *p);
+/* The node a proxy CUgraphNode names, or NULL. */
+shim_node *node_of(CUgraphNode h);
+/* Gives nd a copy of attr (SHIM_NODE_ATTRS values; NULL: none). */
+CUresult node_copy_attrs(shim_node *nd, const CUlaunchAttributeValue *attr);
+/* True for the launch attribute ids a kernel node takes (graph_attr.c). */
+bool node_attr_id(CUlaunchAttributeID id);
 /* Makes the calls a node stands for on proxy stream s. */
 CUresult node_run(const shim_node *nd, proxy_obj *s);
 

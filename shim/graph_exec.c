@@ -584,6 +584,8 @@ static bool device_only(const flat *f, const shim_node *nd)
 {
     switch (nd->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
+        /* The agent's copy has no attributes: a cooperative node is replayed. */
+        return !nd->attr || !nd->attr[CU_LAUNCH_ATTRIBUTE_COOPERATIVE].cooperative;
     case CU_GRAPH_NODE_TYPE_EMPTY:
         return true;
     case CU_GRAPH_NODE_TYPE_MEMSET:

@@ -164,12 +164,14 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
     if ((rc = capture_check(s, &captured)))
         return rc;
     if (captured) {
-        /* A kernel node of the capture, with the parameters packed now. */
-        if (cooperative)
-            return capture_refuse(s, "a cooperative launch");
+        /* A kernel node of the capture, with the parameters packed now; a
+         * cooperative launch is a node with that attribute. */
         shim_node t;
         if ((rc = node_kernel(&t, f, s->device, dims->grid, dims->block, dims->shared, kernelParams, extra)))
             return rc;
+        CUlaunchAttributeValue attr[SHIM_NODE_ATTRS] = { 0 };
+        attr[CU_LAUNCH_ATTRIBUTE_COOPERATIVE].cooperative = 1;
+        t.attr = cooperative ? attr : NULL;
         rc = capture_add(s, &t);
         node_free_params(&t);
         return rc;

@@ -331,6 +331,7 @@ CUresult soft_capture_wait(struct CUstream_st *s, struct CUevent_st *e, bool *jo
 /* Frees the capture state an event holds (event destroyed). */
 void soft_capture_event_free(struct CUevent_st *e);
 
+#define SOFT_NODE_ATTRS 17   /* CU_LAUNCH_ATTRIBUTE_* ids below this */
 struct CUgraphNode_st {
     struct CUgraph_st *graph;
     CUgraphNodeType type;
@@ -339,6 +340,9 @@ struct CUgraphNode_st {
     size_t ndeps, capdeps;
     size_t index;                  /* its place in graph->nodes */
     struct CUgraphNode_st *origin; /* a clone's node: the node it was copied from */
+    /* A kernel node's launch attributes by id (graph_attr.c): hints that
+     * only read back, but for cooperation, which lives in op. */
+    CUlaunchAttributeValue attr[SOFT_NODE_ATTRS];
 };
 struct CUgraph_st {
     pthread_mutex_t lock;

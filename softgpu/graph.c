@@ -942,8 +942,10 @@ SOFT_API CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGr
         soft_op *op = NULL;
         if (o->op && !(op = op_copy(o->op)))
             r = CUDA_ERROR_OUT_OF_MEMORY;
-        else if ((r = soft_graph_add(c, o->type, op, NULL, 0, &nd)) == CUDA_SUCCESS)
+        else if ((r = soft_graph_add(c, o->type, op, NULL, 0, &nd)) == CUDA_SUCCESS) {
             nd->origin = o;
+            memcpy(nd->attr, o->attr, sizeof nd->attr);
+        }
     }
     for (size_t i = 0; i < g->n && r == CUDA_SUCCESS; i++)
         for (size_t k = 0; k < g->nodes[i]->ndeps && r == CUDA_SUCCESS; k++)

@@ -686,3 +686,112 @@ Test(graph, modules_unload_while_graphs_name_their_kernels)
     OK(cuGraphExecDestroy(x));
     OK(cuGraphDestroy(g));
 }
+
+/* Each block's first thread waits until every block arrived (blocks run one
+ * after another would never finish), then stores the grid workspace only a
+ * cooperative launch has (zero otherwise); as test_softgpu_launch's. */
+static const char coop_ptx[] =
+    ".version 9.0\n.target sm_75\n.address_size 64\n"
+    ".visible .entry arrive(.param .u64 counter, .param .u64 out)\n{\n"
+    "  .reg .pred %p<4>;\n  .reg .b32 %r<10>;\n  .reg .b64 %rd<10>;\n"
+    "  ld.param.u64 %rd1, [counter];\n  ld.param.u64 %rd2, [out];\n"
+    "  mov.u32 %r1, %tid.x;\n  setp.ne.u32 %p1, %r1, 0;\n  @%p1 bra DONE;\n"
+    "  mov.u32 %r2, %nctaid.x;\n  atom.add.release.gpu.u32 %r3, [%rd1], 1;\n"
+    "SPIN:\n  ld.acquire.gpu.u32 %r4, [%rd1];\n  setp.lt.u32 %p2, %r4, %r2;\n  @%p2 bra SPIN;\n"
+    "  mov.u32 %r5, %ctaid.x;\n  mul.wide.u32 %rd3, %r5, 8;\n  add.s64 %rd4, %rd2, %rd3;\n"
+    "  mov.u32 %r6, %envreg1;\n  mov.u32 %r7, %envreg2;\n"
+    "  st.global.u32 [%rd4], %r7;\n  st.global.u32 [%rd4+4], %r6;\n"
+    "DONE:\n  ret;\n}\n";
+
+/* A kernel node's launch attributes: cooperation set on the node makes its
+ * blocks run at once with a grid workspace at every launch; the hints read
+ * back; CopyAttributes carries them to another node; clones keep them. */
+Test(graph, kernel_node_attributes)
+{
+    CUmodule m;
+    OK(cuModuleLoadData(&m, coop_ptx));
+    CUfunction f;
+    OK(cuModuleGetFunction(&f, m, "arrive"));
+    enum { BLOCKS = 24 };
+    CUdeviceptr counter, out;
+    OK(cuMemAlloc(&counter, 4));
+    OK(cuMemAlloc(&out, BLOCKS * 8));
+    OK(cuMemsetD8(out, 0, BLOCKS * 8));
+    void *args[] = { &counter, &out };
+    CUgraph g;
+    OK(cuGraphCreate(&g, 0));
+    CUDA_MEMSET_NODE_PARAMS zero = { .dst = counter, .value = 0, .elementSize = 4, .width = 1, .height = 1 };
+    CUgraphNode reset, k, k2;
+    OK(cuGraphAddMemsetNode(&reset, g, NULL, 0, &zero, ctx));
+    CUDA_KERNEL_NODE_PARAMS p = { .func = f, .gridDimX = BLOCKS, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 64,
+                                  .blockDimY = 1, .blockDimZ = 1, .kernelParams = args };
+    OK(cuGraphAddKernelNode(&k, g, &reset, 1, &p));
+    CUkernelNodeAttrValue v;
+    memset(&v, 0x55, sizeof v);
+    OK(cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v));
+    cr_expect_eq(v.cooperative, 0);
+    v = (CUkernelNodeAttrValue){ .cooperative = 1 };
+    OK(cuGraphKernelNodeSetAttribute(k, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v));
+    v = (CUkernelNodeAttrValue){ .priority = -1 };
+    OK(cuGraphKernelNodeSetAttribute(k, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v));
+    memset(&v, 0, sizeof v);
+    OK(cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v));
+    cr_expect_eq(v.cooperative, 1);
+    OK(cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v));
+    cr_expect_eq(v.priority, -1);
+    /* Ids not for graph nodes, clusters, other node types, NULLs. */
+    cr_expect_eq(cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT, &v),
+                 CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuGraphKernelNodeGetAttribute(reset, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuGraphKernelNodeGetAttribute(k, CU_LAUNCH_ATTRIBUTE_PRIORITY, NULL), CUDA_ERROR_INVALID_VALUE);
+    v = (CUkernelNodeAttrValue){ .clusterDim = { 2, 1, 1 } };
+    cr_expect_eq(cuGraphKernelNodeSetAttribute(k, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v),
+                 CUDA_ERROR_NOT_SUPPORTED);
+    cr_expect_eq(cuGraphKernelNodeCopyAttributes(reset, k), CUDA_ERROR_INVALID_VALUE);
+    /* Copied to a second node of another graph. */
+    CUgraph g2;
+    OK(cuGraphCreate(&g2, 0));
+    OK(cuGraphAddKernelNode(&k2, g2, NULL, 0, &p));
+    OK(cuGraphKernelNodeCopyAttributes(k2, k));
+    memset(&v, 0, sizeof v);
+    OK(cuGraphKernelNodeGetAttribute(k2, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v));
+    cr_expect_eq(v.priority, -1);
+    OK(cuGraphKernelNodeGetAttribute(k2, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v));
+    cr_expect_eq(v.cooperative, 1);
+    /* Every launch runs the blocks side by side with a workspace. */
+    CUgraph c;
+    OK(cuGraphClone(&c, g));
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, c, 0));
+    for (int launch = 0; launch < 2; launch++) {
+        OK(cuMemsetD8(out, 0, BLOCKS * 8));
+        OK(cuGraphLaunch(x, NULL));
+        OK(cuCtxSynchronize());
+        uint64_t ws[BLOCKS];
+        OK(cuMemcpyDtoH(ws, out, sizeof ws));
+        for (unsigned b = 0; b < BLOCKS; b++) {
+            cr_expect_neq(ws[b], 0, "launch %d: block %u saw no workspace", launch, b);
+            cr_expect_eq(ws[b], ws[0], "launch %d: block %u saw another workspace", launch, b);
+        }
+    }
+    OK(cuGraphExecDestroy(x));
+    /* Cooperation taken off again: a plain launch, no workspace. */
+    v = (CUkernelNodeAttrValue){ .cooperative = 0 };
+    OK(cuGraphKernelNodeSetAttribute(k, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v));
+    OK(cuMemsetD8(out, 0, BLOCKS * 8));
+    OK(cuMemsetD8(counter, 0x7f, 4));   /* already past every block: no wait */
+    OK(cuGraphDestroyNode(reset));
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    uint64_t w0;
+    OK(cuMemcpyDtoH(&w0, out, 8));
+    cr_expect_eq(w0, 0);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(c));
+    OK(cuGraphDestroy(g2));
+    OK(cuGraphDestroy(g));
+    OK(cuMemFree(counter));
+    OK(cuMemFree(out));
+    OK(cuModuleUnload(m));
+}
