@@ -77,6 +77,7 @@ void graph_free(shim_graph *g)
     for (size_t i = 0; i < g->n; i++)
         node_free(g->nodes[i]);
     free(g->nodes);
+    urefs_release(g->urefs, g->nurefs);
     if (g->handle)
         arena_free(g->handle);
     free(g);
@@ -247,6 +248,10 @@ static shim_graph *clone_locked(const shim_graph *g, bool with_handles)
     shim_graph *c = graph_new(g->device, with_handles);
     if (!c)
         return NULL;
+    if (!graph_urefs_copy(c, g)) {
+        graph_free(c);
+        return NULL;
+    }
     for (size_t i = 0; i < g->n; i++) {
         const shim_node *o = g->nodes[i];
         shim_node tmpl = *o;

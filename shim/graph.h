@@ -50,11 +50,19 @@ struct shim_node {
     } u;
 };
 
+/* References a graph holds to a user object (userobj.c). */
+typedef struct graph_uref {
+    proxy_obj *o;
+    unsigned count;
+} graph_uref;
+
 struct shim_graph {
     proxy_obj *handle;          /* the program's CUgraph (NULL for an executable's or child's copy) */
     int device;                 /* -1 until a node names one */
     shim_node **nodes;
     size_t n, cap;
+    graph_uref *urefs;          /* copied with the graph (clones, child nodes, executables) */
+    size_t nurefs;
 };
 
 /* ---- graph.c ---- */
@@ -127,6 +135,16 @@ void capture_forget(proxy_obj *e);
 /* cuStreamWaitEvent: *joined when e was recorded in a capture and s now
  * takes part in it (nothing to hand over). */
 CUresult capture_wait(proxy_obj *s, proxy_obj *e, bool *joined);
+
+/* ---- userobj.c ---- */
+/* dst (a new copy of src) takes references of its own; false when out of memory. */
+bool graph_urefs_copy(shim_graph *dst, const shim_graph *src);
+/* Releases v's n references and frees v (a destructor may run). */
+void urefs_release(graph_uref *v, size_t n);
+/* Releases v's references once every stream of streams[0..n) reached
+ * what was handed over on it so far (a graph's last launches there);
+ * takes v. */
+void urefs_release_after(graph_uref *v, size_t nv, proxy_obj *const *streams, size_t n);
 
 /* ---- graph_exec.c ---- */
 /* The executable graph a proxy CUgraphExec names, or NULL. */

@@ -46,6 +46,8 @@ struct shim_exec {
     bool agent_refused;            /* the agent's driver could not build it: replay */
     proxy_obj **records;           /* events its launches record (agent's copy) */
     size_t nrecords;
+    proxy_obj **streams;           /* streams it was launched on: its user objects outlive those launches */
+    size_t nstreams;
 };
 
 static void remote_build(struct shim_exec *x);
@@ -56,10 +58,21 @@ struct shim_exec *exec_of(CUgraphExec h)
     return o ? o->u.gexec.x : NULL;
 }
 
+/* Gives up x's user object references once its launches so far are done. */
+static void exec_drop_urefs(struct shim_exec *x, shim_graph *g)
+{
+    urefs_release_after(g->urefs, g->nurefs, x->streams, x->nstreams);
+    g->urefs = NULL;
+    g->nurefs = 0;
+}
+
 static void exec_free(struct shim_exec *x)
 {
     if (x->remote)
         link_drop(shim_device_at(x->device)->link, CUDA_OP_cuGraphExecDestroy, x->handle->id);
+    if (x->g)
+        exec_drop_urefs(x, x->g);
+    free(x->streams);
     free(x->records);
     graph_free(x->g);
     free(x->order);
@@ -194,6 +207,20 @@ SHIM_EXPORT(cuGraphExecGetFlags)
     return CUDA_SUCCESS;
 }
 
+/* Remembers a stream x is launched on (under x->lock). */
+static CUresult note_stream(struct shim_exec *x, proxy_obj *s)
+{
+    for (size_t i = 0; i < x->nstreams; i++)
+        if (x->streams[i] == s)
+            return CUDA_SUCCESS;
+    proxy_obj **v = realloc(x->streams, (x->nstreams + 1) * sizeof *v);
+    if (!v)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    x->streams = v;
+    v[x->nstreams++] = s;
+    return CUDA_SUCCESS;
+}
+
 static CUresult launch(struct shim_exec *x, proxy_obj *s)
 {
     if (s->device != x->device)
@@ -205,6 +232,10 @@ static CUresult launch(struct shim_exec *x, proxy_obj *s)
     pthread_mutex_lock(&x->lock);
     if (!captured && x->stale && !x->agent_refused)
         remote_build(x);
+    if (!captured && x->g->nurefs && (rc = note_stream(x, s))) {
+        pthread_mutex_unlock(&x->lock);
+        return rc;
+    }
     if (captured) {
         shim_node t = { .type = CU_GRAPH_NODE_TYPE_GRAPH, .u.child.g = x->g };
         rc = capture_add(s, &t);
@@ -447,6 +478,13 @@ static CUresult update(struct shim_exec *x, CUgraph h, CUgraphNode *error_node, 
             nd->u = from->u;
             from->type = CU_GRAPH_NODE_TYPE_EMPTY;   /* its params now belong to nd */
         }
+        /* The new source graph's user object references replace the old
+         * ones, which the launches made so far keep. */
+        exec_drop_urefs(x, x->g);
+        x->g->urefs = c->urefs;
+        x->g->nurefs = c->nurefs;
+        c->urefs = NULL;
+        c->nurefs = 0;
         x->stale = true;
     }
     pthread_mutex_unlock(&x->lock);

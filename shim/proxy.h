@@ -61,6 +61,7 @@ typedef enum proxy_type {
     PROXY_GRAPH,       /* a graph, kept in the shim (graph.c) */
     PROXY_GRAPH_NODE,  /* one of its nodes */
     PROXY_GRAPH_EXEC,  /* an executable graph (graph_exec.c) */
+    PROXY_USER_OBJECT, /* a user object made on a proxy context (userobj.c) */
 } proxy_type;
 
 /* One input of a JIT link, kept until the link completes. */
@@ -100,6 +101,7 @@ struct proxy_obj {
         struct { struct shim_graph *g; } graph;
         struct { struct shim_node *n; } gnode;
         struct { struct shim_exec *x; } gexec;
+        struct { _Atomic unsigned refs; void *ptr; CUhostFn destroy; } uobj;
         struct { uint64_t size; } mem;
         struct { bool is_default; } pool;
         struct {

@@ -87,7 +87,7 @@ uint64_t soft_device_used(int dev);
 /* ---- handles (handle.c): which pointers are live objects of which kind ---- */
 typedef enum soft_kind {
     SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,
-    SOFT_VMM, SOFT_LINK, SOFT_POOL, SOFT_GRAPH, SOFT_NODE, SOFT_EXEC,
+    SOFT_VMM, SOFT_LINK, SOFT_POOL, SOFT_GRAPH, SOFT_NODE, SOFT_EXEC, SOFT_UOBJ,
 } soft_kind;
 /* Records p as a live object of kind k; false when out of memory. */
 bool soft_handle_add(const void *p, soft_kind k);
@@ -348,7 +348,27 @@ struct CUgraph_st {
     pthread_mutex_t lock;
     struct CUgraphNode_st **nodes;
     size_t n, cap;
+    struct soft_uref *urefs;       /* user objects it holds references to (userobj.c) */
+    size_t nurefs;
 };
+
+/* ---- user objects (userobj.c): a destructor the program gives, run once
+ * the last reference (the program's, a graph's, an executable graph's or a
+ * queued launch's) goes ---- */
+struct soft_uref { struct CUuserObject_st *o; unsigned count; };
+/* An immutable set of references an executable graph's plan holds, shared
+ * by the launches queued with it. */
+struct soft_urefs;
+/* A new set holding copies of v's references (*out NULL when n is 0);
+ * false when out of memory. */
+bool soft_urefs_of(const struct soft_uref *v, size_t n, struct soft_urefs **out);
+struct soft_urefs *soft_urefs_hold(struct soft_urefs *r);
+/* Drops one hold; the last releases the references. */
+void soft_urefs_drop(struct soft_urefs *r);
+/* Releases a graph's references (its list freed). */
+void soft_graph_urefs_release(struct CUgraph_st *g);
+/* dst (a new graph) takes copies of src's references; false when out of memory. */
+bool soft_graph_urefs_copy(struct CUgraph_st *dst, const struct CUgraph_st *src);
 /* A fresh empty graph (NULL when out of memory), a live handle. */
 struct CUgraph_st *soft_graph_new(void);
 /* Frees g with its nodes and their ops (the handle too). */

@@ -18,6 +18,7 @@ struct soft_plan {
     _Atomic int refs;
     size_t n;
     soft_op **ops;                 /* NULL for empty nodes */
+    struct soft_urefs *urefs;      /* the user objects it holds (shared with its successors) */
     bool *off;                     /* disabled by cuGraphNodeSetEnabled (NULL: none) */
 };
 
@@ -58,6 +59,7 @@ void soft_graph_free(struct CUgraph_st *g)
         free(nd);
     }
     free(g->nodes);
+    soft_graph_urefs_release(g);
     pthread_mutex_destroy(&g->lock);
     free(g);
 }
@@ -365,6 +367,7 @@ static void plan_unref(struct soft_plan *p)
     for (size_t i = 0; i < p->n; i++)
         if (p->ops[i])
             soft_op_free(p->ops[i]);
+    soft_urefs_drop(p->urefs);
     free(p->ops);
     free(p->off);
     free(p);
@@ -457,7 +460,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h)
     x->plan = plan_new(n);
     x->from = calloc(n + 1, sizeof *x->from);
     x->types = calloc(n + 1, sizeof *x->types);
-    if (mark && x->plan && x->from && x->types) {
+    if (mark && x->plan && x->from && x->types && soft_urefs_of(g->urefs, g->nurefs, &x->plan->urefs)) {
         r = CUDA_SUCCESS;
         size_t k = 0;
         for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++)
@@ -677,8 +680,10 @@ static CUresult exec_kernel_set(CUgraphExec h, CUgraphNode node, CUfunction func
     }
     if (r == CUDA_SUCCESS && !plan_keep_off(p, old))
         r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        p->urefs = soft_urefs_hold(old->urefs);
         x->plan = p;
+    }
     pthread_mutex_unlock(&x->lock);
     if (r != CUDA_SUCCESS) {
         if (!p || !p->ops[i])
@@ -720,7 +725,8 @@ static CUresult plan_of(struct CUgraph_st *g, struct soft_plan **out)
     unsigned char *mark = calloc(n + 1, 1);
     struct CUgraphNode_st **order = calloc(n + 1, sizeof *order);
     struct soft_plan *p = plan_new(n);
-    CUresult r = mark && order && p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = mark && order && p && soft_urefs_of(g->urefs, g->nurefs, &p->urefs) ? CUDA_SUCCESS
+                                                                                    : CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++)
         if (!visit(g->nodes[i], mark, order, &k))
             r = CUDA_ERROR_INVALID_VALUE;
@@ -868,8 +874,9 @@ static CUresult exec_update(CUgraphExec h, CUgraph hg, CUgraphNode *bad_node, CU
             r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
         }
     }
+    /* The new source graph's user object references replace the old ones. */
     struct soft_plan *p = r == CUDA_SUCCESS ? plan_new(x->n) : NULL;
-    if (r == CUDA_SUCCESS && !p)
+    if (r == CUDA_SUCCESS && (!p || !soft_urefs_of(g->urefs, g->nurefs, &p->urefs)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < x->n && r == CUDA_SUCCESS; i++) {
         soft_op *op = g->nodes[x->from[i]->index]->op;
@@ -934,8 +941,8 @@ SOFT_API CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGr
     struct CUgraph_st *c = soft_graph_new();
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&g->lock);
+    CUresult r = soft_graph_urefs_copy(c, g) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     /* Node i of the clone is the copy of node i; edges by index. */
     for (size_t i = 0; i < g->n && r == CUDA_SUCCESS; i++) {
         struct CUgraphNode_st *o = g->nodes[i], *nd;
@@ -1240,6 +1247,7 @@ static CUresult node_enabled(CUgraphExec h, CUgraphNode node, unsigned *get, boo
     }
     if (r == CUDA_SUCCESS) {
         p->off[i] = !set;
+        p->urefs = soft_urefs_hold(old->urefs);
         x->plan = p;
     }
     pthread_mutex_unlock(&x->lock);

@@ -795,3 +795,93 @@ Test(graph, kernel_node_attributes)
     OK(cuMemFree(out));
     OK(cuModuleUnload(m));
 }
+
+static _Atomic int destroyed_a, destroyed_b;
+
+static void CUDA_CB destroy_a(void *p)
+{
+    cr_assert_eq(p, (void *)&destroyed_a);
+    atomic_fetch_add(&destroyed_a, 1);
+}
+
+static void CUDA_CB destroy_b(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&destroyed_b, 1);
+}
+
+static void CUDA_CB wait_flag(void *p)
+{
+    while (!atomic_load((_Atomic int *)p))
+        usleep(1000);
+}
+
+/* User objects: the destructor runs once, when the last reference goes:
+ * the program's, a graph's (taken or moved), a clone's, a child graph
+ * node's, an executable graph's and a queued launch's. */
+Test(graph, user_objects_die_with_their_last_reference)
+{
+    atomic_store(&destroyed_a, 0);
+    atomic_store(&destroyed_b, 0);
+    CUuserObject a, b;
+    cr_expect_eq(cuUserObjectCreate(&a, &destroyed_a, destroy_a, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuUserObjectCreate(&a, &destroyed_a, NULL, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC),
+                 CUDA_ERROR_INVALID_VALUE);
+    OK(cuUserObjectCreate(&a, &destroyed_a, destroy_a, 2, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    OK(cuUserObjectCreate(&b, NULL, destroy_b, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    OK(cuUserObjectRetain(a, 1));
+    OK(cuUserObjectRelease(a, 2));
+    cr_expect_eq(atomic_load(&destroyed_a), 0);
+    cr_expect_eq(cuUserObjectRelease(a, 2), CUDA_ERROR_INVALID_VALUE, "more than it holds");
+
+    /* A graph takes a reference to a; b's only reference moves into it. */
+    CUgraph g;
+    OK(cuGraphCreate(&g, 0));
+    OK(cuGraphRetainUserObject(g, a, 1, 0));
+    OK(cuGraphRetainUserObject(g, b, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    cr_expect_eq(cuGraphReleaseUserObject(g, a, 2), CUDA_ERROR_INVALID_VALUE);
+    OK(cuUserObjectRelease(a, 1));   /* the program's last */
+    cr_expect_eq(atomic_load(&destroyed_a), 0, "the graph still holds a");
+    _Atomic int go = 0;
+    CUDA_HOST_NODE_PARAMS hp = { .fn = wait_flag, .userData = (void *)&go };
+    CUgraphNode hn;
+    OK(cuGraphAddHostNode(&hn, g, NULL, 0, &hp));
+
+    /* A clone and a child graph node hold their own. */
+    CUgraph c, parent;
+    OK(cuGraphClone(&c, g));
+    OK(cuGraphCreate(&parent, 0));
+    CUgraph empty;
+    OK(cuGraphCreate(&empty, 0));
+    OK(cuGraphRetainUserObject(empty, b, 1, 0));
+    CUgraphNode child;
+    OK(cuGraphAddChildGraphNode(&child, parent, NULL, 0, empty));
+    OK(cuGraphDestroy(empty));
+    OK(cuGraphReleaseUserObject(g, b, 1));
+    OK(cuGraphDestroy(g));
+    cr_expect_eq(atomic_load(&destroyed_a), 0, "the clone still holds a");
+    cr_expect_eq(atomic_load(&destroyed_b), 0, "the clone and the child node still hold b");
+
+    /* An executable graph, and its launch queued behind a host node that
+     * waits: both outlive the graph and the executable. */
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, c, 0));
+    OK(cuGraphDestroy(c));
+    cr_expect_eq(atomic_load(&destroyed_a), 0, "the executable holds a");
+    CUstream s;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(cuGraphLaunch(x, s));
+    OK(cuGraphExecDestroy(x));
+    usleep(20000);
+    cr_expect_eq(atomic_load(&destroyed_a), 0, "the queued launch holds a");
+    atomic_store(&go, 1);
+    OK(cuStreamSynchronize(s));
+    for (int i = 0; i < 1000 && !atomic_load(&destroyed_a); i++)
+        usleep(1000);
+    cr_expect_eq(atomic_load(&destroyed_a), 1);
+    cr_expect_eq(atomic_load(&destroyed_b), 0, "the child node still holds b");
+    OK(cuGraphDestroy(parent));
+    cr_expect_eq(atomic_load(&destroyed_b), 1);
+    cr_expect_eq(cuUserObjectRetain(a, 1), CUDA_ERROR_INVALID_VALUE, "a is gone");
+    OK(cuStreamDestroy(s));
+}
