@@ -208,6 +208,7 @@ struct soft_op {
         struct { CUstreamCallback fn; void *data; struct CUstream_st *stream; } callback;
         struct { struct CUevent_st *event; uint64_t seq, ns; } record;
         struct { uint64_t addr, value; unsigned flags; bool wide; } memop;
+        struct { CUstreamBatchMemOpParams *ops; unsigned n; } batch;   /* a batch graph node's, owned */
         struct {
             struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative;
             bool in_graph;     /* a graph's (soft_launch_to_graph): holds no module */
@@ -381,6 +382,16 @@ CUresult soft_graph_add(struct CUgraph_st *g, CUgraphNodeType type, soft_op *op,
 /* Builders for graph nodes, shared with the stream entry points: a launch
  * (launch.c), a copy (copy.c) and a fill (memset.c), checked as the stream
  * calls check them; *out is a fresh op. */
+/* A batch memory-op node's op (memop.c): the operations checked as
+ * cuStreamBatchMemOp checks them, copied. */
+CUresult soft_batch_op(const CUstreamBatchMemOpParams *ops, unsigned count, unsigned flags, soft_op **out);
+/* cuGraphAdd*Node's common part: h and deps checked, then as
+ * soft_graph_add (op taken even on failure). */
+CUresult soft_graph_add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
+                             soft_op *op);
+/* Replaces the op of an executable graph's node made from node (of type
+ * type): later launches run op (graph.c); op is taken, even on failure. */
+CUresult soft_exec_set_op(CUgraphExec h, CUgraphNode node, CUgraphNodeType type, soft_op *op);
 CUresult soft_launch_op(const void *fh, const unsigned grid[3], const unsigned block[3], unsigned shared,
                         void **kernelParams, void **extra, soft_op **out);
 CUresult soft_copy3d_op(const CUDA_MEMCPY3D *p, soft_op **out);

@@ -152,6 +152,15 @@ static CUresult deps_arg(struct CUgraph_st *g, const CUgraphNode *deps, size_t n
 }
 
 static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
+                         soft_op *op);
+
+CUresult soft_graph_add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
+                             soft_op *op)
+{
+    return add_node(out, h, deps, n, type, op);
+}
+
+static CUresult add_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
                          soft_op *op)
 {
     struct CUgraph_st *g;
@@ -652,30 +661,34 @@ SOFT_API CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hS
 
 /* ---- changing an instantiated graph ---- */
 
-static CUresult exec_kernel_set(CUgraphExec h, CUgraphNode node, CUfunction func, CUkernel kern,
-                                const unsigned grid[3], const unsigned block[3], unsigned shared, void **params,
-                                void **extra)
+CUresult soft_exec_set_op(CUgraphExec h, CUgraphNode node, CUgraphNodeType type, soft_op *op)
 {
-    SOFT_TRY(soft_check_init());
-    if (!soft_handle_valid(h, SOFT_EXEC) || !soft_handle_valid(node, SOFT_NODE))
-        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = soft_check_init();
+    if (r == CUDA_SUCCESS && (!soft_handle_valid(h, SOFT_EXEC) || !soft_handle_valid(node, SOFT_NODE)))
+        r = CUDA_ERROR_INVALID_VALUE;
     struct CUgraphExec_st *x = h;
     size_t i = 0;
-    while (i < x->n && x->from[i] != node)
-        i++;
-    if (i == x->n || x->types[i] != CU_GRAPH_NODE_TYPE_KERNEL)
-        return CUDA_ERROR_INVALID_VALUE;
-    soft_op *op;
-    SOFT_TRY(soft_launch_op(func ? (const void *)func : (const void *)kern, grid, block, shared, params, extra, &op));
-    soft_launch_to_graph(op);
+    if (r == CUDA_SUCCESS) {
+        while (i < x->n && x->from[i] != node)
+            i++;
+        if (i == x->n || x->types[i] != type)
+            r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r != CUDA_SUCCESS) {
+        soft_op_free(op);
+        return r;
+    }
     /* A new plan: the others' ops copied, this one replaced. */
     pthread_mutex_lock(&x->lock);
     struct soft_plan *old = x->plan, *p = plan_new(x->n);
-    CUresult r = p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    r = p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t j = 0; j < x->n && r == CUDA_SUCCESS; j++) {
-        if (j == i)
+        if (j == i) {
             p->ops[j] = op;
-        else if (old->ops[j] && !(p->ops[j] = op_copy(old->ops[j])))
+            /* A kernel node's cooperation is its attribute, not a parameter. */
+            if (type == CU_GRAPH_NODE_TYPE_KERNEL && old->ops[j])
+                op->u.launch.cooperative = old->ops[j]->u.launch.cooperative;
+        } else if (old->ops[j] && !(p->ops[j] = op_copy(old->ops[j])))
             r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (r == CUDA_SUCCESS && !plan_keep_off(p, old))
@@ -693,6 +706,19 @@ static CUresult exec_kernel_set(CUgraphExec h, CUgraphNode node, CUfunction func
     }
     plan_unref(old);
     return CUDA_SUCCESS;
+}
+
+static CUresult exec_kernel_set(CUgraphExec h, CUgraphNode node, CUfunction func, CUkernel kern,
+                                const unsigned grid[3], const unsigned block[3], unsigned shared, void **params,
+                                void **extra)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(h, SOFT_EXEC) || !soft_handle_valid(node, SOFT_NODE))
+        return CUDA_ERROR_INVALID_VALUE;
+    soft_op *op;
+    SOFT_TRY(soft_launch_op(func ? (const void *)func : (const void *)kern, grid, block, shared, params, extra, &op));
+    soft_launch_to_graph(op);
+    return soft_exec_set_op(h, node, CU_GRAPH_NODE_TYPE_KERNEL, op);
 }
 
 SOFT_API CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,

@@ -5,6 +5,8 @@
  * lifetime lock while it sleeps, so frees and other streams go on. */
 #include "softgpu/driver.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* Reads or writes the word at addr, if it is still device-visible memory;
@@ -54,15 +56,15 @@ static bool met(uint64_t have, uint64_t want, unsigned how, bool wide)
     }
 }
 
-static void run_wait(soft_op *op, struct CUctx_st *ctx)
+static void wait_word(struct CUctx_st *ctx, uint64_t addr, uint64_t value, unsigned flags, bool wide)
 {
-    unsigned how = op->u.memop.flags & ~(unsigned)CU_STREAM_WAIT_VALUE_FLUSH;
+    unsigned how = flags & ~(unsigned)CU_STREAM_WAIT_VALUE_FLUSH;
     long ns = 1000;
     for (;;) {
         uint64_t v;
-        if (!access_word(ctx, op->u.memop.addr, op->u.memop.wide, false, &v))
+        if (!access_word(ctx, addr, wide, false, &v))
             return;
-        if (met(v, op->u.memop.value, how, op->u.memop.wide))
+        if (met(v, value, how, wide))
             return;
         if (soft_ctx_status(ctx) != CUDA_SUCCESS)
             return;   /* the context failed meanwhile: nothing will come */
@@ -71,6 +73,11 @@ static void run_wait(soft_op *op, struct CUctx_st *ctx)
         if (ns < 1000000)
             ns *= 2;
     }
+}
+
+static void run_wait(soft_op *op, struct CUctx_st *ctx)
+{
+    wait_word(ctx, op->u.memop.addr, op->u.memop.value, op->u.memop.flags, op->u.memop.wide);
 }
 
 static CUresult memop(CUstream h, CUdeviceptr addr, uint64_t value, unsigned flags, bool wide, bool wait,
@@ -112,10 +119,8 @@ MEMOP(cuStreamWriteValue64, cuuint64_t, true, false)
 MEMOP(cuStreamWaitValue32, cuuint32_t, false, true)
 MEMOP(cuStreamWaitValue64, cuuint64_t, true, true)
 
-/* A batch: the operations in order on one stream, checked whole before any
- * is queued. Flushes and barriers have nothing to do in memory the CPU
- * keeps coherent. */
-static CUresult batch(CUstream h, unsigned count, const CUstreamBatchMemOpParams *ops, unsigned flags, bool ptds)
+/* A batch's operations checked whole before any is queued. */
+static CUresult batch_check(unsigned count, const CUstreamBatchMemOpParams *ops, unsigned flags)
 {
     SOFT_TRY(soft_check_init());
     if (flags || (count && !ops) || count > 256)
@@ -140,6 +145,77 @@ static CUresult batch(CUstream h, unsigned count, const CUstreamBatchMemOpParams
             return CUDA_ERROR_INVALID_VALUE;
         }
     }
+    return CUDA_SUCCESS;
+}
+
+/* A batch graph node's op: the operations in order when the node runs. */
+static void run_batch(soft_op *op, struct CUctx_st *ctx)
+{
+    for (unsigned i = 0; i < op->u.batch.n; i++) {
+        const CUstreamBatchMemOpParams *p = &op->u.batch.ops[i];
+        uint64_t v;
+        switch (p->operation) {
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
+            bool wide = p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+            wait_word(ctx, p->waitValue.address, wide ? p->waitValue.value64 : p->waitValue.value,
+                      p->waitValue.flags, wide);
+            break;
+        }
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64: {
+            bool wide = p->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+            v = wide ? p->writeValue.value64 : p->writeValue.value;
+            if (!access_word(ctx, p->writeValue.address, wide, true, &v))
+                return;
+            break;
+        }
+        default:
+            break;
+        }
+        if (soft_ctx_status(ctx) != CUDA_SUCCESS)
+            return;
+    }
+}
+
+static void drop_batch(soft_op *op)
+{
+    free(op->u.batch.ops);
+}
+
+static bool clone_batch(soft_op *op)
+{
+    const CUstreamBatchMemOpParams *from = op->u.batch.ops;
+    op->u.batch.ops = malloc((op->u.batch.n + 1) * sizeof *from);
+    if (!op->u.batch.ops)
+        return false;
+    memcpy(op->u.batch.ops, from, op->u.batch.n * sizeof *from);
+    return true;
+}
+
+CUresult soft_batch_op(const CUstreamBatchMemOpParams *ops, unsigned count, unsigned flags, soft_op **out)
+{
+    SOFT_TRY(batch_check(count, ops, flags));
+    soft_op *op = soft_op_new(run_batch);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.batch.ops = (CUstreamBatchMemOpParams *)ops;   /* cloned below: the caller keeps its array */
+    op->u.batch.n = count;
+    if (!clone_batch(op)) {
+        free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->drop = drop_batch;
+    op->clone = clone_batch;
+    *out = op;
+    return CUDA_SUCCESS;
+}
+
+/* A batch: the operations in order on one stream. Flushes and barriers
+ * have nothing to do in memory the CPU keeps coherent. */
+static CUresult batch(CUstream h, unsigned count, const CUstreamBatchMemOpParams *ops, unsigned flags, bool ptds)
+{
+    SOFT_TRY(batch_check(count, ops, flags));
     for (unsigned i = 0; i < count; i++) {
         const CUstreamBatchMemOpParams *p = &ops[i];
         CUresult rc = CUDA_SUCCESS;

@@ -885,3 +885,98 @@ Test(graph, user_objects_die_with_their_last_reference)
     cr_expect_eq(cuUserObjectRetain(a, 1), CUDA_ERROR_INVALID_VALUE, "a is gone");
     OK(cuStreamDestroy(s));
 }
+
+/* Batch memory-op nodes: a wait on a word the graph's first node writes,
+ * then 32- and 64-bit writes, at every launch; the node keeps its own copy
+ * of the array; new values through the graph node and the executable's. */
+Test(graph, batch_mem_op_nodes_run_their_operations)
+{
+    CUdeviceptr w;
+    OK(cuMemAlloc(&w, 32));
+    OK(cuMemsetD8(w, 0, 32));
+    CUstreamBatchMemOpParams ops[3];
+    memset(ops, 0, sizeof ops);
+    ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[0].writeValue.address = w;
+    ops[0].writeValue.value = 7;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS p = { .ctx = ctx, .count = 1, .paramArray = ops };
+    CUgraph g;
+    OK(cuGraphCreate(&g, 0));
+    CUgraphNode first, second;
+    OK(cuGraphAddBatchMemOpNode(&first, g, NULL, 0, &p));
+    CUstreamBatchMemOpParams more[3];
+    memset(more, 0, sizeof more);
+    more[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    more[0].waitValue.address = w;
+    more[0].waitValue.value = 7;
+    more[0].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+    more[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    more[1].writeValue.address = w + 8;
+    more[1].writeValue.value64 = 0x123456789abcdefull;
+    more[2].flushRemoteWrites.operation = CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS q = { .ctx = ctx, .count = 3, .paramArray = more };
+    OK(cuGraphAddBatchMemOpNode(&second, g, &first, 1, &q));
+    more[1].writeValue.value64 = 0;   /* the node kept its own copy */
+    CUDA_BATCH_MEM_OP_NODE_PARAMS back;
+    OK(cuGraphBatchMemOpNodeGetParams(second, &back));
+    cr_expect_eq(back.count, 3);
+    cr_expect_eq(back.paramArray[1].writeValue.value64, 0x123456789abcdefull);
+    CUgraphNodeType type;
+    OK(cuGraphNodeGetType(second, &type));
+    cr_expect_eq(type, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+    /* Bad arrays: an unknown operation, an unaligned word, flags. */
+    CUstreamBatchMemOpParams bad = ops[0];
+    bad.writeValue.address = w + 2;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS b = { .ctx = ctx, .count = 1, .paramArray = &bad };
+    CUgraphNode nope;
+    cr_expect_eq(cuGraphAddBatchMemOpNode(&nope, g, NULL, 0, &b), CUDA_ERROR_INVALID_VALUE);
+    b.paramArray = ops;
+    b.flags = 1;
+    cr_expect_eq(cuGraphAddBatchMemOpNode(&nope, g, NULL, 0, &b), CUDA_ERROR_INVALID_VALUE);
+
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    for (int launch = 0; launch < 2; launch++) {
+        OK(cuMemsetD8(w, 0, 32));
+        OK(cuGraphLaunch(x, NULL));
+        OK(cuCtxSynchronize());
+        uint64_t got[2];
+        OK(cuMemcpyDtoH(got, w, sizeof got));
+        cr_expect_eq((uint32_t)got[0], 7);
+        cr_expect_eq(got[1], 0x123456789abcdefull);
+    }
+    /* The executable's node takes new values; the graph's stays. */
+    ops[0].writeValue.value = 9;
+    more[0].waitValue.value = 9;
+    more[1].writeValue.value64 = 42;
+    OK(cuGraphExecBatchMemOpNodeSetParams(x, first, &p));
+    OK(cuGraphExecBatchMemOpNodeSetParams(x, second, &q));
+    cr_expect_eq(cuGraphExecBatchMemOpNodeSetParams(x, second, &b), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemsetD8(w, 0, 32));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    uint64_t got[2];
+    OK(cuMemcpyDtoH(got, w, sizeof got));
+    cr_expect_eq((uint32_t)got[0], 9);
+    cr_expect_eq(got[1], 42);
+    OK(cuGraphBatchMemOpNodeGetParams(second, &back));
+    cr_expect_eq(back.paramArray[1].writeValue.value64, 0x123456789abcdefull);
+    /* The graph node set, a clone and a new executable see it. */
+    more[1].writeValue.value64 = 5;
+    more[0].waitValue.value = 7;
+    OK(cuGraphBatchMemOpNodeSetParams(second, &q));
+    CUgraph c;
+    OK(cuGraphClone(&c, g));
+    CUgraphExec y;
+    OK(cuGraphInstantiateWithFlags(&y, c, 0));
+    OK(cuMemsetD8(w, 0, 32));
+    OK(cuGraphLaunch(y, NULL));
+    OK(cuCtxSynchronize());
+    OK(cuMemcpyDtoH(got, w, sizeof got));
+    cr_expect_eq(got[1], 5);
+    OK(cuGraphExecDestroy(y));
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(c));
+    OK(cuGraphDestroy(g));
+    OK(cuMemFree(w));
+}
