@@ -2,8 +2,8 @@
  * nodes, their edges and their parameters live here; a node runs by making
  * the stream call it stands for on the launch stream. A graph on a proxy is
  * made while a proxy context is current, and its calls on handles that are
- * not ours go to the local driver. Graph memory nodes, batch memory ops,
- * external semaphores and conditional nodes stay refused on proxies. */
+ * not ours go to the local driver. Graph memory nodes, external
+ * semaphores and conditional nodes stay refused on proxies. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +57,9 @@ void node_free_params(shim_node *nd)
     } else if (nd->type == CU_GRAPH_NODE_TYPE_GRAPH) {
         graph_free(nd->u.child.g);
         nd->u.child.g = NULL;
+    } else if (nd->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+        free(nd->u.batch.ops);
+        nd->u.batch.ops = NULL;
     }
 }
 
@@ -128,6 +131,12 @@ CUresult node_copy_params(shim_node *dst, const shim_node *src)
     if (src->type == CU_GRAPH_NODE_TYPE_GRAPH) {
         dst->u.child.g = graph_clone(src->u.child.g, false);
         return dst->u.child.g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (src->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+        size_t n = src->u.batch.count * sizeof *src->u.batch.ops;
+        if (!(dst->u.batch.ops = malloc(n ? n : 1)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(dst->u.batch.ops, src->u.batch.ops, n);
     }
     return CUDA_SUCCESS;
 }
@@ -392,6 +401,8 @@ CUresult node_run(const shim_node *nd, proxy_obj *s)
         return cuEventRecord((CUevent)nd->u.ev.event, hs);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
         return cuStreamWaitEvent(hs, (CUevent)nd->u.ev.event, 0);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return cuStreamBatchMemOp(hs, nd->u.batch.count, nd->u.batch.ops, 0);
     case CU_GRAPH_NODE_TYPE_GRAPH: {
         CUresult rc;
         shim_node **order = graph_order(nd->u.child.g, &rc);
@@ -465,6 +476,45 @@ CUresult node_from_memset(shim_node *nd, const CUDA_MEMSET_NODE_PARAMS *p)
     memset(nd, 0, sizeof *nd);
     nd->type = CU_GRAPH_NODE_TYPE_MEMSET;
     nd->u.set = *p;
+    return CUDA_SUCCESS;
+}
+
+/* The driver's own limit on one batch. */
+#define BATCH_MAX 256
+
+CUresult node_from_batch(shim_node *nd, int dev, const CUstreamBatchMemOpParams *ops, unsigned count,
+                         unsigned flags)
+{
+    if (flags || (count && !ops) || count > BATCH_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; i++) {
+        const CUstreamBatchMemOpParams *p = &ops[i];
+        switch (p->operation) {
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64: {
+            bool wide = p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 || p->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+            /* waitValue and writeValue share their address's place. */
+            if (p->waitValue.address % (wide ? 8 : 4) || shim_device_of_pointer(p->waitValue.address) != dev)
+                return CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+        case CU_STREAM_MEM_OP_BARRIER:
+            break;
+        default:
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    CUstreamBatchMemOpParams *v = malloc(count ? count * sizeof *v : 1);
+    if (!v)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(v, ops, count * sizeof *v);
+    memset(nd, 0, sizeof *nd);
+    nd->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+    nd->u.batch.ops = v;
+    nd->u.batch.count = count;
     return CUDA_SUCCESS;
 }
 
@@ -608,6 +658,27 @@ SHIM_EXPORT(cuGraphAddChildGraphNode)
     shim_node c = { 0 };
     CUresult rc = node_copy_params(&c, &t);
     return rc ? rc : add_node(phGraphNode, g, dependencies, numDependencies, &c);
+}
+
+/* The proxy device a batch's words must be on: the graph's, else the
+ * node params' context's, else the current one's. */
+static int batch_device(shim_graph *g, CUcontext ctx)
+{
+    if (g && g->device >= 0)
+        return g->device;
+    proxy_obj *c = ctx ? arena_get(ctx, PROXY_CONTEXT) : NULL;
+    return c ? c->device : graph_device(g);
+}
+
+SHIM_EXPORT(cuGraphAddBatchMemOpNode)
+{
+    GRAPH_OR_LOCAL(cuGraphAddBatchMemOpNode, hGraph, g);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_node t;
+    CUresult rc = node_from_batch(&t, batch_device(g, nodeParams->ctx), nodeParams->paramArray, nodeParams->count,
+                                  nodeParams->flags);
+    return rc ? rc : add_node(phGraphNode, g, dependencies, numDependencies, &t);
 }
 
 /* ---- edges ---- */
@@ -1014,6 +1085,29 @@ SHIM_EXPORT(cuGraphHostNodeSetParams)
     return node_replace(nd, &t);
 }
 
+/* The node's own array, valid until its parameters change or it goes. */
+SHIM_EXPORT(cuGraphBatchMemOpNodeGetParams)
+{
+    NODE_OR_LOCAL(cuGraphBatchMemOpNodeGetParams, hNode, nd);
+    if (!nodeParams_out || nd->type != CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+        return CUDA_ERROR_INVALID_VALUE;
+    proxy_obj *c = shim_proxy_current();
+    *nodeParams_out = (CUDA_BATCH_MEM_OP_NODE_PARAMS){ .ctx = c ? (CUcontext)c : NULL, .count = nd->u.batch.count,
+                                                       .paramArray = nd->u.batch.ops };
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT(cuGraphBatchMemOpNodeSetParams)
+{
+    NODE_OR_LOCAL(cuGraphBatchMemOpNodeSetParams, hNode, nd);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_node t;
+    CUresult rc = node_from_batch(&t, batch_device(nd->graph, nodeParams->ctx), nodeParams->paramArray,
+                                  nodeParams->count, nodeParams->flags);
+    return rc ? rc : node_replace(nd, &t);
+}
+
 static CUresult event_get(shim_node *nd, CUgraphNodeType type, CUevent *out)
 {
     if (!out || nd->type != type)
@@ -1090,6 +1184,7 @@ static const char *type_name(CUgraphNodeType t)
     case CU_GRAPH_NODE_TYPE_MEMSET: return "memset";
     case CU_GRAPH_NODE_TYPE_HOST: return "host";
     case CU_GRAPH_NODE_TYPE_GRAPH: return "graph";
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: return "batch mem op";
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return "event record";
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return "event wait";
     default: return "empty";
@@ -1159,6 +1254,11 @@ CUresult node_from_params(shim_node *t, int dev, const CUgraphNodeParams *p)
     case CU_GRAPH_NODE_TYPE_EMPTY:
         t->type = CU_GRAPH_NODE_TYPE_EMPTY;
         return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+        proxy_obj *c = p->memOp.ctx ? arena_get(p->memOp.ctx, PROXY_CONTEXT) : NULL;
+        return node_from_batch(t, dev >= 0 ? dev : c ? c->device : -1, p->memOp.paramArray, p->memOp.count,
+                               p->memOp.flags);
+    }
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
         proxy_obj *e = arena_get(p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? p->eventRecord.event : p->eventWait.event,
@@ -1180,7 +1280,7 @@ CUresult node_from_params(shim_node *t, int dev, const CUgraphNodeParams *p)
     default: {
         static _Atomic int told;
         if (!atomic_exchange(&told, 1))
-            shim_log(SHIM_LOG_ERROR, "a graph node of type %d on %s: not supported (memory, semaphore, batch "
+            shim_log(SHIM_LOG_ERROR, "a graph node of type %d on %s: not supported (memory, semaphore "
                      "and conditional nodes are not served on proxies)", (int)p->type, shim_current_device_label());
         return CUDA_ERROR_NOT_SUPPORTED;
     }

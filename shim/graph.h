@@ -47,6 +47,7 @@ struct shim_node {
         CUDA_HOST_NODE_PARAMS host;
         struct { proxy_obj *event; } ev;
         struct { shim_graph *g; } child;   /* the graph's own copy */
+        struct { CUstreamBatchMemOpParams *ops; unsigned count; } batch;   /* malloc'd */
     } u;
 };
 
@@ -94,7 +95,12 @@ CUresult node_from_kernel(shim_node *nd, int dev, CUfunction func, CUkernel kern
                      (p)->blockDimY, (p)->blockDimZ, (p)->sharedMemBytes, (p)->kernelParams, (p)->extra)
 CUresult node_from_memcpy(shim_node *nd, const CUDA_MEMCPY3D *p);
 CUresult node_from_memset(shim_node *nd, const CUDA_MEMSET_NODE_PARAMS *p);
-/* The same from cuGraphAddNode's generic form; memory, semaphore, batch and
+/* A batch memory-op node from cuStreamBatchMemOp's arguments, checked as
+ * it checks them (dev: the proxy device the words must be on); the array
+ * is copied. */
+CUresult node_from_batch(shim_node *nd, int dev, const CUstreamBatchMemOpParams *ops, unsigned count,
+                         unsigned flags);
+/* The same from cuGraphAddNode's generic form; memory, semaphore and
  * conditional nodes: CUDA_ERROR_NOT_SUPPORTED with one log line. */
 CUresult node_from_params(shim_node *nd, int dev, const CUgraphNodeParams *p);
 /* The node a proxy CUgraphNode names, or NULL. */

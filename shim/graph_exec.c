@@ -406,6 +406,16 @@ SHIM_EXPORT(cuGraphExecEventWaitNodeSetEvent)
     return exec_event(x, hNode, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
 }
 
+SHIM_EXPORT(cuGraphExecBatchMemOpNodeSetParams)
+{
+    EXEC_OR_LOCAL(cuGraphExecBatchMemOpNodeSetParams, graphExec, x);
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_node t;
+    CUresult rc = node_from_batch(&t, x->device, nodeParams->paramArray, nodeParams->count, nodeParams->flags);
+    return rc ? rc : exec_set(x, node, &t);
+}
+
 SHIM_EXPORT(cuGraphExecNodeSetParams)
 {
     EXEC_OR_LOCAL(cuGraphExecNodeSetParams, hGraphExec, x);

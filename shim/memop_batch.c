@@ -2,7 +2,8 @@
  * on device words, flushes, barriers) are plain data whose addresses are
  * device pointers, the same on both ends, so the batch travels as it is,
  * 48 bytes an operation, and the agent's driver queues it on its stream;
- * the call then takes a place on the stream's timeline like any work.
+ * the call then takes a place on the stream's timeline like any work. In
+ * a capture the batch becomes a batch memory-op node (graph.c).
  *   request  u64 stream, u32 flags, u32 count, count x 48 bytes */
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/graph.h"
 #include "shim/link.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -29,6 +31,19 @@ static CUresult batch(proxy_obj *s, unsigned count, const CUstreamBatchMemOpPara
 {
     if ((count && !ops) || count > BATCH_MAX)
         return CUDA_ERROR_INVALID_VALUE;
+    bool captured;
+    CUresult rc = capture_check(s, &captured);
+    if (rc)
+        return rc;
+    if (captured) {
+        /* A batch memory-op node of the capture. */
+        shim_node t;
+        if ((rc = node_from_batch(&t, s->device, ops, count, flags)))
+            return rc;
+        rc = capture_add(s, &t);
+        node_free_params(&t);
+        return rc;
+    }
     uint8_t head[24];
     wire_writer w = wire_writer_init(head, sizeof head);
     wire_put_u32(&w, CUDA_OP_cuStreamBatchMemOp_v2);
@@ -39,7 +54,7 @@ static CUresult batch(proxy_obj *s, unsigned count, const CUstreamBatchMemOpPara
     frame f;
     const uint8_t *o;
     size_t n;
-    CUresult rc = link_request(s->link, iov, 2, &f, &o, &n);
+    rc = link_request(s->link, iov, 2, &f, &o, &n);
     if (rc == CUDA_SUCCESS && n)
         rc = link_malformed(s->link, "an answer to a memory operation batch with %zu bytes of outputs", n);
     frame_release(&f);

@@ -136,6 +136,10 @@ static CUresult batch_check(unsigned count, const CUstreamBatchMemOpParams *ops,
             /* waitValue and writeValue share their address's place. */
             if (p->waitValue.address % (wide ? 8 : 4) || !soft_range_covers(p->waitValue.address, wide ? 8 : 4))
                 return CUDA_ERROR_INVALID_VALUE;
+            bool wait = p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_32 || p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+            if (wait ? (p->waitValue.flags & ~(unsigned)CU_STREAM_WAIT_VALUE_FLUSH) > CU_STREAM_WAIT_VALUE_NOR
+                     : p->writeValue.flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
+                return CUDA_ERROR_INVALID_VALUE;
             break;
         }
         case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
@@ -215,30 +219,13 @@ CUresult soft_batch_op(const CUstreamBatchMemOpParams *ops, unsigned count, unsi
  * have nothing to do in memory the CPU keeps coherent. */
 static CUresult batch(CUstream h, unsigned count, const CUstreamBatchMemOpParams *ops, unsigned flags, bool ptds)
 {
-    SOFT_TRY(batch_check(count, ops, flags));
-    for (unsigned i = 0; i < count; i++) {
-        const CUstreamBatchMemOpParams *p = &ops[i];
-        CUresult rc = CUDA_SUCCESS;
-        switch (p->operation) {
-        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-            rc = memop(h, p->waitValue.address, p->waitValue.value, p->waitValue.flags, false, true, ptds);
-            break;
-        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-            rc = memop(h, p->waitValue.address, p->waitValue.value64, p->waitValue.flags, true, true, ptds);
-            break;
-        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
-            rc = memop(h, p->writeValue.address, p->writeValue.value, p->writeValue.flags, false, false, ptds);
-            break;
-        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-            rc = memop(h, p->writeValue.address, p->writeValue.value64, p->writeValue.flags, true, false, ptds);
-            break;
-        default:
-            break;
-        }
-        if (rc)
-            return rc;
-    }
-    return CUDA_SUCCESS;
+    struct CUstream_st *s;
+    SOFT_TRY(soft_stream_get(h, ptds, &s));
+    SOFT_TRY(soft_ctx_status(s->ctx));
+    /* One op for the whole batch: one node when the stream captures. */
+    soft_op *op;
+    SOFT_TRY(soft_batch_op(ops, count, flags, &op));
+    return soft_stream_submit(s, op, NULL);
 }
 
 SOFT_API CUresult CUDAAPI cuStreamBatchMemOp(CUstream s, unsigned int n, CUstreamBatchMemOpParams *p, unsigned int f)
