@@ -75,6 +75,24 @@ static CUresult add_node(job *j, int device, CUgraph g, uint32_t type, wire_read
                    ? d->fn_cuGraphAddEventRecordNode(node, g, deps, ndeps, e->u.event.real)
                    : d->fn_cuGraphAddEventWaitNode(node, g, deps, ndeps, e->u.event.real);
     }
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+        /* Device addresses, the same on both ends; copied out of the frame
+         * for alignment (the driver copies them again). */
+        uint32_t count = wire_get_u32(r);
+        const uint8_t *bytes = count <= JOB_GRAPH_BATCH_MAX ? wire_get_view(r, (size_t)count * 48) : NULL;
+        if (r->err || (count && !bytes))
+            return CUDA_ERROR_INVALID_VALUE;
+        if (!d->fn_cuGraphAddBatchMemOpNode)
+            return CUDA_ERROR_NOT_SUPPORTED;   /* the shim replays the graph */
+        CUstreamBatchMemOpParams *ops = malloc((size_t)count * sizeof *ops + 1);
+        if (!ops)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(ops, bytes, (size_t)count * sizeof *ops);
+        CUDA_BATCH_MEM_OP_NODE_PARAMS p = { .ctx = ctx, .count = count, .paramArray = ops };
+        CUresult rc = d->fn_cuGraphAddBatchMemOpNode(node, g, deps, ndeps, &p);
+        free(ops);
+        return rc;
+    }
     case CU_GRAPH_NODE_TYPE_EMPTY:
         return d->fn_cuGraphAddEmptyNode(node, g, deps, ndeps);
     default:

@@ -72,7 +72,9 @@ enum job_op {
      *          memset: u64 dst, u64 pitch, u32 value, u32 element size, u64
      *          width, u64 height; memcpy (device to device): u64 dst, u64
      *          dst pitch, u64 src, u64 src pitch, u64 width bytes, u64
-     *          height; event record or wait: u64 event; empty: nothing.
+     *          height; event record or wait: u64 event; batch memory ops:
+     *          u32 count, count x 48 bytes (CUstreamBatchMemOpParams);
+     *          empty: nothing.
      * answer:  nothing: the agent's driver built and instantiated the graph
      *          (the drop of cuGraphExecDestroy frees it), or its error. */
     JOB_OP_GRAPH = 0x8020,
@@ -82,6 +84,7 @@ enum job_op {
 
 #define JOB_GRAPH_NODES_MAX 65536
 #define JOB_GRAPH_DEPS_MAX 65536
+#define JOB_GRAPH_BATCH_MAX 256        /* operations in one batch node, the driver's limit */
 
 #define JOB_LINK_INPUTS_MAX 256
 

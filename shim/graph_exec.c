@@ -1,7 +1,7 @@
 /* Executable graphs on proxies (graph.h): instantiating copies the graph
  * and orders its nodes. When every node runs on the device alone (kernels,
  * fills, copies within the device, event records and waits, empty and
- * child graph nodes), the agent's driver gets the graph once (JOB_OP_GRAPH,
+ * batch memory ops, child graph nodes), the agent's driver gets the graph once (JOB_OP_GRAPH,
  * a round trip at instantiation and after a change) and each launch is one
  * record (JOB_OP_GRAPH_LAUNCH): a real graph launch on the agent's GPU.
  * Otherwise (host nodes, copies touching the program's memory) a launch
@@ -646,6 +646,8 @@ static bool device_only(const flat *f, const shim_node *nd)
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
         return nd->u.ev.event->link == f->link;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return nd->u.batch.count <= JOB_GRAPH_BATCH_MAX;   /* words on the device (node_from_batch) */
     default:
         return false;   /* host nodes run in the program */
     }
@@ -699,6 +701,8 @@ static uint8_t *encode(const flat *f, uint64_t id, uint32_t device, size_t *len)
         cap += 8 + 4 * (size_t)v->ndeps + 48;
         if (v->type == CU_GRAPH_NODE_TYPE_KERNEL)
             cap += v->nd->u.kernel.nbytes;
+        else if (v->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+            cap += (size_t)v->nd->u.batch.count * sizeof *v->nd->u.batch.ops;
     }
     uint8_t *buf = malloc(cap);
     if (!buf)
@@ -751,6 +755,10 @@ static uint8_t *encode(const flat *f, uint64_t id, uint32_t device, size_t *len)
         case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
             wire_put_u64(&w, nd->u.ev.event->id);
+            break;
+        case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+            wire_put_u32(&w, nd->u.batch.count);
+            wire_put_bytes(&w, nd->u.batch.ops, (size_t)nd->u.batch.count * sizeof *nd->u.batch.ops);
             break;
         default:
             break;
