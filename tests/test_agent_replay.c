@@ -262,3 +262,100 @@ Test(agent_replay, graphs_the_agent_builds_run_at_each_launch)
     replay_script_free(&s);
     replay_rig_free(r);
 }
+
+/* A batch memory-op node of a graph request: u32 count, count operations. */
+static void put_batch(wire_writer *w, const CUstreamBatchMemOpParams *ops, uint32_t count)
+{
+    wire_put_u32(w, count);
+    wire_put_bytes(w, ops, (size_t)count * sizeof *ops);
+}
+
+Test(agent_replay, graphs_with_batch_memory_op_nodes)
+{
+    replay_rig *r = rig_or_die();
+    replay_script s;
+    char why[600] = "";
+    cr_assert(replay_script_run(r, &s, why, sizeof why), "%s", why);
+    uint8_t buf[4096], body[600], a[16], out[16];
+    wire_writer w = wire_writer_init(buf, sizeof buf);
+    wire_put_u32(&w, CUDA_OP_cuMemAlloc_v2);
+    wire_put_u32(&w, 0);
+    wire_put_u64(&w, 16);
+    uint64_t answers = replay_rig_answers(r, 0, 0);
+    replay_rig_frame(r, FRAME_REQUEST, buf, w.off);
+    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
+    cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 13);
+    uint64_t ptr = wire_load_u64(a + 5);
+    w = wire_writer_init(body, sizeof body);
+    wire_put_u64(&w, ptr);
+    for (int i = 0; i < 16; i++)
+        wire_put_u8(&w, 0);
+    size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 4, body, w.off);
+    replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+
+    /* Node 0 writes two words; node 1 waits for the first, then writes a third. */
+    CUstreamBatchMemOpParams first[2], second[2];
+    memset(first, 0, sizeof first);
+    memset(second, 0, sizeof second);
+    first[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    first[0].writeValue.address = ptr;
+    first[0].writeValue.value = 0xabc;
+    first[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    first[1].writeValue.address = ptr + 8;
+    first[1].writeValue.value64 = 0x1122334455667788ull;
+    second[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    second[0].waitValue.address = ptr;
+    second[0].waitValue.value = 0xabc;
+    second[0].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+    second[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    second[1].writeValue.address = ptr + 4;
+    second[1].writeValue.value = 7;
+    w = wire_writer_init(buf, sizeof buf);
+    wire_put_u32(&w, JOB_OP_GRAPH);
+    wire_put_u64(&w, 40);
+    wire_put_u32(&w, 0);
+    wire_put_u32(&w, 2);
+    wire_put_u32(&w, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+    wire_put_u32(&w, 0);
+    put_batch(&w, first, 2);
+    wire_put_u32(&w, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+    wire_put_u32(&w, 1);
+    wire_put_u32(&w, 0);
+    put_batch(&w, second, 2);
+    cr_assert_eq(w.err, 0);
+    answers = replay_rig_answers(r, 0, 0);
+    replay_rig_frame(r, FRAME_REQUEST, buf, w.off);
+    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
+    cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 5);
+    cr_assert(a[0] == 0 && wire_load_u32(a + 1) == 0, "the graph was not built: %u", wire_load_u32(a + 1));
+    w = wire_writer_init(body, sizeof body);
+    wire_put_u64(&w, 40);
+    n = graph_record(buf, sizeof buf, JOB_OP_GRAPH_LAUNCH, REPLAY_STREAM, 5, body, w.off);
+    w = wire_writer_init(body, sizeof body);
+    wire_put_u64(&w, ptr);
+    wire_put_u64(&w, sizeof out);
+    n += graph_record(buf + n, sizeof buf - n, CUDA_OP_cuMemcpyDtoHAsync_v2, REPLAY_STREAM, 6, body, w.off);
+    replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+    cr_assert_eq(replay_rig_bytes(r, REPLAY_STREAM, 6, out, sizeof out, 10000), (long)sizeof out, "no bytes; cause: %s",
+                 replay_rig_cause(r));
+    cr_expect_eq(wire_load_u32(out), 0xabc);
+    cr_expect_eq(wire_load_u32(out + 4), 7);
+    cr_expect_eq(wire_load_u64(out + 8), 0x1122334455667788ull);
+
+    /* A batch above the driver's limit is answered with an error; the job goes on. */
+    w = wire_writer_init(buf, sizeof buf);
+    wire_put_u32(&w, JOB_OP_GRAPH);
+    wire_put_u64(&w, 41);
+    wire_put_u32(&w, 0);
+    wire_put_u32(&w, 1);
+    wire_put_u32(&w, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+    wire_put_u32(&w, 0);
+    wire_put_u32(&w, JOB_GRAPH_BATCH_MAX + 1);
+    answers = replay_rig_answers(r, 0, 0);
+    replay_rig_frame(r, FRAME_REQUEST, buf, w.off);
+    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
+    cr_assert(replay_rig_last_answer(r, a, sizeof a) >= 5 && wire_load_u32(a + 1) != 0, "an oversized batch was built");
+    cr_assert_str_empty(replay_rig_cause(r));
+    replay_script_free(&s);
+    replay_rig_free(r);
+}
