@@ -53,7 +53,7 @@ static bool set_deps(struct CUstream_st *s, struct CUgraphNode_st *const *v, siz
 
 CUresult soft_capture_add(struct CUstream_st *s, soft_op *op)
 {
-    CUgraphNodeType type = CU_GRAPH_NODE_TYPE_KERNEL;
+    CUgraphNodeType type = op->node_type;
     if (op->run == NULL)
         type = CU_GRAPH_NODE_TYPE_EMPTY;
     pthread_mutex_lock(&cap_lock);

@@ -195,6 +195,7 @@ struct soft_op {
      * of op (a graph's node instantiated); NULL: nothing to take. */
     bool (*clone)(soft_op *copy);
     bool always;               /* run even when the context is poisoned */
+    CUgraphNodeType node_type; /* the node it becomes in a capture (0: a kernel's; capture.c) */
     uint64_t value;            /* the stream's count once done */
     size_t ndeps;
     soft_dep *deps;

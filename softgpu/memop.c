@@ -211,6 +211,7 @@ CUresult soft_batch_op(const CUstreamBatchMemOpParams *ops, unsigned count, unsi
     }
     op->drop = drop_batch;
     op->clone = clone_batch;
+    op->node_type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
     *out = op;
     return CUDA_SUCCESS;
 }

@@ -978,5 +978,22 @@ Test(graph, batch_mem_op_nodes_run_their_operations)
     OK(cuGraphExecDestroy(x));
     OK(cuGraphDestroy(c));
     OK(cuGraphDestroy(g));
+    /* A captured batch is one batch node. */
+    CUstream s;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuStreamBatchMemOp(s, 3, more, 0));
+    OK(cuStreamEndCapture(s, &g));
+    size_t n = 0;
+    CUgraphNode only;
+    OK(cuGraphGetNodes(g, NULL, &n));
+    cr_assert_eq(n, 1);
+    OK(cuGraphGetNodes(g, &only, &n));
+    OK(cuGraphNodeGetType(only, &type));
+    cr_expect_eq(type, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+    OK(cuGraphBatchMemOpNodeGetParams(only, &back));
+    cr_expect_eq(back.count, 3);
+    OK(cuGraphDestroy(g));
+    OK(cuStreamDestroy(s));
     OK(cuMemFree(w));
 }

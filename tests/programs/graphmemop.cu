@@ -193,6 +193,19 @@ int main()
     size_t count = 0;
     CHECK(cudaGraphGetNodes(cap, nullptr, &count));
     WANT(count == 3, "the capture has %zu nodes", count);
+    std::vector<cudaGraphNode_t> nodes(count);
+    CHECK(cudaGraphGetNodes(cap, nodes.data(), &count));
+    int batches = 0;
+    for (cudaGraphNode_t nd : nodes) {
+        CUgraphNodeType t;
+        CU(cuGraphNodeGetType((CUgraphNode)nd, &t));
+        if (t == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+            CU(cuGraphBatchMemOpNodeGetParams((CUgraphNode)nd, &back));
+            WANT(back.count == 2 && back.paramArray[1].writeValue.value64 == st, "captured batch: %u ops", back.count);
+            batches++;
+        }
+    }
+    WANT(batches == 1, "the capture has %d batch nodes", batches);
     CHECK(cudaGraphInstantiate(&exec, cap, 0));
     for (int l = 0; l < 2; l++) {
         CHECK(cudaMemsetAsync(words, 0, 2 * sizeof(unsigned long long), s));
