@@ -87,7 +87,8 @@ static CUresult add_node(job *j, int device, CUgraph g, uint32_t type, wire_read
         CUstreamBatchMemOpParams *ops = malloc((size_t)count * sizeof *ops + 1);
         if (!ops)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        memcpy(ops, bytes, (size_t)count * sizeof *ops);
+        if (count)
+            memcpy(ops, bytes, (size_t)count * sizeof *ops);
         CUDA_BATCH_MEM_OP_NODE_PARAMS p = { .ctx = ctx, .count = count, .paramArray = ops };
         CUresult rc = d->fn_cuGraphAddBatchMemOpNode(node, g, deps, ndeps, &p);
         free(ops);

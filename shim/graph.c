@@ -510,7 +510,8 @@ CUresult node_from_batch(shim_node *nd, int dev, const CUstreamBatchMemOpParams 
     CUstreamBatchMemOpParams *v = malloc(count ? count * sizeof *v : 1);
     if (!v)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    memcpy(v, ops, count * sizeof *v);
+    if (count)
+        memcpy(v, ops, count * sizeof *v);
     memset(nd, 0, sizeof *nd);
     nd->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
     nd->u.batch.ops = v;

@@ -210,6 +210,7 @@ struct soft_op {
         struct { struct CUevent_st *event; uint64_t seq, ns; } record;
         struct { uint64_t addr, value; unsigned flags; bool wide; } memop;
         struct { CUstreamBatchMemOpParams *ops; unsigned n; } batch;   /* a batch graph node's, owned */
+        struct { struct soft_gmem *m; } gmem;   /* a graph memory node's allocation (graph_mem.c) */
         struct {
             struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative;
             bool in_graph;     /* a graph's (soft_launch_to_graph): holds no module */
@@ -383,6 +384,9 @@ CUresult soft_graph_add(struct CUgraph_st *g, CUgraphNodeType type, soft_op *op,
 /* Builders for graph nodes, shared with the stream entry points: a launch
  * (launch.c), a copy (copy.c) and a fill (memset.c), checked as the stream
  * calls check them; *out is a fresh op. */
+/* cuMemFree or cuMemFreeAsync of a graph allocation (graph_mem.c): true
+ * when dptr is one, now no longer in use (its nodes keep the memory). */
+bool soft_gmem_free(uint64_t dptr);
 /* A batch memory-op node's op (memop.c): the operations checked as
  * cuStreamBatchMemOp checks them, copied. */
 CUresult soft_batch_op(const CUstreamBatchMemOpParams *ops, unsigned count, unsigned flags, soft_op **out);

@@ -193,7 +193,8 @@ static bool clone_batch(soft_op *op)
     op->u.batch.ops = malloc((op->u.batch.n + 1) * sizeof *from);
     if (!op->u.batch.ops)
         return false;
-    memcpy(op->u.batch.ops, from, op->u.batch.n * sizeof *from);
+    if (op->u.batch.n)
+        memcpy(op->u.batch.ops, from, op->u.batch.n * sizeof *from);
     return true;
 }
 

@@ -75,6 +75,8 @@ SOFT_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     if (!dptr)
         return soft_check_init();
     SOFT_TRY(soft_capture_unsafe());
+    if (soft_gmem_free(dptr))
+        return CUDA_SUCCESS;
     soft_range r;
     if (soft_range_find(dptr, &r) && r.base == dptr && r.kind == SOFT_MEM_MANAGED)
         return free_kind(dptr, SOFT_MEM_MANAGED);

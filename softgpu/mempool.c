@@ -276,6 +276,9 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
 {
     struct CUstream_st *s;
     SOFT_TRY(soft_stream_get(h, ptds, &s));
+    /* A graph allocation is no longer in use from now (graph_mem.c). */
+    if (dptr && !s->capture && soft_gmem_free(dptr))
+        return CUDA_SUCCESS;
     soft_range r;
     if (!dptr || !soft_range_find(dptr, &r) || r.base != dptr || r.kind != SOFT_MEM_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;

@@ -997,3 +997,98 @@ Test(graph, batch_mem_op_nodes_run_their_operations)
     OK(cuStreamDestroy(s));
     OK(cuMemFree(w));
 }
+
+static uint64_t graph_mem(CUgraphMem_attribute a)
+{
+    cuuint64_t v = 0;
+    OK(cuDeviceGetGraphMemAttribute(0, a, &v));
+    return v;
+}
+
+/* Graph memory nodes: the address is fixed when the alloc node is added;
+ * the graph fills it, a kernel reads it, a copy takes the result out; the
+ * memory is in use from the alloc node's run to the free node's, or to the
+ * program's free; the attributes count it; it goes with the last node. */
+Test(graph, memory_nodes_allocate_and_free_in_the_graph)
+{
+    uint64_t used0 = graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
+    uint64_t reserved0 = graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
+    int ha[N], hb[N], got[N];
+    random_ints(hb);
+    CUdeviceptr b = upload(hb), c;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    CUgraph g;
+    OK(cuGraphCreate(&g, 0));
+    CUDA_MEM_ALLOC_NODE_PARAMS ap;
+    memset(&ap, 0, sizeof ap);
+    ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    ap.poolProps.location.id = 0;
+    ap.bytesize = N * sizeof(int);
+    CUgraphNode alloc, fill, k, free_node;
+    OK(cuGraphAddMemAllocNode(&alloc, g, NULL, 0, &ap));
+    cr_assert_neq(ap.dptr, 0);
+    CUdeviceptr a = ap.dptr;
+    cr_expect_geq(graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), reserved0 + N * sizeof(int));
+    cr_expect_eq(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), used0, "in use before the graph ran");
+    CUDA_MEMSET_NODE_PARAMS m = { .dst = a, .value = 5, .elementSize = 4, .width = N, .height = 1 };
+    OK(cuGraphAddMemsetNode(&fill, g, &alloc, 1, &m, ctx));
+    static int n = N;
+    void *args[] = { &a, &b, &c, &n };
+    CUDA_KERNEL_NODE_PARAMS kp = { .func = add, .gridDimX = B, .gridDimY = 1, .gridDimZ = 1, .blockDimX = T,
+                                   .blockDimY = 1, .blockDimZ = 1, .kernelParams = args };
+    OK(cuGraphAddKernelNode(&k, g, &fill, 1, &kp));
+    OK(cuGraphAddMemFreeNode(&free_node, g, &k, 1, a));
+    cr_expect_eq(cuGraphAddMemFreeNode(&free_node, g, &k, 1, b), CUDA_ERROR_INVALID_VALUE, "not a graph allocation");
+    CUDA_MEM_ALLOC_NODE_PARAMS back;
+    OK(cuGraphMemAllocNodeGetParams(alloc, &back));
+    cr_expect_eq(back.dptr, a);
+    cr_expect_geq(back.bytesize, N * sizeof(int));
+    CUdeviceptr freed = 0;
+    OK(cuGraphMemFreeNodeGetParams(free_node, &freed));
+    cr_expect_eq(freed, a);
+    CUgraphNodeType type;
+    OK(cuGraphNodeGetType(free_node, &type));
+    cr_expect_eq(type, CU_GRAPH_NODE_TYPE_MEM_FREE);
+
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    for (int launch = 0; launch < 2; launch++) {
+        OK(cuMemsetD8(c, 0, N * sizeof(int)));
+        OK(cuGraphLaunch(x, NULL));
+        OK(cuCtxSynchronize());
+        download(got, c);
+        for (int i = 0; i < N; i++)
+            cr_assert_eq(got[i], 5 + hb[i], "launch %d, element %d", launch, i);
+    }
+    cr_expect_eq(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), used0, "freed by the free node");
+    cr_expect_geq(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), used0 + N * sizeof(int));
+    cuuint64_t zero = 0;
+    OK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero));
+    cr_expect_eq(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT));
+    cr_expect_eq(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero), CUDA_ERROR_INVALID_VALUE);
+    OK(cuDeviceGraphMemTrim(0));
+    OK(cuGraphExecDestroy(x));
+
+    /* Without the free node the allocation outlives the launch, in use,
+     * until the program frees it. */
+    OK(cuGraphDestroyNode(free_node));
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    cr_expect_eq(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), used0 + back.bytesize);
+    OK(cuMemcpyDtoH(ha, a, sizeof ha));
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(ha[i], 5, "element %d of the graph's allocation", i);
+    OK(cuMemFree(a));
+    cr_expect_eq(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), used0);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+    /* The stream's worker lets go of the last launch just after it ran. */
+    for (int i = 0; i < 1000 && graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) != reserved0; i++)
+        usleep(1000);
+    cr_expect_eq(graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), reserved0, "the last node gave it back");
+    cr_expect_neq(cuMemcpyDtoH(ha, a, 4), CUDA_SUCCESS, "the memory is gone");
+    OK(cuMemFree(b));
+    OK(cuMemFree(c));
+}
