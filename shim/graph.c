@@ -60,6 +60,10 @@ void node_free_params(shim_node *nd)
     } else if (nd->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
         free(nd->u.batch.ops);
         nd->u.batch.ops = NULL;
+    } else if ((nd->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || nd->type == CU_GRAPH_NODE_TYPE_MEM_FREE) &&
+               nd->u.gmem.m) {
+        gmem_unref(nd->u.gmem.m);
+        nd->u.gmem.m = NULL;
     }
 }
 
@@ -132,6 +136,8 @@ CUresult node_copy_params(shim_node *dst, const shim_node *src)
         dst->u.child.g = graph_clone(src->u.child.g, false);
         return dst->u.child.g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (src->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || src->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+        gmem_ref(src->u.gmem.m);
     if (src->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
         size_t n = src->u.batch.count * sizeof *src->u.batch.ops;
         if (!(dst->u.batch.ops = malloc(n ? n : 1)))
@@ -403,6 +409,11 @@ CUresult node_run(const shim_node *nd, proxy_obj *s)
         return cuStreamWaitEvent(hs, (CUevent)nd->u.ev.event, 0);
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
         return cuStreamBatchMemOp(hs, nd->u.batch.count, nd->u.batch.ops, 0);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        /* The memory is there already: only the count of what is in use moves. */
+        gmem_run(nd->u.gmem.m, nd->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+        return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_GRAPH: {
         CUresult rc;
         shim_node **order = graph_order(nd->u.child.g, &rc);
@@ -1086,6 +1097,39 @@ SHIM_EXPORT(cuGraphHostNodeSetParams)
     return node_replace(nd, &t);
 }
 
+SHIM_EXPORT(cuGraphAddMemAllocNode)
+{
+    GRAPH_OR_LOCAL(cuGraphAddMemAllocNode, hGraph, g);
+    shim_node t;
+    CUresult rc = node_from_mem_alloc(&t, graph_device(g), nodeParams);
+    return rc ? rc : add_node(phGraphNode, g, dependencies, numDependencies, &t);
+}
+
+SHIM_EXPORT(cuGraphAddMemFreeNode)
+{
+    GRAPH_OR_LOCAL(cuGraphAddMemFreeNode, hGraph, g);
+    shim_node t;
+    CUresult rc = node_from_mem_free(&t, dptr);
+    return rc ? rc : add_node(phGraphNode, g, dependencies, numDependencies, &t);
+}
+
+SHIM_EXPORT(cuGraphMemAllocNodeGetParams)
+{
+    NODE_OR_LOCAL(cuGraphMemAllocNodeGetParams, hNode, nd);
+    if (nd->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        return CUDA_ERROR_INVALID_VALUE;
+    return gmem_params(nd->u.gmem.m, params_out);
+}
+
+SHIM_EXPORT(cuGraphMemFreeNodeGetParams)
+{
+    NODE_OR_LOCAL(cuGraphMemFreeNodeGetParams, hNode, nd);
+    if (!dptr_out || nd->type != CU_GRAPH_NODE_TYPE_MEM_FREE)
+        return CUDA_ERROR_INVALID_VALUE;
+    *dptr_out = gmem_base(nd->u.gmem.m);
+    return CUDA_SUCCESS;
+}
+
 /* The node's own array, valid until its parameters change or it goes. */
 SHIM_EXPORT(cuGraphBatchMemOpNodeGetParams)
 {
@@ -1186,6 +1230,8 @@ static const char *type_name(CUgraphNodeType t)
     case CU_GRAPH_NODE_TYPE_HOST: return "host";
     case CU_GRAPH_NODE_TYPE_GRAPH: return "graph";
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: return "batch mem op";
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return "mem alloc";
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: return "mem free";
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return "event record";
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return "event wait";
     default: return "empty";

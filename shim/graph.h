@@ -48,6 +48,7 @@ struct shim_node {
         struct { proxy_obj *event; } ev;
         struct { shim_graph *g; } child;   /* the graph's own copy */
         struct { CUstreamBatchMemOpParams *ops; unsigned count; } batch;   /* malloc'd */
+        struct { struct shim_gmem *m; } gmem;   /* alloc and free nodes: a reference (graph_mem.c) */
     } u;
 };
 
@@ -151,6 +152,23 @@ void urefs_release(graph_uref *v, size_t n);
  * what was handed over on it so far (a graph's last launches there);
  * takes v. */
 void urefs_release_after(graph_uref *v, size_t nv, proxy_obj *const *streams, size_t n);
+
+/* ---- graph_mem.c ---- */
+/* An alloc node: allocates on the current proxy context of device dev
+ * now and sets p->dptr; nd holds a reference. */
+CUresult node_from_mem_alloc(shim_node *nd, int dev, CUDA_MEM_ALLOC_NODE_PARAMS *p);
+/* A free node of the graph allocation at dptr (a reference). */
+CUresult node_from_mem_free(shim_node *nd, CUdeviceptr dptr);
+void gmem_ref(struct shim_gmem *m);
+/* Drops a reference; the last frees the memory. */
+void gmem_unref(struct shim_gmem *m);
+/* An alloc (alloc true) or free node handed over: in use or not. */
+void gmem_run(const struct shim_gmem *m, bool alloc);
+/* cuMemFree or cuMemFreeAsync of dptr: true when it is a graph allocation,
+ * now no longer in use (its nodes keep the memory). */
+bool gmem_free(uint64_t dptr);
+CUresult gmem_params(const struct shim_gmem *m, CUDA_MEM_ALLOC_NODE_PARAMS *out);
+uint64_t gmem_base(const struct shim_gmem *m);
 
 /* ---- graph_exec.c ---- */
 /* The executable graph a proxy CUgraphExec names, or NULL. */

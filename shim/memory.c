@@ -102,6 +102,8 @@ SHIM_EXPORT(cuMemFree_v2)
         return shim_proxy_current() ? CUDA_SUCCESS : SHIM_LOCAL(cuMemFree_v2);
     if (shim_device_of_pointer(dptr) < 0)
         return SHIM_LOCAL(cuMemFree_v2);
+    if (gmem_free(dptr))
+        return CUDA_SUCCESS;   /* a graph allocation: its nodes keep the memory */
     shim_managed_info m;
     if (shim_managed_find(dptr, &m) && (m.host || m.base != dptr))
         return CUDA_ERROR_INVALID_VALUE;   /* mapped host memory, or inside an allocation */

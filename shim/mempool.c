@@ -186,6 +186,8 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool per_thread)
         return rc;
     if (captured)
         return capture_refuse(s, "stream-ordered free (a graph memory node)");
+    if (gmem_free(dptr))
+        return CUDA_SUCCESS;   /* a graph allocation: its nodes keep the memory */
     uint64_t size;
     int owner;
     if (!shim_alloc_remove(dptr, &size, &owner))
