@@ -72,9 +72,9 @@ void gmem_unref(struct shim_gmem *m)
     pthread_mutex_unlock(&lock);
     if (!last)
         return;
-    /* Out of the list first: this cuMemFree is a real one (it waits for the
-     * device, so launches still running keep the memory). */
-    cuMemFree_v2(m->base);
+    /* Out of the list first: this free is a real one, after the work
+     * handed over so far. */
+    shim_mem_free_for_graph(m->base);
     free(m->access);
     free(m);
 }
@@ -153,7 +153,7 @@ CUresult node_from_mem_alloc(shim_node *nd, int dev, CUDA_MEM_ALLOC_NODE_PARAMS 
     m->size = p->bytesize;
     m->refs = 1;   /* the template node's */
     CUdeviceptr d;
-    if ((rc = cuMemAlloc_v2(&d, p->bytesize))) {
+    if ((rc = shim_mem_alloc_for_graph(c, p->bytesize, &d))) {
         free(m->access);
         free(m);
         return rc;

@@ -19,11 +19,11 @@
 
 /* ---- allocation ---- */
 
-static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out)
+static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out, bool in_graph)
 {
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult unsafe = capture_unsafe();
+    CUresult unsafe = in_graph ? CUDA_SUCCESS : capture_unsafe();
     if (unsafe)
         return unsafe;
     if (size == 0)
@@ -59,13 +59,19 @@ static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out)
 
 CUresult shim_mem_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out)
 {
-    return proxy_alloc(ctx, size, out);
+    return proxy_alloc(ctx, size, out, false);
 }
+
+CUresult shim_mem_alloc_for_graph(proxy_obj *ctx, size_t size, CUdeviceptr *out)
+{
+    return proxy_alloc(ctx, size, out, true);
+}
+
 
 SHIM_EXPORT(cuMemAlloc_v2)
 {
     proxy_obj *ctx = shim_proxy_current();
-    return ctx ? proxy_alloc(ctx, bytesize, dptr) : SHIM_LOCAL(cuMemAlloc_v2);
+    return ctx ? proxy_alloc(ctx, bytesize, dptr, false) : SHIM_LOCAL(cuMemAlloc_v2);
 }
 
 SHIM_EXPORT(cuMemAllocPitch_v2)
@@ -77,23 +83,28 @@ SHIM_EXPORT(cuMemAllocPitch_v2)
         (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
         return CUDA_ERROR_INVALID_VALUE;
     size_t pitch = (WidthInBytes + 511) & ~(size_t)511;
-    CUresult rc = proxy_alloc(ctx, pitch * Height, dptr);
+    CUresult rc = proxy_alloc(ctx, pitch * Height, dptr, false);
     if (rc == CUDA_SUCCESS)
         *pPitch = pitch;
     return rc;
 }
 
-static CUresult proxy_free(CUdeviceptr p)
+static CUresult proxy_free(CUdeviceptr p, bool in_graph)
 {
     uint64_t size;
     int device;
-    CUresult unsafe = capture_unsafe();
+    CUresult unsafe = in_graph ? CUDA_SUCCESS : capture_unsafe();
     if (unsafe)
         return unsafe;
     if (!shim_alloc_remove(p, &size, &device))
         return CUDA_ERROR_INVALID_VALUE;
     shim_device *d = shim_device_at(device);
     return link_drop(d->link, CUDA_OP_cuMemFree_v2, p);
+}
+
+CUresult shim_mem_free_for_graph(CUdeviceptr p)
+{
+    return proxy_free(p, true);
 }
 
 SHIM_EXPORT(cuMemFree_v2)
@@ -107,7 +118,7 @@ SHIM_EXPORT(cuMemFree_v2)
     shim_managed_info m;
     if (shim_managed_find(dptr, &m) && (m.host || m.base != dptr))
         return CUDA_ERROR_INVALID_VALUE;   /* mapped host memory, or inside an allocation */
-    return shim_managed_free(dptr, false) ? CUDA_SUCCESS : proxy_free(dptr);
+    return shim_managed_free(dptr, false) ? CUDA_SUCCESS : proxy_free(dptr, false);
 }
 
 SHIM_EXPORT(cuMemGetInfo_v2)

@@ -124,8 +124,25 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, proxy_obj *pool, CUs
     bool captured;
     if ((rc = capture_check(s, &captured)))
         return rc;
-    if (captured)
-        return capture_refuse(s, "stream-ordered allocation (a graph memory node)");
+    if (captured) {
+        /* An alloc node of the capture (graph_mem.c); from a pool of the
+         * program's: refused. */
+        if (pool)
+            return capture_refuse(s, "allocation from a pool of the program's (a graph memory node)");
+        if (!dptr || !size)
+            return CUDA_ERROR_INVALID_VALUE;
+        CUDA_MEM_ALLOC_NODE_PARAMS p = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                        .location = { CU_MEM_LOCATION_TYPE_DEVICE, s->device } },
+                                         .bytesize = size };
+        shim_node t;
+        if ((rc = node_from_mem_alloc(&t, s->device, &p)))
+            return rc;
+        rc = capture_add(s, &t);
+        node_free_params(&t);
+        if (rc == CUDA_SUCCESS)
+            *dptr = p.dptr;
+        return rc;
+    }
     if (!pool && (rc = device_pool(s->device, true, &pool)))
         return rc;
     return alloc_from(pool, s, size, dptr);
@@ -184,8 +201,15 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool per_thread)
     bool captured;
     if ((rc = capture_check(s, &captured)))
         return rc;
-    if (captured)
-        return capture_refuse(s, "stream-ordered free (a graph memory node)");
+    if (captured) {
+        /* A free node of the capture: of a graph allocation only. */
+        shim_node t;
+        if (node_from_mem_free(&t, dptr))
+            return capture_refuse(s, "stream-ordered free of memory no graph allocated");
+        rc = capture_add(s, &t);
+        node_free_params(&t);
+        return rc;
+    }
     if (gmem_free(dptr))
         return CUDA_SUCCESS;   /* a graph allocation: its nodes keep the memory */
     uint64_t size;

@@ -220,6 +220,10 @@ CUresult shim_module_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t 
 /* ---- memory.c ---- */
 /* Device memory of size bytes on ctx's device (in the table of allocations). */
 CUresult shim_mem_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out);
+/* The same, and its free, for graph memory nodes (graph_mem.c): allowed
+ * while a capture forbids allocation, the capture's own. */
+CUresult shim_mem_alloc_for_graph(proxy_obj *ctx, size_t size, CUdeviceptr *out);
+CUresult shim_mem_free_for_graph(CUdeviceptr p);
 
 /* Calls the local driver's symbol with the export's own arguments. Without
  * a local driver, a call that names no proxy object and finds no proxy

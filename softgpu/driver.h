@@ -387,6 +387,10 @@ CUresult soft_graph_add(struct CUgraph_st *g, CUgraphNodeType type, soft_op *op,
 /* cuMemFree or cuMemFreeAsync of a graph allocation (graph_mem.c): true
  * when dptr is one, now no longer in use (its nodes keep the memory). */
 bool soft_gmem_free(uint64_t dptr);
+/* cuMemAllocAsync and cuMemFreeAsync on capturing s: an alloc node (a new
+ * graph allocation at *dptr) or a free node of a graph allocation. */
+CUresult soft_gmem_capture_alloc(struct CUstream_st *s, size_t bytes, CUdeviceptr *dptr);
+CUresult soft_gmem_capture_free(struct CUstream_st *s, CUdeviceptr dptr);
 /* A batch memory-op node's op (memop.c): the operations checked as
  * cuStreamBatchMemOp checks them, copied. */
 CUresult soft_batch_op(const CUstreamBatchMemOpParams *ops, unsigned count, unsigned flags, soft_op **out);

@@ -140,41 +140,36 @@ static CUresult alloc_arg(const CUDA_MEM_ALLOC_NODE_PARAMS *p)
     return CUDA_SUCCESS;
 }
 
-SOFT_API CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                                 const CUgraphNode *dependencies, size_t numDependencies,
-                                                 CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+/* A new graph allocation of params p (checked), held once by the caller. */
+static CUresult gmem_new(const CUDA_MEM_ALLOC_NODE_PARAMS *p, struct soft_gmem **out)
 {
-    SOFT_TRY(soft_check_init());
-    if (!phGraphNode)
-        return CUDA_ERROR_INVALID_VALUE;
-    SOFT_TRY(alloc_arg(nodeParams));
     struct soft_gmem *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    int dev = nodeParams->poolProps.location.id;
-    uint64_t size = (nodeParams->bytesize + 255) & ~(uint64_t)255;
-    m->refs = 1;   /* this call's, until the node's op holds it */
+    int dev = p->poolProps.location.id;
+    uint64_t size = (p->bytesize + 255) & ~(uint64_t)255;
+    m->refs = 1;
     m->device = dev;
     m->size = size;
-    m->props = nodeParams->poolProps;
-    m->naccess = nodeParams->accessDescCount;
+    m->props = p->poolProps;
+    m->naccess = p->accessDescCount;
     m->access = malloc((m->naccess + 1) * sizeof *m->access);
     if (!m->access) {
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (m->naccess)
-        memcpy(m->access, nodeParams->accessDescs, m->naccess * sizeof *m->access);
+        memcpy(m->access, p->accessDescs, m->naccess * sizeof *m->access);
     if (!soft_device_reserve(dev, size)) {
         free(m->access);
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    void *p = soft_pages_alloc(size);
-    soft_range r = { .base = (uint64_t)(uintptr_t)p, .size = size, .kind = SOFT_MEM_DEVICE, .device = dev };
-    if (!p || soft_range_add(&r) != CUDA_SUCCESS) {
-        if (p)
-            soft_pages_free(p, size);
+    void *pages = soft_pages_alloc(size);
+    soft_range r = { .base = (uint64_t)(uintptr_t)pages, .size = size, .kind = SOFT_MEM_DEVICE, .device = dev };
+    if (!pages || soft_range_add(&r) != CUDA_SUCCESS) {
+        if (pages)
+            soft_pages_free(pages, size);
         soft_device_unreserve(dev, size);
         free(m->access);
         free(m);
@@ -188,6 +183,20 @@ SOFT_API CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgra
     if (stats[dev].reserved > stats[dev].reserved_high)
         stats[dev].reserved_high = stats[dev].reserved;
     pthread_mutex_unlock(&lock);
+    *out = m;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                                 CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    SOFT_TRY(soft_check_init());
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(alloc_arg(nodeParams));
+    struct soft_gmem *m;
+    SOFT_TRY(gmem_new(nodeParams, &m));
     soft_op *op = gmem_op(m, true);
     unref(m);   /* the op's reference is the one that counts */
     if (!op)
@@ -196,6 +205,39 @@ SOFT_API CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgra
                                  op));
     nodeParams->dptr = m->base;
     return CUDA_SUCCESS;
+}
+
+CUresult soft_gmem_capture_alloc(struct CUstream_st *s, size_t bytes, CUdeviceptr *dptr)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS p = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                    .location = { CU_MEM_LOCATION_TYPE_DEVICE, s->ctx->device } },
+                                     .bytesize = bytes };
+    struct soft_gmem *m;
+    SOFT_TRY(gmem_new(&p, &m));
+    soft_op *op = gmem_op(m, true);
+    uint64_t base = m->base;
+    unref(m);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    SOFT_TRY(soft_stream_submit(s, op, NULL));
+    *dptr = base;
+    return CUDA_SUCCESS;
+}
+
+CUresult soft_gmem_capture_free(struct CUstream_st *s, CUdeviceptr dptr)
+{
+    pthread_mutex_lock(&lock);
+    struct soft_gmem *m = all;
+    while (m && m->base != dptr)
+        m = m->next;
+    if (m)
+        m->refs++;
+    pthread_mutex_unlock(&lock);
+    if (!m)
+        return CUDA_ERROR_INVALID_VALUE;   /* not a graph allocation */
+    soft_op *op = gmem_op(m, false);
+    unref(m);
+    return op ? soft_stream_submit(s, op, NULL) : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 SOFT_API CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,

@@ -226,6 +226,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool hpool,
     SOFT_TRY(soft_ctx_status(s->ctx));
     if (bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    /* In a capture: a graph memory node (graph_mem.c). */
+    if (s->capture && !hpool)
+        return soft_gmem_capture_alloc(s, bytes, dptr);
     struct CUmemPoolHandle_st *p;
     pthread_mutex_lock(&lock);
     if (hpool)
@@ -276,7 +279,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
 {
     struct CUstream_st *s;
     SOFT_TRY(soft_stream_get(h, ptds, &s));
-    /* A graph allocation is no longer in use from now (graph_mem.c). */
+    /* A graph allocation: a free node in a capture, else no longer in use
+     * from now (graph_mem.c). */
+    if (dptr && s->capture && soft_gmem_capture_free(s, dptr) == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
     if (dptr && !s->capture && soft_gmem_free(dptr))
         return CUDA_SUCCESS;
     soft_range r;

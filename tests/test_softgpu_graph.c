@@ -1092,3 +1092,53 @@ Test(graph, memory_nodes_allocate_and_free_in_the_graph)
     OK(cuMemFree(b));
     OK(cuMemFree(c));
 }
+
+/* cuMemAllocAsync and cuMemFreeAsync in a capture become memory nodes: the
+ * address is known at once, and each launch runs between them. */
+Test(capture, stream_ordered_allocation_becomes_memory_nodes)
+{
+    uint64_t used0 = graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
+    int hb[N], got[N];
+    random_ints(hb);
+    CUdeviceptr b = upload(hb), c, a = 0;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    CUstream s;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUgraph g;
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuMemAllocAsync(&a, N * sizeof(int), s));
+    cr_assert_neq(a, 0);
+    OK(cuMemsetD32Async(a, 3, N, s));
+    OK(launch_add(s, &a, &b, &c));
+    OK(cuMemFreeAsync(a, s));
+    OK(cuStreamEndCapture(s, &g));
+    size_t n = 0;
+    OK(cuGraphGetNodes(g, NULL, &n));
+    cr_assert_eq(n, 4);
+    CUgraphNode nodes[4];
+    OK(cuGraphGetNodes(g, nodes, &n));
+    int allocs = 0, frees = 0;
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType t;
+        OK(cuGraphNodeGetType(nodes[i], &t));
+        allocs += t == CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+        frees += t == CU_GRAPH_NODE_TYPE_MEM_FREE;
+    }
+    cr_expect(allocs == 1 && frees == 1, "%d allocs, %d frees", allocs, frees);
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    for (int launch = 0; launch < 2; launch++) {
+        OK(cuMemsetD8(c, 0, N * sizeof(int)));
+        OK(cuGraphLaunch(x, s));
+        OK(cuStreamSynchronize(s));
+        download(got, c);
+        for (int i = 0; i < N; i++)
+            cr_assert_eq(got[i], 3 + hb[i], "launch %d, element %d", launch, i);
+    }
+    cr_expect_eq(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), used0);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+    OK(cuStreamDestroy(s));
+    OK(cuMemFree(b));
+    OK(cuMemFree(c));
+}

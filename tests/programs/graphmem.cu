@@ -4,7 +4,8 @@
 // the output, and a free node ends it; the graph memory attributes show the
 // memory reserved while the graph holds it, in use only between the nodes.
 // A second graph allocates without freeing: the allocation outlives the
-// launch, its contents are read back, and cudaFreeAsync ends it. Results
+// launch, its contents are read back, and cudaFreeAsync ends it. Then
+// cudaMallocAsync and cudaFreeAsync captured into memory nodes. Results
 // are checked against the CPU (seed printed; SEED=N repeats a run).
 // Prints "graphmem: ok".
 #include <cstdio>
@@ -180,10 +181,51 @@ int main()
     CHECK(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrReservedMemHigh, &zero));
     WANT(attr(cudaGraphMemAttrReservedMemHigh) == reserved0, "reserved high after a reset");
 
+    // Captured: stream-ordered allocation and free become the graph's
+    // memory nodes.
+    unsigned long long *tmp = nullptr;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMallocAsync(&tmp, N * sizeof(unsigned long long), s));
+    square<<<B, T, 0, s>>>(tmp, x, N);
+    block_sums<<<B, T, 0, s>>>(out, tmp, N);
+    CHECK(cudaFreeAsync(tmp, s));
+    CHECK(cudaStreamEndCapture(s, &g));
+    size_t count = 0;
+    CHECK(cudaGraphGetNodes(g, nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count);
+    CHECK(cudaGraphGetNodes(g, nodes.data(), &count));
+    int allocs = 0, frees = 0;
+    for (cudaGraphNode_t nd : nodes) {
+        cudaGraphNodeType t;
+        CHECK(cudaGraphNodeGetType(nd, &t));
+        allocs += t == cudaGraphNodeTypeMemAlloc;
+        frees += t == cudaGraphNodeTypeMemFree;
+    }
+    WANT(count == 4 && allocs == 1 && frees == 1, "the capture has %zu nodes, %d allocs, %d frees", count, allocs,
+         frees);
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    for (int l = 0; l < 2; l++) {
+        for (auto &v : hx)
+            v = (unsigned)rand();
+        CHECK(cudaMemcpyAsync(x, hx.data(), N * sizeof(unsigned), cudaMemcpyHostToDevice, s));
+        CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaMemcpyAsync(got.data(), out, B * sizeof(unsigned long long), cudaMemcpyDeviceToHost, s));
+        CHECK(cudaStreamSynchronize(s));
+        for (int b = 0; b < B; b++) {
+            unsigned long long want = 0;
+            for (int i = b * T; i < N && i < (b + 1) * T; i++)
+                want += (unsigned long long)hx[i] * hx[i];
+            WANT(got[b] == want, "captured, launch %d: block %d sum %llu, want %llu", l, b, got[b], want);
+        }
+    }
+    WANT(attr(cudaGraphMemAttrUsedMemCurrent) == used0, "in use after the captured free");
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaFree(x));
     CHECK(cudaFree(out));
-    printf("graphmem: 4 launches of graphs with memory nodes, attributes followed\n");
+    printf("graphmem: 6 launches of graphs with memory nodes (built, captured), attributes followed\n");
     printf("graphmem: ok\n");
     return 0;
 }
