@@ -1327,8 +1327,9 @@ CUresult node_from_params(shim_node *t, int dev, const CUgraphNodeParams *p)
     default: {
         static _Atomic int told;
         if (!atomic_exchange(&told, 1))
-            shim_log(SHIM_LOG_ERROR, "a graph node of type %d on %s: not supported (memory, semaphore "
-                     "and conditional nodes are not served on proxies)", (int)p->type, shim_current_device_label());
+            shim_log(SHIM_LOG_ERROR, "a graph node of type %d on %s: not supported (semaphore and conditional "
+                     "nodes, and memory nodes in this generic form, are not served on proxies)", (int)p->type,
+                     shim_current_device_label());
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     }

@@ -101,8 +101,8 @@ CUresult node_from_memset(shim_node *nd, const CUDA_MEMSET_NODE_PARAMS *p);
  * is copied. */
 CUresult node_from_batch(shim_node *nd, int dev, const CUstreamBatchMemOpParams *ops, unsigned count,
                          unsigned flags);
-/* The same from cuGraphAddNode's generic form; memory, semaphore and
- * conditional nodes: CUDA_ERROR_NOT_SUPPORTED with one log line. */
+/* The same from cuGraphAddNode's generic form; semaphore, conditional and
+ * (in this form) memory nodes: CUDA_ERROR_NOT_SUPPORTED with one log line. */
 CUresult node_from_params(shim_node *nd, int dev, const CUgraphNodeParams *p);
 /* The node a proxy CUgraphNode names, or NULL. */
 shim_node *node_of(CUgraphNode h);
