@@ -88,6 +88,7 @@ uint64_t soft_device_used(int dev);
 typedef enum soft_kind {
     SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,
     SOFT_VMM, SOFT_LINK, SOFT_POOL, SOFT_GRAPH, SOFT_NODE, SOFT_EXEC,
+    SOFT_ARRAY, SOFT_MIPMAP, SOFT_TEXOBJ, SOFT_SURFOBJ,
 } soft_kind;
 /* Records p as a live object of kind k; false when out of memory. */
 bool soft_handle_add(const void *p, soft_kind k);
@@ -172,6 +173,42 @@ void soft_mem_use_end(void);
 void soft_mem_retire_begin(void);
 void soft_mem_retire_end(void);
 
+/* ---- arrays (array.c), 3-D copies (copy3d.c), texture and surface
+ * objects (texture.c) ---- */
+/* A CUDA array: its elements row-major in host memory (img.data), slices
+ * one after another; img holds its geometry (no sampling state). */
+struct CUarray_st {
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    struct CUctx_st *ctx;
+    soft_image img;
+    uint64_t bytes;
+    struct CUmipmappedArray_st *owner;   /* a mipmapped array's level, or NULL */
+};
+struct CUmipmappedArray_st {
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    unsigned levels;
+    struct CUarray_st **level;
+};
+/* The live array h (CUDA_ERROR_INVALID_HANDLE if none). */
+CUresult soft_array_get(CUarray h, struct CUarray_st **out);
+/* The object a kernel names by handle (soft_launch.image). */
+const soft_image *soft_image_find(uint64_t handle, bool surface);
+/* A copy of a box between two pitched sides (host, device or array
+ * memory, already resolved and checked). */
+struct soft_copy3d {
+    uint8_t *dst;
+    const uint8_t *src;
+    uint64_t dpitch, dslice, spitch, sslice;
+    uint64_t width, height, depth;
+    uint64_t dst_span, src_span;   /* bytes from the first to past the last */
+    bool dst_dev, src_dev;         /* device memory: checked again when it runs */
+};
+struct soft_op;
+/* cuMemcpy2D* with an array on either side (copy.c hands them over). */
+CUresult soft_copy2d_array(const CUDA_MEMCPY2D *p, CUstream h, bool async, bool ptds);
+/* A graph's memcpy node with arrays or depth above 1. */
+CUresult soft_copy3d_any_op(const CUDA_MEMCPY3D *p, struct soft_op **out);
+
 /* ---- streams (stream.c) ---- */
 typedef struct soft_op soft_op;
 typedef void (*soft_op_fn)(soft_op *op, struct CUctx_st *ctx);
@@ -206,6 +243,7 @@ struct soft_op {
         struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative; } launch;
         struct { uint64_t base; unsigned long long stream; } pool_free;
         struct { struct soft_plan *plan; } graph;
+        struct soft_copy3d copy3d;
     } u;
 };
 struct CUstream_st {

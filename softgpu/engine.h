@@ -54,6 +54,29 @@ typedef struct soft_memory {
     bool (*find)(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size);
 } soft_memory;
 
+/* A CUDA array, or linear or pitched memory, as texture and surface
+ * instructions see it (the driver layer's texture and surface objects).
+ * Element x of row y of slice z is at data + z * slice + y * pitch +
+ * x * elem; a slice is a 3-D depth, a layer, a cube face (face f of layer l
+ * is slice 6 * l + f). */
+typedef struct soft_image {
+    uint8_t *data;
+    uint64_t pitch, slice;
+    uint32_t width, height, depth;   /* each at least 1; depth counts slices */
+    uint32_t format;                 /* CUarray_format */
+    uint32_t channels;               /* 1, 2 or 4 */
+    uint32_t elem;                   /* bytes of one element */
+    uint32_t levels;                 /* mipmap levels (1: not mipmapped) */
+    bool layered, cubemap;
+    bool linear;                     /* linear memory: fetches outside read zero */
+    /* sampling (texture objects only) */
+    uint32_t address[3];             /* CUaddress_mode of each coordinate */
+    uint32_t filter;                 /* CUfilter_mode */
+    bool normalized;                 /* coordinates in [0, 1) */
+    bool read_as_integer;            /* CU_TRSF_READ_AS_INTEGER */
+    float border[4];
+} soft_image;
+
 typedef struct soft_launch {
     uint32_t entry;                  /* index from soft_program_find_entry */
     uint32_t grid[3], block[3];
@@ -68,6 +91,9 @@ typedef struct soft_launch {
      * zeroed grid workspace in %envreg1:%envreg2 (what cooperative groups'
      * grid.sync() uses); the driver layer bounds the grid */
     bool cooperative;
+    /* the texture (surface false) or surface object named by a kernel's
+     * 64-bit handle, or NULL when the handle names none; NULL: none exist */
+    const soft_image *(*image)(uint64_t handle, bool surface);
 } soft_launch;
 
 /* Parses PTX text (len bytes, NUL not required). On failure returns

@@ -34,6 +34,7 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
         .memory = &soft_memory_table,
         .print = print_out,
         .cooperative = op->u.launch.cooperative,
+        .image = soft_image_find,
     };
     memcpy(l.grid, op->u.launch.grid, sizeof l.grid);
     memcpy(l.block, op->u.launch.block, sizeof l.block);

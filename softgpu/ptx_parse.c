@@ -713,6 +713,23 @@ static void parse_scalar(ptx_parser *p, ptx_opd *o)
     o->sym = s;
 }
 
+/* The coordinates of an image access: a vector, or one scalar, into o->v. */
+static void parse_coords(ptx_parser *p, ptx_opd *o)
+{
+    bool vec = accept(p, '{');
+    do {
+        if (o->n >= 4)
+            ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "too many coordinates");
+        ptx_opd e = { 0 };
+        parse_scalar(p, &e);
+        if (e.kind == OPD_SYM || e.kind == OPD_SINK || e.neg || e.has_reg2)
+            ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "bad coordinate");
+        o->v[o->n++] = (ptx_velem){ .kind = e.kind, .reg = e.reg, .bits = e.bits };
+    } while (vec && accept(p, ','));
+    if (vec)
+        expect(p, '}');
+}
+
 static void parse_operand(ptx_parser *p, ptx_opd *o)
 {
     *o = (ptx_opd){ 0 };
@@ -765,6 +782,8 @@ static void parse_operand(ptx_parser *p, ptx_opd *o)
         } else {
             ptx_fail(p, CUDA_ERROR_INVALID_PTX, t->line, "bad address");
         }
+        if (accept(p, ','))   /* [handle, {coordinates}] of tex, tld4, suld, sust */
+            parse_coords(p, o);
         expect(p, ']');
         return;
     }

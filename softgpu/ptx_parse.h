@@ -55,7 +55,7 @@ typedef struct ptx_opd {
     bool addr_reg;           /* OPD_ADDR: base is reg */
     bool addr_sym;           /* OPD_ADDR: base is name/sym; else absolute */
     int64_t off;             /* OPD_ADDR offset */
-    uint8_t n;               /* OPD_VEC */
+    uint8_t n;               /* OPD_VEC; OPD_ADDR: coordinates of an image access */
     ptx_velem v[4];
 } ptx_opd;
 
