@@ -44,6 +44,10 @@ typedef enum agent_obj_type {
     AOBJ_FUNCTION,
     AOBJ_MEMORY,          /* a physical allocation of the program's VMM calls */
     AOBJ_POOL,            /* a memory pool (pool.c) */
+    AOBJ_ARRAY,           /* a CUDA array (images.c) */
+    AOBJ_MIPMAP,          /* a mipmapped array */
+    AOBJ_TEXTURE,         /* a texture object */
+    AOBJ_SURFACE,         /* a surface object */
 } agent_obj_type;
 
 typedef struct agent_pool agent_pool;
@@ -58,6 +62,9 @@ typedef struct agent_obj {
         struct { CUlibrary real; } library;
         struct { CUmemGenericAllocationHandle real; } memory;
         struct { agent_pool *p; } pool;
+        struct { CUarray real; uint64_t mipmap; } array;   /* a level: its mipmapped array's id */
+        struct { CUmipmappedArray real; } mipmap;
+        struct { unsigned long long real; } image;         /* texture and surface objects */
         struct {
             uint64_t module;          /* id of its module or library */
             char *name;

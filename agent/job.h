@@ -122,6 +122,19 @@ bool pool_destroy(job *j, uint64_t id);
 /* Frees every pool's records (the window's release unmaps their memory). */
 void pool_cleanup(job *j);
 
+/* ---- images.c: arrays, texture and surface objects, 3-D copies ---- */
+/* Answers the requests of proto/images.h (array, mipmap, texture and
+ * surface creation). */
+void image_request(job *j, uint32_t op, wire_reader *r);
+/* A cuMemcpy3DAsync_v2 record on s; a copy into the program returns its
+ * staging buffer. */
+CUresult image_copy(job *j, agent_obj *s, wire_reader *r, void **staging, size_t *staging_len);
+/* A drop of an array, mipmap, texture or surface object: false when id is
+ * none of them. */
+bool image_drop(job *j, uint32_t op, uint64_t id);
+/* Destroys o's real object (job cleanup). */
+void image_release(job *j, agent_obj *o);
+
 /* ---- sender.c ---- */
 /* A note whose marker, run by the driver, hands it to the sender. */
 note *note_new(job *j);

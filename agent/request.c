@@ -537,6 +537,13 @@ void replay_request(job *j, const frame *f)
         job_answer(j, rc, give ? out : NULL, give ? 8 : 0);
         return;
     }
+    case CUDA_OP_cuArray3DCreate_v2:
+    case CUDA_OP_cuMipmappedArrayCreate:
+    case CUDA_OP_cuMipmappedArrayGetLevel:
+    case CUDA_OP_cuTexObjectCreate:
+    case CUDA_OP_cuSurfObjectCreate:
+        image_request(j, op, &r);
+        return;
     case CUDA_OP_cuMemGetInfo_v2: {
         uint32_t device = wire_get_u32(&r);
         if (wire_reader_finish(&r)) {

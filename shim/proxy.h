@@ -58,7 +58,19 @@ typedef enum proxy_type {
     PROXY_MEMORY,      /* a physical allocation of the VMM calls */
     PROXY_LINK,        /* a JIT link state on a proxy context (jitlink.c) */
     PROXY_POOL,        /* a memory pool (mempool.c) */
+    PROXY_ARRAY,       /* a CUDA array, or a mipmapped array's level (images.c) */
+    PROXY_MIPMAP,      /* a mipmapped array */
+    PROXY_IMAGE,       /* a texture or surface object */
 } proxy_type;
+
+/* What the program gave for a texture or surface object, to answer
+ * cuTexObjectGet*Desc with its own handles (images.c). */
+typedef struct proxy_image_descs {
+    CUDA_RESOURCE_DESC res;
+    CUDA_TEXTURE_DESC tex;
+    CUDA_RESOURCE_VIEW_DESC view;
+    bool has_view;
+} proxy_image_descs;
 
 /* One input of a JIT link, kept until the link completes. */
 typedef struct jit_input {
@@ -92,6 +104,9 @@ struct proxy_obj {
         struct { proxy_obj *stream; uint64_t value; unsigned flags; bool recorded; } event;
         struct { uint64_t size; } mem;
         struct { bool is_default; } pool;
+        struct { CUDA_ARRAY3D_DESCRIPTOR desc; uint32_t elem; proxy_obj *mipmap; } array;
+        struct { CUDA_ARRAY3D_DESCRIPTOR desc; unsigned levels; proxy_obj **level; } mipmap;
+        struct { unsigned long long value; bool surface; proxy_image_descs *descs; } image;
         struct {
             jit_input *inputs;     /* malloc'd */
             unsigned count, cap;
@@ -163,6 +178,11 @@ bool shim_ctx_pop(proxy_obj **was);
 void shim_alloc_add(uint64_t base, uint64_t size, int device);
 bool shim_alloc_remove(uint64_t base, uint64_t *size, int *device);
 bool shim_alloc_find(uint64_t p, uint64_t *base, uint64_t *size, int *device);
+
+/* ---- images.c ---- */
+/* cuMemcpy2D* with a CUDA array on a side (memory.c hands them over);
+ * *local: neither side is a proxy's, the local driver's call. */
+CUresult shim_copy2d_array(const CUDA_MEMCPY2D *p, CUstream h, bool per_thread, bool wait, bool *local);
 
 /* Calls the local driver's symbol with the export's own arguments. Without
  * a local driver, a call that names no proxy object and finds no proxy
