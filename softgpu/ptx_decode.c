@@ -1132,8 +1132,8 @@ static void dec_query(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned
     in->op = surface ? OP_SUQ : OP_TXQ;
     in->mode = (uint8_t)q;
     in->type = T_B32;
-    in->d = dst(p, m, &o[0]);
     image_address(p, m, in, &o[1], 0, T_S32);
+    in->d = dst(p, m, &o[0]);   /* after: the coordinates' fourth slot is d */
 }
 
 bool ptx_known_opcode(const ptx_tok *op)

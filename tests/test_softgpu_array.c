@@ -775,3 +775,47 @@ Test(array, bad_objects)
     cr_assert_eq(launch(fn("tex2d_f1"), 1, 1, 1, args), CUDA_ERROR_ILLEGAL_ADDRESS);
     OK(cuArrayDestroy(a));
 }
+
+/* txq, suq and sust.p, which nvcc emits for no runtime intrinsic: PTX by hand. */
+static const char query_ptx[] =
+    ".version 8.0\n.target sm_75\n.address_size 64\n"
+    ".visible .entry q(.param .u64 q_t, .param .u64 q_s, .param .u64 q_out)\n{\n"
+    ".reg .b32 %r<12>;\n.reg .b64 %rd<4>;\n.reg .f32 %f<4>;\n"
+    "ld.param.u64 %rd1, [q_t];\nld.param.u64 %rd2, [q_s];\nld.param.u64 %rd3, [q_out];\n"
+    "txq.width.b32 %r1, [%rd1];\ntxq.height.b32 %r2, [%rd1];\ntxq.depth.b32 %r3, [%rd1];\n"
+    "txq.array_size.b32 %r4, [%rd1];\ntxq.normalized_coords.b32 %r5, [%rd1];\n"
+    "txq.filter_mode.b32 %r6, [%rd1];\nsuq.width.b32 %r7, [%rd2];\nsuq.height.b32 %r8, [%rd2];\n"
+    "suq.array_size.b32 %r9, [%rd2];\n"
+    "st.global.v4.u32 [%rd3], {%r1, %r2, %r3, %r4};\nst.global.v4.u32 [%rd3+16], {%r5, %r6, %r7, %r8};\n"
+    "st.global.u32 [%rd3+32], %r9;\n"
+    "mov.f32 %f1, 0f3F000000;\nmov.f32 %f2, 0fBF800000;\nmov.b32 %r10, 1;\nmov.b32 %r11, 0;\n"
+    "sust.p.a2d.v2.b32.trap [%rd2, {%r10, %r10, %r11, %r11}], {%f1, %f2};\n"
+    "ret;\n}\n";
+
+Test(array, queries_and_formatted_stores)
+{
+    CUmodule qm;
+    OK(cuModuleLoadData(&qm, query_ptx));
+    CUfunction q;
+    OK(cuModuleGetFunction(&q, qm, "q"));
+    CUarray a = array3d(4, 3, 2, CU_AD_FORMAT_SNORM_INT8X2, 2, CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_LAYERED);
+    CUtexObject t = texobj(a, CU_TR_ADDRESS_MODE_CLAMP, CU_TR_FILTER_MODE_LINEAR, CU_TRSF_NORMALIZED_COORDINATES);
+    CUsurfObject s = surfobj(a);
+    CUdeviceptr dout = upload(NULL, 64);
+    void *args[] = { &t, &s, &dout };
+    OK(launch(q, 1, 1, 1, args));
+    uint32_t out[9];
+    OK(cuMemcpyDtoH(out, dout, sizeof out));
+    uint32_t want[9] = { 4, 3, 1, 2, 1, CU_TR_FILTER_MODE_LINEAR, 4, 3, 2 };
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(out[i], want[i], "query %d: %u", i, out[i]);
+    int8_t bytes[2 * 3 * 4 * 2];
+    OK(cuMemcpyAtoH(bytes, a, 0, sizeof bytes));
+    /* layer 1, row 0, element 1: 0.5 and -1 as SNORM8. */
+    cr_assert(bytes[24 + 2] == 64 && bytes[24 + 3] == -127, "%d %d", bytes[26], bytes[27]);
+    OK(cuTexObjectDestroy(t));
+    OK(cuSurfObjectDestroy(s));
+    OK(cuArrayDestroy(a));
+    OK(cuModuleUnload(qm));
+    OK(cuMemFree(dout));
+}
