@@ -91,6 +91,7 @@ static CUresult array_new(struct CUctx_st *ctx, const CUDA_ARRAY3D_DESCRIPTOR *d
     }
     a->desc = *d;
     a->ctx = ctx;
+    a->device = ctx->device;
     a->img = img;
     a->bytes = bytes;
     *out = a;
@@ -101,7 +102,7 @@ static void array_free(struct CUarray_st *a)
 {
     soft_handle_remove(a);
     soft_pages_free(a->img.data, a->bytes);
-    soft_device_unreserve(a->ctx->device, a->bytes);
+    soft_device_unreserve(a->device, a->bytes);
     free(a);
 }
 

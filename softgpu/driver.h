@@ -25,8 +25,8 @@
  *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED.
  *  - A graph launch runs its nodes one after another, in an order that
  *    respects their dependencies, on the stream's worker (independent
- *    branches do not overlap); memcpy nodes take one layer (Depth 1), no
- *    arrays; an event record in a capture makes no node (it forks and joins
+ *    branches do not overlap); memcpy nodes take any 3-D copy, arrays
+ *    too (copy3d.c); an event record in a capture makes no node (it forks and joins
  *    streams); destroying a stream while it captures leaves the capture to
  *    fail at its end. */
 #ifndef RIG_SOFTGPU_DRIVER_H
@@ -180,6 +180,7 @@ void soft_mem_retire_end(void);
 struct CUarray_st {
     CUDA_ARRAY3D_DESCRIPTOR desc;
     struct CUctx_st *ctx;
+    int device;                          /* ctx's, kept for after ctx is gone */
     soft_image img;
     uint64_t bytes;
     struct CUmipmappedArray_st *owner;   /* a mipmapped array's level, or NULL */

@@ -69,6 +69,7 @@ typedef struct soft_image {
     uint32_t levels;                 /* mipmap levels (1: not mipmapped) */
     bool layered, cubemap;
     bool linear;                     /* linear memory: fetches outside read zero */
+    bool device_memory;              /* linear or pitched memory: checked live at each use */
     /* sampling (texture objects only) */
     uint32_t address[3];             /* CUaddress_mode of each coordinate */
     uint32_t filter;                 /* CUfilter_mode */

@@ -62,7 +62,7 @@ static CUresult resource_image(const CUDA_RESOURCE_DESC *r, bool surface, soft_i
         *img = (soft_image){
             .data = (uint8_t *)(uintptr_t)r->res.linear.devPtr, .width = (uint32_t)n, .height = 1,
             .depth = 1, .format = r->res.linear.format, .channels = ch, .elem = cb * ch, .levels = 1,
-            .linear = true,
+            .linear = true, .device_memory = true,
         };
         img->pitch = img->slice = n * img->elem;
         return CUDA_SUCCESS;
@@ -76,7 +76,7 @@ static CUresult resource_image(const CUDA_RESOURCE_DESC *r, bool surface, soft_i
         *img = (soft_image){
             .data = (uint8_t *)(uintptr_t)r->res.pitch2D.devPtr, .width = (uint32_t)w, .height = (uint32_t)h,
             .depth = 1, .format = r->res.pitch2D.format, .channels = ch, .elem = cb * ch, .levels = 1,
-            .pitch = p, .slice = p * h,
+            .pitch = p, .slice = p * h, .device_memory = true,
         };
         return CUDA_SUCCESS;
     }
@@ -162,7 +162,20 @@ const soft_image *soft_image_find(uint64_t handle, bool surface)
     void *p = (void *)(uintptr_t)handle;
     if (!handle || !soft_handle_valid(p, surface ? SOFT_SURFOBJ : SOFT_TEXOBJ))
         return NULL;
-    return &((const soft_texobj *)p)->img;
+    const soft_texobj *o = p;
+    /* Its array destroyed (or its memory freed) since: a fault, not a
+     * read of storage that is gone. */
+    if (o->res.resType == CU_RESOURCE_TYPE_ARRAY &&
+        (!soft_handle_valid(o->res.res.array.hArray, SOFT_ARRAY) || o->res.res.array.hArray->img.data != o->img.data))
+        return NULL;
+    if (o->res.resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY &&
+        (!soft_handle_valid(o->res.res.mipmap.hMipmappedArray, SOFT_MIPMAP) ||
+         o->res.res.mipmap.hMipmappedArray->level[0]->img.data != o->img.data))
+        return NULL;
+    if (o->img.device_memory &&
+        !soft_range_covers((uintptr_t)o->img.data, (o->img.height - 1) * o->img.pitch + (uint64_t)o->img.width * o->img.elem))
+        return NULL;
+    return &o->img;
 }
 
 SOFT_API CUresult CUDAAPI cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc,
