@@ -819,3 +819,39 @@ Test(array, queries_and_formatted_stores)
     OK(cuModuleUnload(qm));
     OK(cuMemFree(dout));
 }
+
+/* Array copies captured into a graph run when the graph does. */
+Test(array, captured_array_copies)
+{
+    enum { W = 16, H = 4 };
+    int v[H][W], back[H][W];
+    for (int i = 0; i < W * H; i++)
+        ((int *)v)[i] = i * 7 - 3;
+    CUdeviceptr src = upload(v, sizeof v), dst = upload(NULL, sizeof v);
+    CUarray a = array3d(W, H, 0, CU_AD_FORMAT_SIGNED_INT32, 1, 0);
+    CUstream s;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUDA_MEMCPY3D in = { .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = src, .srcPitch = W * 4,
+                         .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a,
+                         .WidthInBytes = W * 4, .Height = H, .Depth = 1 };
+    CUDA_MEMCPY3D out = { .srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a, .srcY = 1,
+                          .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dst, .dstPitch = W * 4,
+                          .WidthInBytes = W * 4, .Height = H - 1, .Depth = 1 };
+    OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuMemcpy3DAsync(&in, s));
+    OK(cuMemcpy3DAsync(&out, s));
+    CUgraph g;
+    OK(cuStreamEndCapture(s, &g));
+    CUgraphExec ge;
+    OK(cuGraphInstantiate(&ge, g, 0));
+    OK(cuGraphLaunch(ge, s));
+    OK(cuStreamSynchronize(s));
+    OK(cuMemcpyDtoH(back, dst, sizeof back));
+    cr_assert(memcmp(back, v[1], sizeof v[1] * (H - 1)) == 0);
+    OK(cuGraphExecDestroy(ge));
+    OK(cuGraphDestroy(g));
+    OK(cuStreamDestroy(s));
+    OK(cuArrayDestroy(a));
+    OK(cuMemFree(src));
+    OK(cuMemFree(dst));
+}
