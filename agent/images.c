@@ -18,6 +18,13 @@ static CUarray array_of(job *j, uint64_t id)
     return o ? o->u.array.real : NULL;
 }
 
+/* True when [p, p + n) lies in the job's pointer window: a resource or copy
+ * never names the agent's own memory. */
+static bool in_window(job *j, uint64_t p, uint64_t n)
+{
+    return p >= j->win.base && p - j->win.base <= j->win.size && n <= j->win.size - (p - j->win.base);
+}
+
 static void answer_value(job *j, CUresult rc, uint64_t v)
 {
     uint8_t out[8];
@@ -118,6 +125,15 @@ void image_request(job *j, uint32_t op, wire_reader *r)
             }
             res.res.mipmap.hMipmappedArray = m->u.mipmap.real;
         }
+        uint64_t span = 0;
+        if ((res.resType == CU_RESOURCE_TYPE_LINEAR &&
+             !in_window(j, res.res.linear.devPtr, res.res.linear.sizeInBytes)) ||
+            (res.resType == CU_RESOURCE_TYPE_PITCH2D &&
+             (__builtin_mul_overflow((uint64_t)res.res.pitch2D.height, (uint64_t)res.res.pitch2D.pitchInBytes, &span) ||
+              !in_window(j, res.res.pitch2D.devPtr, span)))) {
+            job_refuse(j, "a texture over memory outside the job's pointer window");
+            return;
+        }
         agent_obj *o = put(j, id, tex ? AOBJ_TEXTURE : AOBJ_SURFACE, device);
         if (!o)
             return;
@@ -152,6 +168,8 @@ static CUresult side(job *j, const image_side *s, bool src, const uint8_t *data,
         rows = height;
         break;
     case IMAGE_SIDE_DEVICE:
+        if (!in_window(j, s->at, 1))
+            return CUDA_ERROR_INVALID_VALUE;
         type = CU_MEMORYTYPE_DEVICE;
         dev = s->at;
         break;
