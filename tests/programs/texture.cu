@@ -9,13 +9,18 @@
 //  - a surface written by surf2Dwrite, read back with cudaMemcpy2DFromArray;
 //  - a 3-D array filled by cudaMemcpy3D and read back by tex3D, and a
 //    2-D layered array read by tex2DLayered;
+//  - a mipmapped array's level 0 sampled by tex2DLod, its level 1's size,
+//    array-to-array and asynchronous array copies;
 //  - tex1Dfetch over linear memory and tex2D over pitched memory
-//    (cudaMallocPitch).
+//    (cudaMallocPitch);
+//  - the driver's linear array copies (cuMemcpyHtoA, AtoA, AtoD, DtoA,
+//    AtoHAsync) on runtime arrays, and one past an array's end refused.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <vector>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #define CHECK(call)                                                                   \
@@ -23,6 +28,15 @@
         cudaError_t e_ = (call);                                                      \
         if (e_ != cudaSuccess) {                                                      \
             printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
+            exit(1);                                                                  \
+        }                                                                             \
+    } while (0)
+
+#define CU(call)                                                                      \
+    do {                                                                              \
+        CUresult r_ = (call);                                                         \
+        if (r_ != CUDA_SUCCESS) {                                                     \
+            printf("%s:%d: %s: %d\n", __FILE__, __LINE__, #call, (int)r_);            \
             exit(1);                                                                  \
         }                                                                             \
     } while (0)
@@ -81,6 +95,12 @@ __global__ void fetch(cudaTextureObject_t tex, float *out, int n)
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         out[i] = 2 * tex1Dfetch<float>(tex, i);
+}
+
+__global__ void level0(cudaTextureObject_t tex, float *out, int w, int h)
+{
+    int x = threadIdx.x, y = blockIdx.x;
+    out[y * w + x] = tex2DLod<float>(tex, x + 0.5f, y + 0.5f, 0.0f);
 }
 
 static float texel(const std::vector<float> &img, int w, int h, int x, int y)
@@ -169,6 +189,56 @@ int main()
     CHECK(cudaDestroyTextureObject(lin));
     CHECK(cudaDestroyTextureObject(wrap));
     CHECK(cudaFreeArray(arr));
+
+    // A mipmapped array: its level 0 filled on a stream and sampled, level
+    // 1 half the size, level 0 copied to a plain array and back.
+    {
+        cudaMipmappedArray_t mip;
+        CHECK(cudaMallocMipmappedArray(&mip, &fdesc, make_cudaExtent(W, H, 0), 3));
+        cudaArray_t l0, l1;
+        CHECK(cudaGetMipmappedArrayLevel(&l0, mip, 0));
+        CHECK(cudaGetMipmappedArrayLevel(&l1, mip, 1));
+        cudaChannelFormatDesc d1;
+        cudaExtent e1;
+        unsigned flags;
+        CHECK(cudaArrayGetInfo(&d1, &e1, &flags, l1));
+        EXPECT(e1.width == W / 2 && e1.height == H / 2 && d1.x == 32, "level 1 is %zux%zu", e1.width, e1.height);
+        cudaStream_t st;
+        CHECK(cudaStreamCreate(&st));
+        CHECK(cudaMemcpy2DToArrayAsync(l0, 0, 0, img.data(), W * sizeof(float), W * sizeof(float), H,
+                                       cudaMemcpyHostToDevice, st));
+        CHECK(cudaStreamSynchronize(st));
+        cudaResourceDesc res = {};
+        res.resType = cudaResourceTypeMipmappedArray;
+        res.res.mipmap.mipmap = mip;
+        cudaTextureDesc td = {};
+        td.addressMode[0] = td.addressMode[1] = cudaAddressModeClamp;
+        td.filterMode = cudaFilterModePoint;
+        td.mipmapFilterMode = cudaFilterModePoint;
+        td.maxMipmapLevelClamp = 2;
+        cudaTextureObject_t t;
+        CHECK(cudaCreateTextureObject(&t, &res, &td, nullptr));
+        float *dout;
+        CHECK(cudaMalloc(&dout, W * H * sizeof(float)));
+        level0<<<H, W, 0, st>>>(t, dout, W, H);
+        std::vector<float> out(W * H);
+        CHECK(cudaMemcpyAsync(out.data(), dout, out.size() * sizeof(float), cudaMemcpyDeviceToHost, st));
+        CHECK(cudaStreamSynchronize(st));
+        EXPECT(out == img, "level 0 through a texture");
+        cudaArray_t copy;
+        CHECK(cudaMallocArray(&copy, &fdesc, W, H));
+        CHECK(cudaMemcpy2DArrayToArray(copy, 0, 0, l0, 0, 0, W * sizeof(float), H, cudaMemcpyDeviceToDevice));
+        std::vector<float> back(W * H);
+        CHECK(cudaMemcpy2DFromArrayAsync(back.data(), W * sizeof(float), copy, 0, 0, W * sizeof(float), H,
+                                         cudaMemcpyDeviceToHost, st));
+        CHECK(cudaStreamSynchronize(st));
+        EXPECT(back == img, "array to array");
+        CHECK(cudaDestroyTextureObject(t));
+        CHECK(cudaFreeMipmappedArray(mip));
+        CHECK(cudaFreeArray(copy));
+        CHECK(cudaFree(dout));
+        CHECK(cudaStreamDestroy(st));
+    }
 
     // uchar4 colors read as normalized floats.
     {
@@ -323,6 +393,32 @@ int main()
         CHECK(cudaFree(pitched));
         CHECK(cudaFree(dv));
         CHECK(cudaFree(dout));
+    }
+    // The driver's linear array copies on runtime arrays (a cudaArray_t is a
+    // CUarray), bounded by the array.
+    {
+        const int n = 300;
+        std::vector<float> v(n), back(n);
+        for (auto &x : v)
+            x = (float)(rand() % 10000);
+        cudaArray_t a1, a2;
+        CHECK(cudaMallocArray(&a1, &fdesc, n));
+        CHECK(cudaMallocArray(&a2, &fdesc, n));
+        float *d;
+        CHECK(cudaMalloc(&d, n * sizeof(float)));
+        CU(cuMemcpyHtoA((CUarray)a1, 0, v.data(), n * sizeof(float)));
+        CU(cuMemcpyAtoA((CUarray)a2, 2 * sizeof(float), (CUarray)a1, 0, (n - 2) * sizeof(float)));
+        CU(cuMemcpyAtoD((CUdeviceptr)d, (CUarray)a2, 0, n * sizeof(float)));
+        CU(cuMemcpyDtoA((CUarray)a1, 0, (CUdeviceptr)d, n * sizeof(float)));
+        CU(cuMemcpyAtoHAsync(back.data(), (CUarray)a1, 0, n * sizeof(float), 0));
+        CHECK(cudaDeviceSynchronize());
+        for (int i = 2; i < n; i++)
+            EXPECT(back[i] == v[i - 2], "linear array copies at %d: %g, want %g", i, back[i], v[i - 2]);
+        EXPECT(cuMemcpyHtoA((CUarray)a1, sizeof(float), v.data(), n * sizeof(float)) == CUDA_ERROR_INVALID_VALUE,
+               "a copy past the array's end");
+        CHECK(cudaFreeArray(a1));
+        CHECK(cudaFreeArray(a2));
+        CHECK(cudaFree(d));
     }
     CHECK(cudaDeviceSynchronize());
     printf("texture: ok\n");
