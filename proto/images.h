@@ -53,8 +53,8 @@ typedef struct image_side {
 } image_side;
 
 #define IMAGE_ARRAY_DESC_BYTES 36
-#define IMAGE_RESOURCE_MAX 56
-#define IMAGE_TEXTURE_BYTES 60
+#define IMAGE_RESOURCE_MAX 48
+#define IMAGE_TEXTURE_BYTES 56
 #define IMAGE_VIEW_MAX 45
 #define IMAGE_SIDE_BYTES 49
 
