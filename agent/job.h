@@ -96,6 +96,12 @@ void job_refuse(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* ---- jitlink.c ---- */
 /* JOB_OP_LINK: links the program's inputs with this agent's driver. */
 void replay_link(job *j, wire_reader *r);
+/* stream_attr.c: cuStreamGet/SetAttribute, cuStreamCopyAttributes. */
+void replay_stream_attribute(job *j, uint32_t op, wire_reader *r);
+/* enumerate.c: the kernels of a module or library, by name. */
+void replay_enumerate(job *j, uint32_t op, wire_reader *r);
+/* memop_batch.c: cuStreamBatchMemOp. */
+void replay_memop_batch(job *j, wire_reader *r);
 CUresult job_function_on(job *j, agent_obj *fn, int device, CUfunction *out);
 
 /* ---- handover.c ---- */

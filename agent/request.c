@@ -361,6 +361,18 @@ static void replay_vmm(job *j, uint32_t op, wire_reader *r)
         rc = d->fn_cuMemSetAccess(p, size, desc, count);
         break;
     }
+    case CUDA_OP_cuMemGetAccess: {
+        uint64_t p = wire_get_u64(r);
+        uint32_t device = wire_get_u32(r);
+        if (wire_reader_finish(r) || device >= (uint32_t)j->b->device_count)
+            goto malformed;
+        CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)device };
+        unsigned long long flags = 0;
+        rc = d->fn_cuMemGetAccess ? d->fn_cuMemGetAccess(&flags, &loc, p) : CUDA_ERROR_NOT_SUPPORTED;
+        out = flags;
+        has_out = true;
+        break;
+    }
     }
     {
         uint8_t buf[8];
@@ -572,6 +584,7 @@ void replay_request(job *j, const frame *f)
     case CUDA_OP_cuMemMap:
     case CUDA_OP_cuMemUnmap:
     case CUDA_OP_cuMemSetAccess:
+    case CUDA_OP_cuMemGetAccess:
         replay_vmm(j, op, &r);
         return;
     case CUDA_OP_cuModuleGetFunction:
@@ -602,6 +615,39 @@ void replay_request(job *j, const frame *f)
     case CUDA_OP_cuCtxEnablePeerAccess:
     case CUDA_OP_cuCtxDisablePeerAccess:
         replay_peer(j, op, &r);
+        return;
+    case CUDA_OP_cuStreamGetAttribute:
+    case CUDA_OP_cuStreamSetAttribute:
+    case CUDA_OP_cuStreamCopyAttributes:
+        replay_stream_attribute(j, op, &r);
+        return;
+    case CUDA_OP_cuModuleEnumerateFunctions:
+    case CUDA_OP_cuLibraryEnumerateKernels:
+        replay_enumerate(j, op, &r);
+        return;
+    case CUDA_OP_cuDeviceGetP2PAtomicCapabilities: {
+        /* layout in shim/peer.c */
+        uint32_t src = wire_get_u32(&r), dst = wire_get_u32(&r), count = wire_get_u32(&r);
+        CUatomicOperation ops[CU_ATOMIC_OPERATION_MAX * 4];
+        unsigned caps[CU_ATOMIC_OPERATION_MAX * 4];
+        for (uint32_t i = 0; i < count && count <= CU_ATOMIC_OPERATION_MAX * 4; i++)
+            ops[i] = (CUatomicOperation)wire_get_u32(&r);
+        if (wire_reader_finish(&r) || count == 0 || count > CU_ATOMIC_OPERATION_MAX * 4 ||
+            src >= (uint32_t)j->b->device_count || dst >= (uint32_t)j->b->device_count) {
+            job_refuse(j, "malformed atomic capability request");
+            return;
+        }
+        CUresult rc = j->b->drv.fn_cuDeviceGetP2PAtomicCapabilities
+                          ? j->b->drv.fn_cuDeviceGetP2PAtomicCapabilities(caps, ops, count, (CUdevice)src, (CUdevice)dst)
+                          : CUDA_ERROR_NOT_SUPPORTED;
+        uint8_t out[CU_ATOMIC_OPERATION_MAX * 4 * 4];
+        for (uint32_t i = 0; i < count; i++)
+            wire_store_u32(out + 4 * i, caps[i]);
+        job_answer(j, rc, rc ? NULL : out, rc ? 0 : count * 4);
+        return;
+    }
+    case CUDA_OP_cuStreamBatchMemOp_v2:
+        replay_memop_batch(j, &r);
         return;
     case CUDA_OP_cuOccupancyMaxActiveBlocksPerMultiprocessor: {
         /* u64 function, u32 device, u32 threads, u32 shared -> i32 (the

@@ -374,6 +374,64 @@ SHIM_EXPORT(cuCtxGetFlags)
     return CUDA_SUCCESS;
 }
 
+/* Scheduling flags only change how the program's threads wait, which on a
+ * proxy is the shim's waiting: kept and read back. */
+SHIM_EXPORT(cuCtxSetFlags)
+{
+    proxy_obj *c = shim_proxy_current();
+    if (!c)
+        return SHIM_LOCAL(cuCtxSetFlags);
+    if (flags & ~(unsigned)CU_CTX_FLAGS_MASK)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->u.ctx.primary)
+        shim_device_at(c->device)->primary_flags = flags;
+    else
+        c->u.ctx.flags = flags;
+    return CUDA_SUCCESS;
+}
+
+/* A proxy context is made without an affinity: it has every
+ * multiprocessor of its device, as the agent reported them. */
+SHIM_EXPORT(cuCtxGetExecAffinity)
+{
+    proxy_obj *c = shim_proxy_current();
+    if (!c)
+        return SHIM_LOCAL(cuCtxGetExecAffinity);
+    if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return CUDA_ERROR_INVALID_VALUE;
+    pExecAffinity->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+    pExecAffinity->param.smCount.val = (unsigned)shim_device_at(c->device)->attrs[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+    return CUDA_SUCCESS;
+}
+
+/* CUDA 2's usage count: cuCtxAttach adds one to the current context's,
+ * cuCtxDetach takes one off and destroys the context past its creation's. */
+SHIM_EXPORT(cuCtxAttach)
+{
+    proxy_obj *c = shim_proxy_current();
+    if (!c)
+        return SHIM_LOCAL(cuCtxAttach);
+    if (!pctx || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    __atomic_add_fetch(&c->u.ctx.attached, 1, __ATOMIC_RELAXED);
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT(cuCtxDetach)
+{
+    proxy_obj *c = arena_get(ctx, PROXY_CONTEXT);
+    if (!c)
+        return shim_is_proxy_handle(ctx) ? CUDA_ERROR_INVALID_CONTEXT : SHIM_LOCAL(cuCtxDetach);
+    if (shim_proxy_current() != c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    unsigned n = __atomic_load_n(&c->u.ctx.attached, __ATOMIC_RELAXED);
+    while (n && !__atomic_compare_exchange_n(&c->u.ctx.attached, &n, n - 1, false, __ATOMIC_RELAXED,
+                                             __ATOMIC_RELAXED))
+        ;
+    return n ? CUDA_SUCCESS : destroy_context(c);
+}
+
 SHIM_EXPORT(cuCtxGetApiVersion)
 {
     proxy_obj *c = ctx ? arena_get(ctx, PROXY_CONTEXT) : shim_proxy_current();
@@ -452,4 +510,16 @@ SHIM_EXPORT(cuCtxSetCacheConfig)
 {
     /* A preference, never a requirement: proxies keep their default. */
     return shim_proxy_current() ? CUDA_SUCCESS : SHIM_LOCAL(cuCtxSetCacheConfig);
+}
+
+/* Nothing but the agent can write a proxy's memory (no NIC of the program's
+ * machine reaches it by RDMA), so there is never a write to flush. */
+SHIM_EXPORT(cuFlushGPUDirectRDMAWrites)
+{
+    if (!shim_current_is_proxy())
+        return SHIM_LOCAL(cuFlushGPUDirectRDMAWrites);
+    if (target != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX ||
+        (scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER && scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
 }

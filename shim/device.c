@@ -159,6 +159,41 @@ SHIM_EXPORT(cuDeviceGetPCIBusId)
     return CUDA_SUCCESS;
 }
 
+/* A local device whose bus id matches comes first (local ordinals lead);
+ * then the first proxy whose agent reported that domain, bus and device.
+ * Ids of different machines may coincide: the lowest ordinal wins. */
+SHIM_EXPORT(cuDeviceGetByPCIBusId)
+{
+    if (!shim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!dev || !pciBusId)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shim_local_driver() && shim_local_driver()->fn_cuDeviceGetByPCIBusId) {
+        int local = -1;
+        if (shim_local_driver()->fn_cuDeviceGetByPCIBusId(&local, pciBusId) == CUDA_SUCCESS)
+            for (int i = 0; i < shim_device_count(); i++)
+                if (!shim_device_at(i)->proxy && shim_device_at(i)->local_ordinal == local) {
+                    *dev = i;
+                    return CUDA_SUCCESS;
+                }
+    }
+    unsigned domain = 0, bus, device, function;
+    char tail;
+    if (sscanf(pciBusId, "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &tail) != 4 &&
+        (domain = 0, sscanf(pciBusId, "%x:%x.%x%c", &bus, &device, &function, &tail) != 3))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < shim_device_count(); i++) {
+        const shim_device *d = shim_device_at(i);
+        if (d->proxy && (unsigned)d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID] == domain &&
+            (unsigned)d->attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID] == bus &&
+            (unsigned)d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID] == device && function == 0) {
+            *dev = i;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_INVALID_DEVICE;
+}
+
 SHIM_EXPORT(cuDeviceGetProperties)
 {
     CUresult rc;

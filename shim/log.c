@@ -3,6 +3,7 @@
 #include "shim/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "proto/cuda_ops.h"
 #include "shim/core.h"
+#include "shim/driver_logs.h"
 
 static int level_from_env(void)
 {
@@ -34,7 +36,9 @@ int shim_log_enabled(shim_log_level level)
 
 void shim_log(shim_log_level level, const char *fmt, ...)
 {
-    if (!shim_log_enabled(level))
+    /* Errors and warnings go to the driver log (cuLogs*) even when not printed. */
+    bool keep = level <= SHIM_LOG_WARN;
+    if (!keep && !shim_log_enabled(level))
         return;
     char line[1024];
     int n = snprintf(line, sizeof line, "rig: ");
@@ -45,6 +49,10 @@ void shim_log(shim_log_level level, const char *fmt, ...)
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2)
         len = sizeof line - 2;
+    if (keep)
+        driver_logs_add(level == SHIM_LOG_ERROR ? CU_LOG_LEVEL_ERROR : CU_LOG_LEVEL_WARNING, line + n, len - (size_t)n);
+    if (!shim_log_enabled(level))
+        return;
     line[len++] = '\n';
     ssize_t w = write(2, line, len);
     (void)w;

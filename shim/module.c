@@ -82,6 +82,20 @@ static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device, char *wh
     return rc;
 }
 
+CUresult shim_module_ready(proxy_obj *m, int device)
+{
+    shim_device *d = shim_device_at(device);
+    if (!d || !d->proxy)
+        return CUDA_ERROR_INVALID_DEVICE;
+    char why[1100] = "";
+    pthread_mutex_lock(&resolve_lock);
+    CUresult rc = load_on(m, d->link, d->remote_ordinal, why, sizeof why);
+    pthread_mutex_unlock(&resolve_lock);
+    if (rc && why[0])
+        shim_log(SHIM_LOG_ERROR, "module load on %s: %s", d->label, why);
+    return rc;
+}
+
 /* Says once, for each function, why an agent could not run it: the call
  * fails with a CUDA error the program may not print, so this line is how
  * the user learns which kernel and why. */
@@ -226,6 +240,9 @@ SHIM_EXPORT(cuModuleUnload)
     proxy_obj *m = arena_get(hmod, PROXY_MODULE);
     if (!m)
         return SHIM_LOCAL(cuModuleUnload);
+    /* A library's module (cuLibraryGetModule) goes with its library. */
+    if (m->u.module.library)
+        return CUDA_SUCCESS;
     CUresult rc = link_drop(m->link, CUDA_OP_cuModuleUnload, m->id);
     __atomic_store_n(&m->type, PROXY_FREE, __ATOMIC_RELEASE);
     return rc;
@@ -245,6 +262,16 @@ static proxy_obj *new_function(proxy_obj *m, const char *name, int device)
     return f;
 }
 
+/* The device a module acts on: its own; a library's (cuLibraryGetModule
+ * hands a library out as a module) is the current proxy context's. */
+static int module_device(const proxy_obj *m)
+{
+    if (m->device >= 0)
+        return m->device;
+    proxy_obj *ctx = shim_proxy_current();
+    return ctx ? ctx->device : -1;
+}
+
 SHIM_EXPORT(cuModuleGetFunction)
 {
     proxy_obj *m = arena_get(hmod, PROXY_MODULE);
@@ -255,7 +282,7 @@ SHIM_EXPORT(cuModuleGetFunction)
     proxy_obj *f = new_function(m, name, m->device);
     if (!f)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc = shim_function_ready(f, m->device);
+    CUresult rc = shim_function_ready(f, module_device(m));
     if (rc) {
         free(f->u.fn.name);
         arena_free(f);
@@ -318,7 +345,7 @@ SHIM_EXPORT(cuModuleGetGlobal_v2)
     proxy_obj *m = arena_get(hmod, PROXY_MODULE);
     if (!m)
         return SHIM_LOCAL(cuModuleGetGlobal_v2);
-    return get_global(m, m->device, dptr, bytes, name);
+    return get_global(m, module_device(m), dptr, bytes, name);
 }
 
 SHIM_EXPORT(cuModuleGetLoadingMode)
@@ -385,6 +412,24 @@ SHIM_EXPORT(cuLibraryUnload)
     m->u.module.image = NULL;
     __atomic_store_n(&m->type, PROXY_FREE, __ATOMIC_RELEASE);
     return rc;
+}
+
+/* A library is its own module here: lookups through the module act on the
+ * current proxy context's device, as the library's own do. */
+SHIM_EXPORT(cuLibraryGetModule)
+{
+    proxy_obj *m = arena_get(library, PROXY_MODULE);
+    if (!m)
+        return SHIM_LOCAL(cuLibraryGetModule);
+    if (!pMod || !m->u.module.library)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!shim_current_is_proxy()) {
+        if (!m->u.module.local)
+            return CUDA_ERROR_INVALID_CONTEXT;
+        return shim_local_driver()->fn_cuLibraryGetModule(pMod, m->u.module.local);
+    }
+    *pMod = (CUmodule)m;
+    return CUDA_SUCCESS;
 }
 
 SHIM_EXPORT(cuLibraryGetKernel)

@@ -10,4 +10,7 @@
  * parameter layout and attributes the first time. */
 CUresult shim_function_ready(proxy_obj *f, int device);
 
+/* Makes sure device's agent has module or library m loaded. */
+CUresult shim_module_ready(proxy_obj *m, int device);
+
 #endif

@@ -9,6 +9,8 @@
  *   cuCtxEnablePeerAccess    u32 device, u32 peer, u32 flags
  *   cuCtxDisablePeerAccess   u32 device, u32 peer
  * with the agent's own device ordinals. */
+#include <string.h>
+
 #include "proto/cuda_ops.h"
 #include "proto/wire.h"
 #include "shim/core.h"
@@ -103,6 +105,82 @@ SHIM_EXPORT(cuDeviceGetP2PAttribute)
     if (rc == CUDA_SUCCESS)
         *value = v;
     return rc;
+}
+
+/* Each operation's capability bits over the link from a to b as the
+ * agent's driver reports them.
+ *   cuDeviceGetP2PAtomicCapabilities  u32 src, u32 dst, u32 count, count x u32 operation
+ *                                     -> count x u32 capabilities */
+static CUresult atomic_request(shim_device *a, shim_device *b, const CUatomicOperation *ops, unsigned count,
+                               unsigned *caps)
+{
+    uint8_t head[16];
+    wire_writer w = wire_writer_init(head, sizeof head);
+    wire_put_u32(&w, CUDA_OP_cuDeviceGetP2PAtomicCapabilities);
+    wire_put_u32(&w, (uint32_t)a->remote_ordinal);
+    wire_put_u32(&w, (uint32_t)b->remote_ordinal);
+    wire_put_u32(&w, count);
+    uint32_t wire_ops[CU_ATOMIC_OPERATION_MAX * 4];
+    for (unsigned i = 0; i < count; i++)
+        wire_store_u32((uint8_t *)&wire_ops[i], (uint32_t)ops[i]);
+    struct iovec iov[2] = { { head, w.off }, { wire_ops, count * 4 } };
+    frame f;
+    const uint8_t *o;
+    size_t n;
+    CUresult rc = link_request(a->link, iov, 2, &f, &o, &n);
+    if (rc == CUDA_SUCCESS && n != count * 4)
+        rc = link_malformed(a->link, "an answer of %zu bytes to an atomic capability request for %u operations", n,
+                            count);
+    for (unsigned i = 0; rc == CUDA_SUCCESS && i < count; i++)
+        caps[i] = wire_load_u32(o + 4 * i);
+    frame_release(&f);
+    return rc;
+}
+
+static CUresult atomic_args(unsigned *caps, const CUatomicOperation *ops, unsigned count)
+{
+    /* Asking one operation several times is allowed; more than that is not. */
+    if (!caps || !ops || count == 0 || count > CU_ATOMIC_OPERATION_MAX * 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; i++)
+        if ((unsigned)ops[i] >= CU_ATOMIC_OPERATION_MAX)
+            return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT(cuDeviceGetP2PAtomicCapabilities)
+{
+    CUresult rc;
+    shim_device *a, *b;
+    if (!two_devices(srcDevice, dstDevice, &a, &b, &rc))
+        return rc;
+    if (!a->proxy && !b->proxy)
+        return SHIM_LOCAL(cuDeviceGetP2PAtomicCapabilities);
+    if (srcDevice == dstDevice)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if ((rc = atomic_args(capabilities, operations, count)))
+        return rc;
+    if (!same_agent(a, b)) {
+        memset(capabilities, 0, count * sizeof *capabilities);   /* no link between them at all */
+        return CUDA_SUCCESS;
+    }
+    return atomic_request(a, b, operations, count, capabilities);
+}
+
+/* The program's host and a proxy device share no memory, so no atomic
+ * reaches across that link natively. */
+SHIM_EXPORT(cuDeviceGetHostAtomicCapabilities)
+{
+    CUresult rc;
+    shim_device *a, *b;
+    if (!two_devices(dev, dev, &a, &b, &rc))
+        return rc;
+    if (!a->proxy)
+        return SHIM_LOCAL(cuDeviceGetHostAtomicCapabilities);
+    if ((rc = atomic_args(capabilities, operations, count)))
+        return rc;
+    memset(capabilities, 0, count * sizeof *capabilities);
+    return CUDA_SUCCESS;
 }
 
 /* The proxy contexts of a peer call: the current one and peerContext's;

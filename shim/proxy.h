@@ -93,7 +93,7 @@ struct proxy_obj {
     uint64_t id;                /* wire id: the slot number */
     agent_link *link;
     union {
-        struct { bool primary; unsigned flags; } ctx;
+        struct { bool primary; unsigned flags; unsigned attached; } ctx;  /* attached: cuCtxAttach's count */
         struct {
             timeline tl;
             unsigned flags;
@@ -138,6 +138,7 @@ struct proxy_obj {
             int coop_device;       /* 1 + the device of the cached resident-block count, 0: none */
             uint32_t coop_threads, coop_shared;
             int coop_blocks;       /* the agent's occupancy for that configuration */
+            struct shim_legacy_launch *legacy;  /* cuFuncSetBlockShape & co. (legacy_launch.c) */
         } fn;
     } u;
 };

@@ -368,3 +368,8 @@ STREAM_GETTER(cuStreamGetDevice, false, if (!device) return CUDA_ERROR_INVALID_V
 STREAM_GETTER(cuStreamGetDevice_ptsz, true, if (!device) return CUDA_ERROR_INVALID_VALUE; *device = s->device)
 STREAM_GETTER(cuStreamGetCtx, false, if (!pctx) return CUDA_ERROR_INVALID_VALUE; *pctx = (CUcontext)shim_device_at(s->device)->primary)
 STREAM_GETTER(cuStreamGetCtx_ptsz, true, if (!pctx) return CUDA_ERROR_INVALID_VALUE; *pctx = (CUcontext)shim_device_at(s->device)->primary)
+/* No green contexts on proxies: every stream belongs to a plain context. */
+STREAM_GETTER(cuStreamGetCtx_v2, false, if (!pctx || !pGreenCtx) return CUDA_ERROR_INVALID_VALUE;
+              *pctx = (CUcontext)shim_device_at(s->device)->primary; *pGreenCtx = NULL)
+STREAM_GETTER(cuStreamGetCtx_v2_ptsz, true, if (!pctx || !pGreenCtx) return CUDA_ERROR_INVALID_VALUE;
+              *pctx = (CUcontext)shim_device_at(s->device)->primary; *pGreenCtx = NULL)

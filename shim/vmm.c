@@ -212,3 +212,28 @@ SHIM_EXPORT(cuMemSetAccess)
     }
     return vmm_request(d->link, body, w.off, NULL);
 }
+
+SHIM_EXPORT(cuMemGetAccess)
+{
+    shim_device *d = window_device(ptr);
+    if (!d)
+        return SHIM_LOCAL(cuMemGetAccess);
+    if (!flags || !location)
+        return CUDA_ERROR_INVALID_VALUE;
+    shim_device *t = proxy_location(location);
+    /* Another agent's device, or the program's, can never reach it. */
+    if (!t || t->link != d->link) {
+        *flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        return CUDA_SUCCESS;
+    }
+    uint8_t body[20];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuMemGetAccess);
+    wire_put_u64(&w, ptr);
+    wire_put_u32(&w, (uint32_t)t->remote_ordinal);
+    uint64_t v = 0;
+    CUresult rc = vmm_request(d->link, body, w.off, &v);
+    if (rc == CUDA_SUCCESS)
+        *flags = v;
+    return rc;
+}

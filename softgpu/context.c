@@ -2,6 +2,7 @@
  * limits, synchronisation and the sticky error a failed launch leaves. */
 #include "softgpu/driver.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -351,6 +352,31 @@ SOFT_API CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
     return CUDA_SUCCESS;
 }
 
+/* CUDA 2's usage count: cuCtxAttach adds one to the current context's,
+ * cuCtxDetach takes one off and destroys the context past its creation's. */
+SOFT_API CUresult CUDAAPI cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if (!pctx || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    c->attached++;
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuCtxDetach(CUcontext ctx)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if (!ctx || ctx != c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    unsigned n = c->attached;
+    while (n && !atomic_compare_exchange_weak(&c->attached, &n, n - 1))
+        ;
+    return n ? CUDA_SUCCESS : cuCtxDestroy_v2(ctx);
+}
+
 SOFT_API CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 {
     if (!ctxId)
@@ -577,4 +603,29 @@ SOFT_API CUresult CUDAAPI cuCtxResetPersistingL2Cache(void)
 {
     struct CUctx_st *c;
     return soft_ctx_current(&c);
+}
+
+/* softgpu's memory is the process's: no third party writes it by RDMA, so
+ * there is never a write to flush. */
+SOFT_API CUresult CUDAAPI cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target,
+                                                     CUflushGPUDirectRDMAWritesScope scope)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if (target != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX ||
+        (scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER && scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* Contexts are made without an affinity: each has every multiprocessor. */
+SOFT_API CUresult CUDAAPI cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
+{
+    struct CUctx_st *c;
+    SOFT_TRY(soft_ctx_current(&c));
+    if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return CUDA_ERROR_INVALID_VALUE;
+    pExecAffinity->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+    pExecAffinity->param.smCount.val = SOFT_SM_COUNT;
+    return CUDA_SUCCESS;
 }

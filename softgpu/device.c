@@ -463,3 +463,41 @@ SOFT_API CUresult CUDAAPI cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInE
     *maxWidthInElements = 1u << 27;
     return CUDA_SUCCESS;
 }
+
+/* softgpu's devices and the host are one memory, and a kernel's atomics
+ * are the CPU's: integer operations 32 and 64 bits wide and float ones of
+ * either width, as the CPU's instructions (or a compare-and-swap loop on
+ * them) do them; none 128 bits wide or on vectors. */
+static CUresult atomic_capabilities(unsigned *capabilities, const CUatomicOperation *operations, unsigned count)
+{
+    if (!capabilities || !operations || count == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; i++) {
+        if ((unsigned)operations[i] >= CU_ATOMIC_OPERATION_MAX)
+            return CUDA_ERROR_INVALID_VALUE;
+        bool is_float = operations[i] >= CU_ATOMIC_OPERATION_FLOAT_ADD;
+        capabilities[i] = CU_ATOMIC_CAPABILITY_SCALAR_32 | CU_ATOMIC_CAPABILITY_SCALAR_64 |
+                          CU_ATOMIC_CAPABILITY_REDUCTION |
+                          (is_float ? 0u : (unsigned)(CU_ATOMIC_CAPABILITY_SIGNED | CU_ATOMIC_CAPABILITY_UNSIGNED));
+    }
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities,
+                                                            const CUatomicOperation *operations, unsigned int count,
+                                                            CUdevice dev)
+{
+    SOFT_TRY(soft_check_device(dev));
+    return atomic_capabilities(capabilities, operations, count);
+}
+
+SOFT_API CUresult CUDAAPI cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities,
+                                                           const CUatomicOperation *operations, unsigned int count,
+                                                           CUdevice srcDevice, CUdevice dstDevice)
+{
+    SOFT_TRY(soft_check_device(srcDevice));
+    SOFT_TRY(soft_check_device(dstDevice));
+    if (srcDevice == dstDevice)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return atomic_capabilities(capabilities, operations, count);
+}

@@ -113,6 +113,7 @@ struct CUctx_st {
     size_t limits[CU_LIMIT_MAX];
     CUfunc_cache cache_config;
     _Atomic unsigned long long peers;   /* bit d: peer access to device d's contexts enabled */
+    _Atomic unsigned attached;          /* cuCtxAttach's count beyond creation */
 };
 /* The calling thread's current context: CUDA_ERROR_INVALID_CONTEXT when none,
  * CUDA_ERROR_CONTEXT_IS_DESTROYED when it was destroyed. */
@@ -269,6 +270,12 @@ struct CUstream_st {
     struct soft_capture *capture;
     struct CUgraphNode_st **cap_deps;
     size_t cap_ndeps;
+    /* cuStreamSetAttribute's hints (stream_attr.c), under its lock: softgpu
+     * has no L2 to reserve or sync domains to pick, so they only read back. */
+    CUaccessPolicyWindow access_policy;
+    CUsynchronizationPolicy sync_policy;
+    CUlaunchMemSyncDomainMap domain_map;
+    CUlaunchMemSyncDomain domain;
 };
 /* Resolves a stream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or
  * a handle); ptds: the caller is a _ptsz/_ptds entry point. */
@@ -407,6 +414,7 @@ struct CUfunc_st {
     int max_dynamic_shared;
     int carveout;
     CUfunc_cache cache;
+    struct soft_legacy_launch *legacy;   /* cuFuncSetBlockShape & co., malloc'd on first use */
 };
 struct CUmod_st {
     soft_program *prog;

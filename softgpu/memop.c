@@ -111,3 +111,79 @@ MEMOP(cuStreamWriteValue32, cuuint32_t, false, false)
 MEMOP(cuStreamWriteValue64, cuuint64_t, true, false)
 MEMOP(cuStreamWaitValue32, cuuint32_t, false, true)
 MEMOP(cuStreamWaitValue64, cuuint64_t, true, true)
+
+/* A batch: the operations in order on one stream, checked whole before any
+ * is queued. Flushes and barriers have nothing to do in memory the CPU
+ * keeps coherent. */
+static CUresult batch(CUstream h, unsigned count, const CUstreamBatchMemOpParams *ops, unsigned flags, bool ptds)
+{
+    SOFT_TRY(soft_check_init());
+    if (flags || (count && !ops) || count > 256)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; i++) {
+        const CUstreamBatchMemOpParams *p = &ops[i];
+        switch (p->operation) {
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64: {
+            bool wide = p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 || p->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+            /* waitValue and writeValue share their address's place. */
+            if (p->waitValue.address % (wide ? 8 : 4) || !soft_range_covers(p->waitValue.address, wide ? 8 : 4))
+                return CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+        case CU_STREAM_MEM_OP_BARRIER:
+            break;
+        default:
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    for (unsigned i = 0; i < count; i++) {
+        const CUstreamBatchMemOpParams *p = &ops[i];
+        CUresult rc = CUDA_SUCCESS;
+        switch (p->operation) {
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+            rc = memop(h, p->waitValue.address, p->waitValue.value, p->waitValue.flags, false, true, ptds);
+            break;
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+            rc = memop(h, p->waitValue.address, p->waitValue.value64, p->waitValue.flags, true, true, ptds);
+            break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+            rc = memop(h, p->writeValue.address, p->writeValue.value, p->writeValue.flags, false, false, ptds);
+            break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+            rc = memop(h, p->writeValue.address, p->writeValue.value64, p->writeValue.flags, true, false, ptds);
+            break;
+        default:
+            break;
+        }
+        if (rc)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuStreamBatchMemOp(CUstream s, unsigned int n, CUstreamBatchMemOpParams *p, unsigned int f)
+{
+    return batch(s, n, p, f, false);
+}
+
+SOFT_API CUresult CUDAAPI cuStreamBatchMemOp_ptsz(CUstream s, unsigned int n, CUstreamBatchMemOpParams *p,
+                                                  unsigned int f)
+{
+    return batch(s, n, p, f, true);
+}
+
+SOFT_API CUresult CUDAAPI cuStreamBatchMemOp_v2(CUstream s, unsigned int n, CUstreamBatchMemOpParams *p,
+                                                unsigned int f)
+{
+    return batch(s, n, p, f, false);
+}
+
+SOFT_API CUresult CUDAAPI cuStreamBatchMemOp_v2_ptsz(CUstream s, unsigned int n, CUstreamBatchMemOpParams *p,
+                                                     unsigned int f)
+{
+    return batch(s, n, p, f, true);
+}

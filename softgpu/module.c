@@ -40,8 +40,10 @@ void soft_module_free(struct CUmod_st *mod)
         }
     pthread_mutex_unlock(&lock);
     soft_handle_remove(mod);
-    for (uint32_t i = 0; i < mod->nfuncs; i++)
+    for (uint32_t i = 0; i < mod->nfuncs; i++) {
         soft_handle_remove(&mod->funcs[i]);
+        free(mod->funcs[i].legacy);
+    }
     for (uint32_t i = 0; i < mod->nglobals; i++) {
         if (!mod->globals[i])
             continue;

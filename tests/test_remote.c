@@ -32,7 +32,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"), BUILDS("generic"), BUILDS("errors"),
         BUILDS("bigcopy"), BUILDS("threads"), BUILDS("launch"), BUILDS("jitlink"),
         BUILDS("mallocasync"), BUILDS("profiler"), BUILDS("coop"), BUILDS("capturequery"),
-        BUILDS("texture"),
+        BUILDS("drvmisc"), BUILDS("texture"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -179,6 +179,12 @@ Test(remote, printf_reaches_the_program, .timeout = 90)
 {
     /* The program checks its own lines on its stdout pipe; here: they came. */
     free(run_ok(1, false, "printf", "printf: ok 64 lines"));
+}
+
+Test(remote, driver_log_holds_why_a_proxy_refused_a_call, .timeout = 90)
+{
+    /* drvmisc reads cuLogsDumpToMemory and its callback after a refused call. */
+    free(run_ok(1, false, "drvmisc", "drvmisc: the driver log names cuDeviceGetLuid"));
 }
 
 Test(remote, cublas_gets_through_create_then_names_the_kernel_softgpu_cannot_run, .timeout = 120)
