@@ -629,6 +629,16 @@ static CUresult copy_box(cside *src, cside *dst, uint64_t w, uint64_t h, uint64_
             return CUDA_ERROR_INVALID_VALUE;
         if (d > 1 && s->height < h)
             return CUDA_ERROR_INVALID_VALUE;
+        if (s->type == CU_MEMORYTYPE_DEVICE) {
+            /* Inside one allocation, as the driver checks: the agent would
+             * fail the job on a copy it refuses. */
+            uint64_t base, size;
+            int dv;
+            unsigned __int128 slice = (unsigned __int128)s->height * s->pitch;
+            unsigned __int128 end = (s->z + d - 1) * slice + (unsigned __int128)(s->y + h - 1) * s->pitch + s->x + w;
+            if (!shim_alloc_find(s->dev, &base, &size, &dv) || end > base + size - s->dev)
+                return CUDA_ERROR_INVALID_VALUE;
+        }
     }
     proxy_obj *st = stream_on(hs, per_thread, dev, &rc);
     if (!st)

@@ -14,7 +14,8 @@
 //  - tex1Dfetch over linear memory and tex2D over pitched memory
 //    (cudaMallocPitch);
 //  - the driver's linear array copies (cuMemcpyHtoA, AtoA, AtoD, DtoA,
-//    AtoHAsync) on runtime arrays, and one past an array's end refused.
+//    AtoHAsync) on runtime arrays, and copies past an array's or a buffer's end
+//    refused.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -416,6 +417,8 @@ int main()
             EXPECT(back[i] == v[i - 2], "linear array copies at %d: %g, want %g", i, back[i], v[i - 2]);
         EXPECT(cuMemcpyHtoA((CUarray)a1, sizeof(float), v.data(), n * sizeof(float)) == CUDA_ERROR_INVALID_VALUE,
                "a copy past the array's end");
+        EXPECT(cuMemcpyAtoD((CUdeviceptr)(d + 1), (CUarray)a1, 0, n * sizeof(float)) == CUDA_ERROR_INVALID_VALUE,
+               "a copy past the device buffer's end");
         CHECK(cudaFreeArray(a1));
         CHECK(cudaFreeArray(a2));
         CHECK(cudaFree(d));
