@@ -145,6 +145,25 @@ void image_request(job *j, uint32_t op, wire_reader *r)
         answer_value(j, rc, rc ? 0 : o->u.image.real);
         return;
     }
+    case CUDA_OP_cuArrayGetMemoryRequirements:
+    case CUDA_OP_cuMipmappedArrayGetMemoryRequirements: {
+        bool mip = op == CUDA_OP_cuMipmappedArrayGetMemoryRequirements;
+        agent_obj *o = objects_get(&j->objs, wire_get_u64(r), mip ? AOBJ_MIPMAP : AOBJ_ARRAY);
+        uint32_t device = wire_get_u32(r);
+        if (wire_reader_finish(r) || !o || device >= (uint32_t)j->b->device_count) {
+            job_refuse(j, "malformed memory requirements request");
+            return;
+        }
+        CUDA_ARRAY_MEMORY_REQUIREMENTS req = { 0 };
+        if (!(rc = job_use_device(j, o->device)))
+            rc = mip ? d->fn_cuMipmappedArrayGetMemoryRequirements(&req, o->u.mipmap.real, (CUdevice)device)
+                     : d->fn_cuArrayGetMemoryRequirements(&req, o->u.array.real, (CUdevice)device);
+        uint8_t out[16];
+        wire_store_u64(out, req.size);
+        wire_store_u64(out + 8, req.alignment);
+        job_answer(j, rc, rc ? NULL : out, rc ? 0 : 16);
+        return;
+    }
     default:
         job_refuse(j, "request %s is not an image request", job_op_name(op));
         return;

@@ -554,6 +554,8 @@ void replay_request(job *j, const frame *f)
     case CUDA_OP_cuMipmappedArrayGetLevel:
     case CUDA_OP_cuTexObjectCreate:
     case CUDA_OP_cuSurfObjectCreate:
+    case CUDA_OP_cuArrayGetMemoryRequirements:
+    case CUDA_OP_cuMipmappedArrayGetMemoryRequirements:
         image_request(j, op, &r);
         return;
     case CUDA_OP_cuMemGetInfo_v2: {

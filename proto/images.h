@@ -26,6 +26,9 @@
  *  cuTexObjectCreate        request u64 id, u32 device, resource, texture, view
  *                           -> u64 the object's value
  *  cuSurfObjectCreate       request u64 id, u32 device, resource -> u64 value
+ *  cuArrayGetMemoryRequirements, cuMipmappedArrayGetMemoryRequirements
+ *                           request u64 array or mipmap id, u32 device
+ *                           -> u64 size, u64 alignment
  *  cuMemcpy3DAsync_v2       handover: src side, dst side, u64 width (bytes),
  *                           u64 height, u64 depth, then the packed bytes of a
  *                           program source; a program destination gets

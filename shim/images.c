@@ -139,6 +139,50 @@ SHIM_EXPORT(cuArrayDestroy)
     return rc;
 }
 
+/* The agent's driver's answer for an array or mipmapped array on a device
+ * of its own. */
+static CUresult requirements(proxy_obj *o, uint32_t op, CUdevice device, CUDA_ARRAY_MEMORY_REQUIREMENTS *out)
+{
+    shim_device *d = shim_initialized() ? shim_device_at(device) : NULL;
+    if (!d || !d->proxy || d->link != o->link)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t body[16];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, op);
+    wire_put_u64(&w, o->id);
+    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
+    struct iovec iov = { body, w.off };
+    frame f;
+    const uint8_t *a;
+    size_t n;
+    CUresult rc = link_request(o->link, &iov, 1, &f, &a, &n);
+    if (rc == CUDA_SUCCESS && n != 16)
+        rc = link_malformed(o->link, "an answer to a memory requirements request of %zu bytes, not 16", n);
+    else if (rc == CUDA_SUCCESS)
+        *out = (CUDA_ARRAY_MEMORY_REQUIREMENTS){ .size = wire_load_u64(a), .alignment = wire_load_u64(a + 8) };
+    frame_release(&f);
+    return rc;
+}
+
+SHIM_EXPORT(cuArrayGetMemoryRequirements)
+{
+    proxy_obj *a = arena_get(array, PROXY_ARRAY);
+    if (!a)
+        return shim_is_proxy_handle(array) ? CUDA_ERROR_INVALID_HANDLE : SHIM_LOCAL(cuArrayGetMemoryRequirements);
+    return requirements(a, CUDA_OP_cuArrayGetMemoryRequirements, device, memoryRequirements);
+}
+
+SHIM_EXPORT(cuMipmappedArrayGetMemoryRequirements)
+{
+    proxy_obj *m = arena_get(mipmap, PROXY_MIPMAP);
+    if (!m)
+        return shim_is_proxy_handle(mipmap) ? CUDA_ERROR_INVALID_HANDLE
+                                            : SHIM_LOCAL(cuMipmappedArrayGetMemoryRequirements);
+    return requirements(m, CUDA_OP_cuMipmappedArrayGetMemoryRequirements, device, memoryRequirements);
+}
+
 /* ---- mipmapped arrays ---- */
 
 SHIM_EXPORT(cuMipmappedArrayCreate)

@@ -281,3 +281,21 @@ SOFT_API CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArr
     free(m);
     return CUDA_SUCCESS;
 }
+
+SOFT_API CUresult CUDAAPI cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements,
+                                                                CUmipmappedArray mipmap, CUdevice device)
+{
+    SOFT_TRY(soft_check_init());
+    if (!mipmap || !soft_handle_valid(mipmap, SOFT_MIPMAP))
+        return CUDA_ERROR_INVALID_HANDLE;
+    SOFT_TRY(soft_check_device(device));
+    if (!memoryRequirements)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t total = 0;
+    for (unsigned i = 0; i < mipmap->levels; i++)
+        total += mipmap->level[i]->bytes;
+    *memoryRequirements = (CUDA_ARRAY_MEMORY_REQUIREMENTS){
+        .size = (total + 65535) & ~(size_t)65535, .alignment = 65536,
+    };
+    return CUDA_SUCCESS;
+}

@@ -181,6 +181,9 @@ Test(array, mipmapped_levels)
     }
     CUarray l;
     cr_assert_eq(cuMipmappedArrayGetLevel(&l, m, 5), CUDA_ERROR_INVALID_VALUE);
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req;
+    OK(cuMipmappedArrayGetMemoryRequirements(&req, m, 0));
+    cr_assert(req.size >= (16 * 8 + 8 * 4 + 4 * 2 + 2 + 1) * 4 && req.alignment, "%zu", req.size);
     /* Level 0 through a texture object. */
     OK(cuMipmappedArrayGetLevel(&l, m, 0));
     float img[16 * 8];

@@ -10,6 +10,7 @@
 //  - a 3-D array filled by cudaMemcpy3D and read back by tex3D, and a
 //    2-D layered array read by tex2DLayered;
 //  - a mipmapped array's level 0 sampled by tex2DLod, its level 1's size,
+//    memory requirements of a level and of the whole,
 //    array-to-array and asynchronous array copies;
 //  - tex1Dfetch over linear memory and tex2D over pitched memory
 //    (cudaMallocPitch);
@@ -204,6 +205,14 @@ int main()
         unsigned flags;
         CHECK(cudaArrayGetInfo(&d1, &e1, &flags, l1));
         EXPECT(e1.width == W / 2 && e1.height == H / 2 && d1.x == 32, "level 1 is %zux%zu", e1.width, e1.height);
+        int dev;
+        CHECK(cudaGetDevice(&dev));
+        cudaArrayMemoryRequirements req0, reqm;
+        CHECK(cudaArrayGetMemoryRequirements(&req0, l0, dev));
+        CHECK(cudaMipmappedArrayGetMemoryRequirements(&reqm, mip, dev));
+        EXPECT(req0.size >= W * H * sizeof(float) && req0.alignment && reqm.size >= req0.size && reqm.alignment,
+               "memory requirements %zu/%zu, mipmapped %zu/%zu", req0.size, req0.alignment, reqm.size,
+               reqm.alignment);
         cudaStream_t st;
         CHECK(cudaStreamCreate(&st));
         CHECK(cudaMemcpy2DToArrayAsync(l0, 0, 0, img.data(), W * sizeof(float), W * sizeof(float), H,
