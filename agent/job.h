@@ -141,6 +141,10 @@ bool image_drop(job *j, uint32_t op, uint64_t id);
 /* Destroys o's real object (job cleanup). */
 void image_release(job *j, agent_obj *o);
 
+/* ---- tensormap.c ---- */
+/* Answers cuTensorMapEncodeTiled and cuTensorMapReplaceAddress. */
+void tensormap_request(job *j, uint32_t op, wire_reader *r);
+
 /* ---- sender.c ---- */
 /* A note whose marker, run by the driver, hands it to the sender. */
 note *note_new(job *j);

@@ -558,6 +558,10 @@ void replay_request(job *j, const frame *f)
     case CUDA_OP_cuMipmappedArrayGetMemoryRequirements:
         image_request(j, op, &r);
         return;
+    case CUDA_OP_cuTensorMapEncodeTiled:
+    case CUDA_OP_cuTensorMapReplaceAddress:
+        tensormap_request(j, op, &r);
+        return;
     case CUDA_OP_cuMemGetInfo_v2: {
         uint32_t device = wire_get_u32(&r);
         if (wire_reader_finish(&r)) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "proto/images.h"
+#include "proto/tensormap.h"
 
 /* One record of each layout, and how to decode it. */
 enum { REC_ARRAY, REC_RESOURCE_ARRAY, REC_RESOURCE_LINEAR, REC_RESOURCE_PITCH, REC_TEXTURE, REC_VIEW, REC_NOVIEW,
@@ -169,5 +170,38 @@ Test(images, truncations_and_bit_flips)
             (void)decode(rec, copy, n);   /* may be refused; never reads past n */
             free(copy);
         }
+    }
+}
+
+Test(images, tensor_map_layout)
+{
+    tensormap_tiled t = { .type = 7, .rank = 3, .address = 0x200000004000ull, .dim = { 64, 32, 8 },
+                          .stride = { 256, 8192 }, .box = { 32, 16, 2 }, .estride = { 1, 1, 2 }, .swizzle = 3,
+                          .l2 = 2 };
+    uint8_t buf[TENSORMAP_TILED_BYTES];
+    wire_writer w = wire_writer_init(buf, sizeof buf);
+    tensormap_put_tiled(&w, &t);
+    cr_assert(w.err == 0 && w.off == TENSORMAP_TILED_BYTES);
+    tensormap_tiled back;
+    wire_reader r = wire_reader_init(buf, w.off);
+    tensormap_get_tiled(&r, &back);
+    cr_assert_eq(wire_reader_finish(&r), 0);
+    cr_assert(memcmp(&t, &back, sizeof t) == 0);
+    for (size_t len = 0; len < w.off; len++) {
+        uint8_t *copy = malloc(len ? len : 1);
+        memcpy(copy, buf, len);
+        r = wire_reader_init(copy, len);
+        tensormap_get_tiled(&r, &back);
+        cr_assert_neq(wire_reader_finish(&r), 0, "cut at %zu decodes", len);
+        free(copy);
+    }
+    /* Rank 0 and rank 6 are refused. */
+    for (uint32_t rank = 0; rank <= 6; rank += 6) {
+        t.rank = rank;
+        w = wire_writer_init(buf, sizeof buf);
+        tensormap_put_tiled(&w, &t);
+        r = wire_reader_init(buf, w.off);
+        tensormap_get_tiled(&r, &back);
+        cr_assert_neq(wire_reader_finish(&r), 0, "rank %u", rank);
     }
 }

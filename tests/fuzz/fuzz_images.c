@@ -1,10 +1,11 @@
 /* libFuzzer: the layouts of arrays, textures and 3-D copies
- * (proto/images.c), as the agent reads a request or record: each decoder
+ * (proto/images.c) and tensor maps (proto/tensormap.c), as the agent reads a request or record: each decoder
  * in turn on what the previous one left. */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "proto/images.h"
+#include "proto/tensormap.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -21,6 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)image_get_view(&r, &v);
     image_get_side(&r, &s);
     image_get_side(&r, &s);
+    tensormap_tiled tm;
+    tensormap_get_tiled(&r, &tm);
     (void)wire_reader_finish(&r);
     return 0;
 }
