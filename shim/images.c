@@ -539,10 +539,18 @@ static CUresult side_of(CUmemorytype type, const void *host, CUdeviceptr dev, CU
             s->dev = dev;
             return CUDA_SUCCESS;
         }
-        if (type == CU_MEMORYTYPE_UNIFIED && !shim_local_driver()) {
-            s->type = CU_MEMORYTYPE_HOST;
-            s->host = (uint8_t *)(uintptr_t)dev;
-            return dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (type == CU_MEMORYTYPE_UNIFIED) {
+            /* Host memory unless the local driver says it is its device's
+             * (cudaMemcpyDefault names every side so). */
+            const shim_driver *drv = shim_local_driver();
+            unsigned mt = 0;
+            if (!drv || !drv->fn_cuPointerGetAttribute ||
+                drv->fn_cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dev) != CUDA_SUCCESS ||
+                mt != CU_MEMORYTYPE_DEVICE) {
+                s->type = CU_MEMORYTYPE_HOST;
+                s->host = (uint8_t *)(uintptr_t)dev;
+                return dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+            }
         }
         *local = true;
         return CUDA_SUCCESS;

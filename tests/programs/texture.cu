@@ -340,6 +340,15 @@ int main()
             CHECK(cudaMemcpy2D(host.data(), w * sizeof(float), back.ptr, back.pitch, w * sizeof(float), h * d,
                                cudaMemcpyDeviceToHost));
             EXPECT(host == vol, "3-D copy back out of the array");
+            // Straight into host memory, the runtime inferring the kind.
+            std::vector<float> direct(vol.size());
+            cudaMemcpy3DParms r = {};
+            r.srcArray = a3;
+            r.dstPtr = make_cudaPitchedPtr(direct.data(), w * sizeof(float), w, h);
+            r.extent = make_cudaExtent(w, h, d);
+            r.kind = cudaMemcpyDefault;
+            CHECK(cudaMemcpy3D(&r));
+            EXPECT(direct == vol, "3-D copy of kind cudaMemcpyDefault");
             CHECK(cudaFree(back.ptr));
             CHECK(cudaFree(dout));
             CHECK(cudaDestroyTextureObject(t));
