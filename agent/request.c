@@ -674,6 +674,39 @@ void replay_request(job *j, const frame *f)
         job_answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
         return;
     }
+    case CUDA_OP_cuOccupancyMaxActiveClusters:
+    case CUDA_OP_cuOccupancyMaxPotentialClusterSize: {
+        /* layout in shim/module.c (cluster_query) */
+        agent_obj *fn = objects_get(&j->objs, wire_get_u64(&r), AOBJ_FUNCTION);
+        uint32_t device = wire_get_u32(&r), v[10];
+        for (int i = 0; i < 10; i++)
+            v[i] = wire_get_u32(&r);
+        if (wire_reader_finish(&r) || !fn) {
+            job_refuse(j, "malformed cluster occupancy request");
+            return;
+        }
+        CUlaunchAttribute attr = { .id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION };
+        attr.value.clusterDim.x = v[7];
+        attr.value.clusterDim.y = v[8];
+        attr.value.clusterDim.z = v[9];
+        CUlaunchConfig config = { .gridDimX = v[0], .gridDimY = v[1], .gridDimZ = v[2], .blockDimX = v[3],
+                                  .blockDimY = v[4], .blockDimZ = v[5], .sharedMemBytes = v[6],
+                                  .attrs = &attr, .numAttrs = v[7] || v[8] || v[9] ? 1 : 0 };
+        CUfunction f;
+        int out_v = 0;
+        CUresult rc = job_function_on(j, fn, (int)device, &f);
+        bool active = op == CUDA_OP_cuOccupancyMaxActiveClusters;
+        if (rc == CUDA_SUCCESS && !(active ? j->b->drv.fn_cuOccupancyMaxActiveClusters
+                                           : j->b->drv.fn_cuOccupancyMaxPotentialClusterSize))
+            rc = CUDA_ERROR_NOT_SUPPORTED;
+        if (rc == CUDA_SUCCESS)
+            rc = active ? j->b->drv.fn_cuOccupancyMaxActiveClusters(&out_v, f, &config)
+                        : j->b->drv.fn_cuOccupancyMaxPotentialClusterSize(&out_v, f, &config);
+        uint8_t out[4];
+        wire_store_u32(out, (uint32_t)out_v);
+        job_answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
+        return;
+    }
     case CUDA_OP_cuEventElapsedTime_v2: {
         agent_obj *a = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);
         agent_obj *b = objects_get(&j->objs, wire_get_u64(&r), AOBJ_EVENT);

@@ -125,7 +125,7 @@ SHIM_EXPORT(cuDeviceGetAttribute)
         return SHIM_LOCAL(cuDeviceGetAttribute);
     if (!pi || (int)attrib <= 0 || (int)attrib >= d->attr_count)
         return CUDA_ERROR_INVALID_VALUE;
-    *pi = d->attrs[attrib];
+    *pi = shim_managed_device_attribute(attrib, d->attrs[attrib]);
     return CUDA_SUCCESS;
 }
 

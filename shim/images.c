@@ -695,6 +695,18 @@ static CUresult copy_box(cside *src, cside *dst, uint64_t w, uint64_t h, uint64_
     proxy_obj *st = stream_on(hs, per_thread, dev, &rc);
     if (!st)
         return rc;
+    /* Managed memory on a device side: what the CPU wrote goes first, and
+     * a destination is known written after. */
+    uint64_t ext[2][2] = { { 0, 0 }, { 0, 0 } };
+    for (int i = 0; i < 2; i++) {
+        const cside *x = i ? dst : src;
+        if (x->type != CU_MEMORYTYPE_DEVICE)
+            continue;
+        ext[i][0] = x->dev + (x->z * x->height + x->y) * x->pitch + x->x;
+        ext[i][1] = ((d - 1) * x->height + (h - 1)) * x->pitch + w;
+        if ((rc = shim_managed_before_access(st, ext[i][0], ext[i][1])))
+            return rc;
+    }
     uint64_t v = 0;
     bool host = src->type == CU_MEMORYTYPE_HOST || dst->type == CU_MEMORYTYPE_HOST;
     if (!host) {
@@ -726,6 +738,8 @@ static CUresult copy_box(cside *src, cside *dst, uint64_t w, uint64_t h, uint64_
                     rc = hand_box(st, &a, &b, pw, ph, 1, &v);
                 }
     }
+    if (rc == CUDA_SUCCESS && ext[1][1])
+        shim_managed_written(ext[1][0], ext[1][1]);
     if (rc == CUDA_SUCCESS && wait)
         rc = link_wait(st->link, st, v);
     return rc;

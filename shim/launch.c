@@ -173,7 +173,12 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
     /* A cooperative launch is the same record under its own op. */
     handover h = { .op = cooperative ? CUDA_OP_cuLaunchCooperativeKernel : CUDA_OP_cuLaunchKernel, .stream = s, .body = body, .body_len = w.off,
                    .data = params, .data_len = (size_t)n };
-    return link_handover(s->link, &h, NULL);
+    /* Managed and mapped memory the CPU wrote goes first (managed.c). */
+    if ((rc = shim_managed_before_launch(s->link, s)))
+        return rc;
+    rc = link_handover(s->link, &h, NULL);
+    shim_managed_after_launch(s->link);
+    return rc;
 }
 
 /* Decides where a launch goes: a proxy function on a proxy stream, or the

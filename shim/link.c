@@ -323,6 +323,8 @@ static void *callbacks_main(void *arg)
             if (!h)
                 break;
             pthread_mutex_unlock(&l->lock);
+            /* What the stream's work wrote before it, the function sees. */
+            shim_managed_synced(l);
             h->fn(h->data);
             free(h);
             pthread_mutex_lock(&l->lock);
@@ -643,8 +645,10 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
 
 bool link_reached(proxy_obj *stream, uint64_t value)
 {
-    if (atomic_load(&stream->u.stream.tl.reached) >= value)
+    if (atomic_load(&stream->u.stream.tl.reached) >= value) {
+        shim_managed_synced(stream->link);   /* the program is ordered after it */
         return true;
+    }
     /* Whoever asks is about to wait or poll: what they wait for must leave. */
     link_flush(stream->link);
     return false;
@@ -661,6 +665,8 @@ CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value)
     CUresult rc = l->failed ? l->failure : CUDA_SUCCESS;
     l->wait_ns += (uint64_t)(now_ns() - start);
     pthread_mutex_unlock(&l->lock);
+    if (rc == CUDA_SUCCESS)
+        shim_managed_synced(l);
     return rc;
 }
 

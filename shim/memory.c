@@ -53,6 +53,11 @@ static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out)
     return rc;
 }
 
+CUresult shim_mem_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out)
+{
+    return proxy_alloc(ctx, size, out);
+}
+
 SHIM_EXPORT(cuMemAlloc_v2)
 {
     proxy_obj *ctx = shim_proxy_current();
@@ -88,7 +93,12 @@ SHIM_EXPORT(cuMemFree_v2)
 {
     if (dptr == 0)
         return shim_proxy_current() ? CUDA_SUCCESS : SHIM_LOCAL(cuMemFree_v2);
-    return shim_device_of_pointer(dptr) >= 0 ? proxy_free(dptr) : SHIM_LOCAL(cuMemFree_v2);
+    if (shim_device_of_pointer(dptr) < 0)
+        return SHIM_LOCAL(cuMemFree_v2);
+    shim_managed_info m;
+    if (shim_managed_find(dptr, &m) && (m.host || m.base != dptr))
+        return CUDA_ERROR_INVALID_VALUE;   /* mapped host memory, or inside an allocation */
+    return shim_managed_free(dptr, false) ? CUDA_SUCCESS : proxy_free(dptr);
 }
 
 SHIM_EXPORT(cuMemGetInfo_v2)
@@ -189,11 +199,22 @@ SHIM_EXPORT(cuMemAllocHost_v2)
 
 SHIM_EXPORT(cuMemHostAlloc)
 {
-    return shim_proxy_current() ? host_alloc(pp, bytesize, Flags) : SHIM_LOCAL(cuMemHostAlloc);
+    proxy_obj *ctx = shim_proxy_current();
+    if (!ctx)
+        return SHIM_LOCAL(cuMemHostAlloc);
+    if (!pp || bytesize == 0 ||
+        (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED)))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Mapped: kernels reach it at its own address (managed.c). */
+    if (Flags & CU_MEMHOSTALLOC_DEVICEMAP)
+        return shim_managed_host_alloc(ctx, bytesize, Flags, pp);
+    return host_alloc(pp, bytesize, Flags);
 }
 
 SHIM_EXPORT(cuMemFreeHost)
 {
+    if (p && shim_managed_free((uint64_t)(uintptr_t)p, true))
+        return CUDA_SUCCESS;
     host_block *b = host_find(p, true);
     if (!b)
         return SHIM_LOCAL(cuMemFreeHost);
@@ -204,6 +225,13 @@ SHIM_EXPORT(cuMemFreeHost)
 
 SHIM_EXPORT(cuMemHostGetFlags)
 {
+    shim_managed_info m;
+    if (shim_managed_find((uint64_t)(uintptr_t)p, &m) && m.host) {
+        if (!pFlags)
+            return CUDA_ERROR_INVALID_VALUE;
+        *pFlags = m.flags;
+        return CUDA_SUCCESS;
+    }
     host_block *b = host_find(p, false);
     if (!b)
         return SHIM_LOCAL(cuMemHostGetFlags);
@@ -215,12 +243,20 @@ SHIM_EXPORT(cuMemHostGetFlags)
 
 SHIM_EXPORT(cuMemHostRegister_v2)
 {
-    /* Registering only pins; for a proxy the wire reads it either way. */
-    return shim_proxy_current() ? CUDA_SUCCESS : SHIM_LOCAL(cuMemHostRegister_v2);
+    proxy_obj *ctx = shim_proxy_current();
+    if (!ctx)
+        return SHIM_LOCAL(cuMemHostRegister_v2);
+    if (!p || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Mapped: a device copy kept in step with it (hostmap.c). Else
+     * registering only pins; for a proxy the wire reads it either way. */
+    return Flags & CU_MEMHOSTREGISTER_DEVICEMAP ? shim_hostmap_register(ctx, p, bytesize) : CUDA_SUCCESS;
 }
 
 SHIM_EXPORT(cuMemHostUnregister)
 {
+    if (shim_hostmap_unregister(p))
+        return CUDA_SUCCESS;
     return shim_proxy_current() ? CUDA_SUCCESS : SHIM_LOCAL(cuMemHostUnregister);
 }
 
@@ -315,19 +351,24 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
     CUresult rc = CUDA_SUCCESS;
     uint64_t v = 0;
     proxy_obj *s;
+    /* Managed and mapped memory: what the CPU wrote goes first, and what
+     * the copy writes is the device's until the next touch (managed.c). */
     if (pd == PLACE_PROXY && ps == PLACE_HOST) {
-        if (!(s = stream_for(h, per_thread, dst, &rc)))
+        if (!(s = stream_for(h, per_thread, dst, &rc)) || (rc = shim_managed_before_access(s, dst, n)))
             return rc;
         rc = copy_htod(s, dst, (const void *)(uintptr_t)src, n, &v);
+        shim_managed_written(dst, n);
     } else if (pd == PLACE_HOST && ps == PLACE_PROXY) {
-        if (!(s = stream_for(h, per_thread, src, &rc)))
+        if (!(s = stream_for(h, per_thread, src, &rc)) || (rc = shim_managed_before_access(s, src, n)))
             return rc;
         rc = copy_dtoh(s, (void *)(uintptr_t)dst, src, n, &v);
     } else if (pd == PLACE_PROXY && ps == PLACE_PROXY &&
                shim_device_at(shim_device_of_pointer(dst))->link == shim_device_at(shim_device_of_pointer(src))->link) {
-        if (!(s = stream_for(h, per_thread, dst, &rc)))
+        if (!(s = stream_for(h, per_thread, dst, &rc)) || (rc = shim_managed_before_access(s, dst, n)) ||
+            (rc = shim_managed_before_access(s, src, n)))
             return rc;
         rc = copy_dtod(s, dst, src, n, &v);
+        shim_managed_written(dst, n);
     } else {
         /* Staged: whole, synchronous, through this process. */
         void *tmp = malloc(n);
@@ -499,11 +540,12 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool
     place pd = where(dst), ps = where(src);
     CUresult rc = CUDA_SUCCESS;
     proxy_obj *s;
+    uint64_t dext = dpitch * (rows - 1) + w, sext = spitch * (rows - 1) + w;
     uint8_t body[49];
     wire_writer bw = wire_writer_init(body, sizeof body);
     uint64_t v = 0;
     if (pd == PLACE_PROXY && ps == PLACE_HOST) {
-        if (!(s = stream_for(h, per_thread, dst, &rc)))
+        if (!(s = stream_for(h, per_thread, dst, &rc)) || (rc = shim_managed_before_access(s, dst, dext)))
             return rc;
         /* The rows are read now: earlier work writing them goes first. */
         if ((rc = link_wait_program_writes(s->link, s)))
@@ -526,7 +568,7 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool
         rc = link_handover(s->link, &ho, &v);
         free(packed);
     } else if (pd == PLACE_HOST && ps == PLACE_PROXY) {
-        if (!(s = stream_for(h, per_thread, src, &rc)))
+        if (!(s = stream_for(h, per_thread, src, &rc)) || (rc = shim_managed_before_access(s, src, sext)))
             return rc;
         wire_put_u8(&bw, 1);
         wire_put_u64(&bw, 0);
@@ -539,7 +581,8 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool
                         .dst = (void *)(uintptr_t)dst, .dst_len = w * rows, .dst_pitch = dpitch, .dst_width = w };
         rc = link_handover(s->link, &ho, &v);
     } else if (pd == PLACE_PROXY && ps == PLACE_PROXY) {
-        if (!(s = stream_for(h, per_thread, dst, &rc)))
+        if (!(s = stream_for(h, per_thread, dst, &rc)) || (rc = shim_managed_before_access(s, dst, dext)) ||
+            (rc = shim_managed_before_access(s, src, sext)))
             return rc;
         wire_put_u8(&bw, 2);
         wire_put_u64(&bw, dst);
@@ -553,6 +596,8 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool
     } else {
         return CUDA_ERROR_NOT_SUPPORTED;
     }
+    if (pd == PLACE_PROXY)
+        shim_managed_written(dst, dext);
     if (rc == CUDA_SUCCESS && wait)
         rc = link_wait(s->link, s, v);
     return rc;
@@ -586,6 +631,9 @@ static CUresult memset_proxy(CUdeviceptr dst, size_t pitch, unsigned value, unsi
         return rc;
     if (width == 0 || height == 0)
         return CUDA_SUCCESS;
+    uint64_t extent = (pitch ? pitch : width * elem) * (height - 1) + width * elem;
+    if ((rc = shim_managed_before_access(s, dst, extent)))
+        return rc;
     uint8_t body[40];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u64(&w, dst);
@@ -595,7 +643,9 @@ static CUresult memset_proxy(CUdeviceptr dst, size_t pitch, unsigned value, unsi
     wire_put_u64(&w, width);
     wire_put_u64(&w, height);
     handover ho = { .op = CUDA_OP_cuMemsetD2D32Async, .stream = s, .body = body, .body_len = w.off };
-    return link_handover(s->link, &ho, NULL);
+    rc = link_handover(s->link, &ho, NULL);
+    shim_managed_written(dst, extent);
+    return rc;
 }
 
 #define MEMSET_EXPORT(sym, value, elem, pitch, width, height, stream, per_thread) \
@@ -642,6 +692,20 @@ static CUresult proxy_attribute(void *data, CUpointer_attribute a, CUdeviceptr p
     if (!shim_alloc_find(p, &base, &size, &device))
         return CUDA_ERROR_INVALID_VALUE;
     shim_device *d = shim_device_at(device);
+    shim_managed_info m;
+    if (shim_managed_find(p, &m)) {
+        /* Managed memory is device memory the CPU reaches too; mapped host
+         * memory is host memory at its device address. */
+        switch (a) {
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = !m.host; return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+            *(unsigned *)data = m.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = (void *)(uintptr_t)p; return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = m.size; return CUDA_SUCCESS;
+        default: break;
+        }
+    }
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = (CUcontext)d->primary; break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_DEVICE; break;

@@ -21,6 +21,7 @@
 #include "shim/log.h"
 #include "shim/module.h"
 #include "shim/proxy.h"
+#include "shim/streams.h"
 
 /* Loading a library on an agent and resolving a function there happen once
  * each; threads that race to do it wait for the first. Rare calls, so one
@@ -338,6 +339,11 @@ static CUresult get_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *
     }
     frame_release(&fr);
     return rc;
+}
+
+CUresult shim_module_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *bytes, const char *name)
+{
+    return get_global(m, device, dptr, bytes, name);
 }
 
 SHIM_EXPORT(cuModuleGetGlobal_v2)
@@ -811,4 +817,66 @@ SHIM_EXPORT(cuOccupancyAvailableDynamicSMemPerBlock)
     size_t stat = (size_t)f->u.fn.attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
     *dynamicSmemSize = avail > stat ? avail - stat : 0;
     return CUDA_SUCCESS;
+}
+
+/* Cluster occupancy is the agent's driver's to answer (it knows its GPU's
+ * clusters). Request: u32 op, u64 function, u32 device, u32 grid[3],
+ * u32 block[3], u32 shared, u32 cluster[3] (0 0 0: none given) -> i32. */
+static CUresult cluster_query(uint32_t op, int *out, proxy_obj *f, const CUlaunchConfig *config)
+{
+    if (!out || !config || (config->numAttrs && !config->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    int dev = fn_device(f);
+    proxy_obj *s;
+    CUresult rc;
+    if (config->hStream && shim_stream(config->hStream, false, &s, &rc) > 0)
+        dev = s->device;
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = shim_function_ready(f, dev)))
+        return rc;
+    uint32_t cluster[3] = { 0, 0, 0 };
+    for (unsigned i = 0; i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+            cluster[0] = config->attrs[i].value.clusterDim.x;
+            cluster[1] = config->attrs[i].value.clusterDim.y;
+            cluster[2] = config->attrs[i].value.clusterDim.z;
+        }
+    shim_device *d = shim_device_at(dev);
+    uint8_t body[64];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, op);
+    wire_put_u64(&w, f->id);
+    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
+    const uint32_t dims[7] = { config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                               config->blockDimY, config->blockDimZ, config->sharedMemBytes };
+    for (int i = 0; i < 7; i++)
+        wire_put_u32(&w, dims[i]);
+    for (int i = 0; i < 3; i++)
+        wire_put_u32(&w, cluster[i]);
+    struct iovec iov = { body, w.off };
+    frame fr;
+    const uint8_t *o;
+    size_t n;
+    rc = link_request(d->link, &iov, 1, &fr, &o, &n);
+    if (rc == CUDA_SUCCESS && n == 4)
+        *out = (int)wire_load_u32(o);
+    else if (rc == CUDA_SUCCESS)
+        rc = link_malformed(d->link, "an answer to a cluster occupancy request of %zu bytes, not 4", n);
+    frame_release(&fr);
+    return rc;
+}
+
+SHIM_EXPORT(cuOccupancyMaxActiveClusters)
+{
+    proxy_obj *f = fn_of(func);
+    return f ? cluster_query(CUDA_OP_cuOccupancyMaxActiveClusters, numClusters, f, config)
+             : SHIM_LOCAL(cuOccupancyMaxActiveClusters);
+}
+
+SHIM_EXPORT(cuOccupancyMaxPotentialClusterSize)
+{
+    proxy_obj *f = fn_of(func);
+    return f ? cluster_query(CUDA_OP_cuOccupancyMaxPotentialClusterSize, clusterSize, f, config)
+             : SHIM_LOCAL(cuOccupancyMaxPotentialClusterSize);
 }

@@ -180,6 +180,50 @@ void shim_alloc_add(uint64_t base, uint64_t size, int device);
 bool shim_alloc_remove(uint64_t base, uint64_t *size, int *device);
 bool shim_alloc_find(uint64_t p, uint64_t *base, uint64_t *size, int *device);
 
+/* ---- managed.c: managed and mapped host memory on proxies ---- */
+typedef struct shim_managed_info {
+    uint64_t base, size;        /* size: as the program asked */
+    int device;
+    bool host;                  /* cuMemHostAlloc(DEVICEMAP), not managed */
+    unsigned flags;
+} shim_managed_info;
+/* True and *out when p lies in a managed or mapped allocation. */
+bool shim_managed_find(uint64_t p, shim_managed_info *out);
+/* cuMemHostAlloc(DEVICEMAP) on a proxy context: host pages at their device address. */
+CUresult shim_managed_host_alloc(proxy_obj *ctx, size_t bytes, unsigned flags, void **out);
+/* Frees the allocation starting at base; false when it is not one. */
+bool shim_managed_free(uint64_t base, bool host);
+/* What a proxy reports for a device attribute, given the agent's value. */
+int shim_managed_device_attribute(CUdevice_attribute a, int agent_value);
+/* Before a launch on s: sends what the CPU wrote; after it: the device may
+ * have written every allocation of the link. */
+CUresult shim_managed_before_launch(agent_link *l, proxy_obj *s);
+void shim_managed_after_launch(agent_link *l);
+/* Before a copy or memset on s touching [p, p + n) on the device, and after
+ * one that wrote it. */
+CUresult shim_managed_before_access(proxy_obj *s, uint64_t p, uint64_t n);
+void shim_managed_written(uint64_t p, uint64_t n);
+/* The program is ordered after work of l: what it may have written is
+ * fetched on the next touch. */
+void shim_managed_synced(agent_link *l);
+
+/* ---- hostmap.c: registered host memory mapped for proxies ---- */
+CUresult shim_hostmap_register(proxy_obj *ctx, void *p, size_t size);
+/* False when p starts no mapped registration. */
+bool shim_hostmap_unregister(void *p);
+/* True and *out when p lies in a mapped registration. */
+bool shim_hostmap_device_pointer(const void *p, CUdeviceptr *out);
+CUresult shim_hostmap_before_launch(agent_link *l, proxy_obj *s);
+void shim_hostmap_synced(agent_link *l);
+
+/* ---- module.c ---- */
+/* The address and size of global `name` of module or library m on device. */
+CUresult shim_module_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *bytes, const char *name);
+
+/* ---- memory.c ---- */
+/* Device memory of size bytes on ctx's device (in the table of allocations). */
+CUresult shim_mem_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out);
+
 /* ---- images.c ---- */
 /* cuMemcpy2D* with a CUDA array on a side (memory.c hands them over);
  * *local: neither side is a proxy's, the local driver's call. */

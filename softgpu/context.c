@@ -58,8 +58,11 @@ static void free_range(const soft_range *r)
 {
     switch (r->kind) {
     case SOFT_MEM_DEVICE:
+    case SOFT_MEM_MANAGED:
         soft_pages_free((void *)(uintptr_t)r->base, r->size);
         soft_device_unreserve(r->device, r->size);
+        if (r->kind == SOFT_MEM_MANAGED)
+            soft_managed_forget(r->base);
         break;
     case SOFT_MEM_HOST:
         soft_pages_free((void *)(uintptr_t)r->base, r->size);

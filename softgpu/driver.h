@@ -136,6 +136,7 @@ typedef enum soft_mem_kind {
     SOFT_MEM_REGISTERED,       /* cuMemHostRegister: the program's memory */
     SOFT_MEM_VMM,              /* a cuMemMap'd range with access set */
     SOFT_MEM_GLOBAL,           /* a module's .global / .const variable */
+    SOFT_MEM_MANAGED,          /* cuMemAllocManaged (managed.c) */
 } soft_mem_kind;
 typedef struct soft_range {
     uint64_t base, size;
@@ -157,6 +158,9 @@ bool soft_range_covers(uint64_t addr, uint64_t n);
 void soft_range_drop_ctx(struct CUctx_st *ctx, void (*fn)(const soft_range *));
 /* The engine's view of the table. */
 extern const soft_memory soft_memory_table;
+
+/* Forgets the advice of the managed allocation at base (managed.c). */
+void soft_managed_forget(uint64_t base);
 
 /* Zeroed host memory for a device range, 256-byte aligned (pages when
  * large); NULL on failure. Free with soft_pages_free and the same size. */

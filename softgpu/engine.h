@@ -43,6 +43,7 @@ typedef struct soft_global_info {
     uint32_t align;
     soft_space space;
     const uint8_t *init;       /* size bytes of initialiser, or NULL for zeros */
+    bool managed;              /* .attribute(.managed): a __managed__ variable */
 } soft_global_info;
 
 /* How the engine checks a global or generic access: the driver layer answers

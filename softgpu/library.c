@@ -4,6 +4,7 @@
 #include "softgpu/driver.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 CUresult soft_read_file(const char *path, void **data, size_t *len);
 void soft_jit_log(unsigned n, const CUjit_option *opts, void **vals, const char *text);
@@ -133,13 +134,20 @@ SOFT_API CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, C
 
 SOFT_API CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
 {
-    (void)dptr;
-    (void)bytes;
-    (void)name;
     SOFT_TRY(soft_check_init());
     if (!soft_handle_valid(library, SOFT_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
-    return CUDA_ERROR_NOT_FOUND;   /* no managed variables here */
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A __managed__ variable is its global: this process's memory, which
+     * the CPU uses at the address kernels use. */
+    struct CUmod_st *mod = library->mod;
+    for (uint32_t i = 0; i < mod->nglobals; i++) {
+        const soft_global_info *g = soft_program_global(mod->prog, i);
+        if (g->name && g->managed && strcmp(g->name, name) == 0)
+            return soft_module_global(mod, name, dptr, bytes);
+    }
+    return CUDA_ERROR_NOT_FOUND;
 }
 
 SOFT_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)

@@ -62,8 +62,10 @@ static CUresult free_kind(uint64_t base, soft_mem_kind kind)
     if (!soft_range_remove(base, &r))
         return CUDA_ERROR_INVALID_VALUE;   /* freed meanwhile by another thread */
     soft_pages_free((void *)(uintptr_t)r.base, r.size);
-    if (kind == SOFT_MEM_DEVICE)
+    if (kind == SOFT_MEM_DEVICE || kind == SOFT_MEM_MANAGED)
         soft_device_unreserve(r.device, r.size);
+    if (kind == SOFT_MEM_MANAGED)
+        soft_managed_forget(r.base);
     return CUDA_SUCCESS;
 }
 
@@ -73,6 +75,9 @@ SOFT_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     if (!dptr)
         return soft_check_init();
     SOFT_TRY(soft_capture_unsafe());
+    soft_range r;
+    if (soft_range_find(dptr, &r) && r.base == dptr && r.kind == SOFT_MEM_MANAGED)
+        return free_kind(dptr, SOFT_MEM_MANAGED);
     return free_kind(dptr, SOFT_MEM_DEVICE);
 }
 
@@ -217,7 +222,7 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = ptr; break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (!host)
+        if (!host && r.kind != SOFT_MEM_MANAGED)
             return CUDA_ERROR_INVALID_VALUE;
         *(void **)data = (void *)(uintptr_t)ptr;
         break;
@@ -226,7 +231,7 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
         *(unsigned long long *)data = r.base;
         break;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = known && r.kind == SOFT_MEM_MANAGED; break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = r.device; break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
         *(unsigned *)data = r.kind == SOFT_MEM_DEVICE;

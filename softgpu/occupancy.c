@@ -108,3 +108,49 @@ SOFT_API CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynami
     *dynamicSmemSize = (size_t)avail;
     return CUDA_SUCCESS;
 }
+
+/* Thread block clusters need compute capability 9.0; softgpu is 7.5. A
+ * cluster of one block is every launch, so that much is answered; a larger
+ * one is the driver's invalid cluster size. */
+static CUresult cluster_of(const CUlaunchConfig *config, CUfunction func, struct CUfunc_st **f, unsigned *blocks)
+{
+    SOFT_TRY(soft_check_init());
+    if (!config || (config->numAttrs && !config->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(*f = soft_func_get(func)))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *blocks = 1;
+    for (unsigned i = 0; i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            *blocks = config->attrs[i].value.clusterDim.x * config->attrs[i].value.clusterDim.y *
+                      config->attrs[i].value.clusterDim.z;
+    if (*blocks != 1) {
+        soft_log("clusters of %u blocks: softgpu (compute capability 7.5) has no thread block clusters", *blocks);
+        return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    }
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
+                                                             const CUlaunchConfig *config)
+{
+    struct CUfunc_st *f;
+    unsigned blocks;
+    if (!clusterSize)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(cluster_of(config, func, &f, &blocks));
+    *clusterSize = 1;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+    struct CUfunc_st *f;
+    unsigned blocks;
+    if (!numClusters)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(cluster_of(config, func, &f, &blocks));
+    int block = (int)(config->blockDimX * config->blockDimY * config->blockDimZ);
+    *numClusters = block > max_block(f) ? 0 : blocks_per_sm(f, block, config->sharedMemBytes) * SOFT_SM_COUNT;
+    return CUDA_SUCCESS;
+}

@@ -385,6 +385,7 @@ typedef struct decl {
     uint64_t count;       /* array elements, 1 for a scalar */
     bool unsized;         /* name[] */
     bool is_array;
+    bool managed;         /* .attribute(.managed) */
 } decl;
 
 /* Parses `[.align N] [.ptr .space .align N] .type name[N][M]...` after the
@@ -398,6 +399,16 @@ static void parse_decl(ptx_parser *p, decl *d)
             d->align = (uint32_t)expect_uint(p, 4096);
             if (d->align == 0 || (d->align & (d->align - 1)))
                 ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "bad alignment");
+        } else if (ptx_tok_is(p->t, ".attribute")) {
+            /* Only .managed: the variable is memory the CPU shares (library.c). */
+            p->t++;
+            expect(p, '(');
+            if (!ptx_tok_is(p->t, ".managed"))
+                ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, p->t->line, "variable attribute '%.*s'", (int)p->t->len,
+                         p->t->s);
+            p->t++;
+            expect(p, ')');
+            d->managed = true;
         } else if (ptx_tok_is(p->t, ".ptr") || ptx_tok_is(p->t, ".global") ||
                    ptx_tok_is(p->t, ".shared") || ptx_tok_is(p->t, ".const") ||
                    ptx_tok_is(p->t, ".local")) {
@@ -567,6 +578,7 @@ static void parse_variable(ptx_parser *p, int space, bool is_extern)
         gl->info.name = gl->name;
         gl->info.size = size;
         gl->info.align = d.align;
+        gl->info.managed = d.managed;
         gl->info.space = space == SP_CONST ? SOFT_SPACE_CONST : SOFT_SPACE_GLOBAL;
         gl->reg = ptx_new_reg(p, T_B64);
         if (accept(p, '=')) {

@@ -531,6 +531,44 @@ Test(faults, kernel_out_of_bounds, .timeout = 60)
     watch_agent_stop(&a);
 }
 
+/* ---- 6b: managed memory when the job fails, and faults not the shim's ---- */
+
+Test(faults, managed_memory_after_a_failed_job, .timeout = 60)
+{
+    agent_proc a;
+    watch_agent_start(&a);
+    size_t from = watch_file_size(a.log);
+    char *argv[] = { PROGRAMS "fault_managed.static", NULL };
+    job j;
+    watch_start(&j, argv, a.port, a.key_hex);
+    watch_finish(&j, 30);
+    cr_expect_eq(j.status, 0, "fault_managed exited %d:\n%s", j.status, watch_tail(j.text));
+    cr_expect(strstr(j.text, "rig: job failed: b aborted: CUDA:0: CUDA_ERROR_ILLEGAL_ADDRESS"), "%s",
+              watch_tail(j.text));
+    cr_expect(strstr(j.text, "fault_managed: ok"), "touching managed memory after the failure did not return:\n%s",
+              watch_tail(j.text));
+    watch_free(&j);
+    agent_serves_next(&a, from, "managed memory after a failed job");
+    watch_agent_stop(&a);
+}
+
+Test(faults, a_fault_outside_managed_memory_still_kills, .timeout = 60)
+{
+    agent_proc a;
+    watch_agent_start(&a);
+    char *argv[] = { PROGRAMS "fault_managed.static", "segv", NULL };
+    job j;
+    watch_start(&j, argv, a.port, a.key_hex);
+    watch_finish(&j, 30);
+    cr_expect(strstr(j.text, "fault_managed: writing through NULL"), "%s", watch_tail(j.text));
+    cr_expect(!strstr(j.text, "returned"), "%s", watch_tail(j.text));
+    /* Plainly SIGSEGV; under ASan its report and exit code. */
+    cr_expect(j.status == 128 + SIGSEGV || (j.status > 0 && strstr(j.text, "AddressSanitizer: SEGV")),
+              "fault_managed segv exited %d:\n%s", j.status, watch_tail(j.text));
+    watch_free(&j);
+    watch_agent_stop(&a);
+}
+
 /* ---- 7: the program killed mid-job ---- */
 
 Test(faults, program_killed, .timeout = 60)

@@ -307,7 +307,10 @@ Test(shim_face, no_driver_refuses_cleanly)
     cr_assert_neq(((CUresult(*)(void))sym(h, "cuCtxSynchronize"))(), CUDA_SUCCESS);
     cr_assert_neq(((CUresult(*)(CUstream))sym(h, "cuStreamSynchronize_ptsz"))(NULL), CUDA_SUCCESS);
     /* The generic path with no driver: no device. */
-    cr_assert_eq(((CUresult(*)(CUdeviceptr *, size_t, unsigned))sym(h, "cuMemAllocManaged"))(&p, 64, 1),
+    CUmemGenericAllocationHandle mc;
+    CUmulticastObjectProp prop = { .numDevices = 1, .size = 2 << 20 };
+    cr_assert_eq(((CUresult(*)(CUmemGenericAllocationHandle *, const CUmulticastObjectProp *))sym(
+                     h, "cuMulticastCreate"))(&mc, &prop),
                  CUDA_ERROR_NO_DEVICE);
     cr_assert_eq(((CUresult(*)(CUstream, CUstreamCaptureMode))sym(h, "cuStreamBeginCapture_v2_ptsz"))(
                      NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
@@ -826,7 +829,7 @@ static void expect_refused(const program_result *r, const char *device)
     cr_assert_null(strstr(r->output, "left"), "a refusal left garbage in an output:\n%s", r->output);
     cr_assert_eq(count_of(r->output, ": CUDA_ERROR_NOT_SUPPORTED\n"), 6, "%s", r->output);
     static const char *const fns[] = { "cuStreamBeginCapture_v2", "cuDeviceGetLuid",
-                                       "cuMemAllocManaged" };
+                                       "cuMulticastCreate" };
     for (size_t i = 0; i < 3; i++) {
         char line[160];
         snprintf(line, sizeof line, "rig: %s on %s: not supported\n", fns[i], device);

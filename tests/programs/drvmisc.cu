@@ -307,6 +307,36 @@ static int batch_and_access(CUdevice dev, CUstream s)
     CHECK_CU(cuCtxGetExecAffinity(&affinity, CU_EXEC_AFFINITY_TYPE_SM_COUNT));
     CHECK_CU(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
     EXPECT(affinity.type == CU_EXEC_AFFINITY_TYPE_SM_COUNT && (int)affinity.param.smCount.val == sms);
+    // Cluster occupancy as the device answers: a one-block cluster always
+    // fits; larger ones only where the device has clusters (9.0 and up).
+    CUfunction f;
+    CHECK(cudaGetFuncBySymbol(&f, (const void *)axpy));
+    CUlaunchAttribute cluster;
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = 1;
+    cluster.value.clusterDim.y = 1;
+    cluster.value.clusterDim.z = 1;
+    CUlaunchConfig config;
+    memset(&config, 0, sizeof config);
+    config.gridDimX = 8;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = 128;
+    config.blockDimY = config.blockDimZ = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0, most = 0, major = 0, per_sm = 0;
+    CHECK_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    CHECK_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 128, 0));
+    CHECK_CU(cuOccupancyMaxActiveClusters(&clusters, f, &config));
+    EXPECT(clusters >= 1 && clusters <= per_sm * sms);
+    config.numAttrs = 0;
+    CUresult potential = cuOccupancyMaxPotentialClusterSize(&most, f, &config);
+    EXPECT(potential == CUDA_SUCCESS && most >= 1);
+    cluster.value.clusterDim.x = 2;
+    config.gridDimX = 8;
+    config.numAttrs = 1;
+    CUresult two = cuOccupancyMaxActiveClusters(&clusters, f, &config);
+    EXPECT(major >= 9 ? two == CUDA_SUCCESS : two != CUDA_SUCCESS);
     CUatomicOperation aops[2] = { CU_ATOMIC_OPERATION_INTEGER_ADD, CU_ATOMIC_OPERATION_FLOAT_ADD };
     unsigned caps[2] = { ~0u, ~0u };
     CHECK_CU(cuDeviceGetHostAtomicCapabilities(caps, aops, 2, dev));

@@ -39,12 +39,16 @@ int main(int argc, char **argv)
         char luid[8];
         unsigned mask;
         show("luid", cuDeviceGetLuid(luid, &mask, dev));
-        CUdeviceptr p = 0xdeadbeef;
-        show("managed", cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL));
+        CUmemGenericAllocationHandle mc = 0xdeadbeef;
+        CUmulticastObjectProp prop = {};
+        prop.numDevices = 1;
+        prop.size = 2 << 20;
+        prop.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        show("multicast", cuMulticastCreate(&mc, &prop));
         // A refusal leaves no garbage in the outputs: a caller that reads
         // them anyway (cuBLAS did) must find zeros, never its stack.
-        if (p != 0)
-            printf("managed: left %#llx in its output\n", (unsigned long long)p);
+        if (mc != 0)
+            printf("multicast: left %#llx in its output\n", (unsigned long long)mc);
     }
     SETUP(cuStreamDestroy(s));
     SETUP(cuDevicePrimaryCtxRelease(dev));
