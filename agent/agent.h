@@ -44,6 +44,7 @@ typedef enum agent_obj_type {
     AOBJ_FUNCTION,
     AOBJ_MEMORY,          /* a physical allocation of the program's VMM calls */
     AOBJ_POOL,            /* a memory pool (pool.c) */
+    AOBJ_GRAPH,           /* an executable graph and its graph (graph.c) */
     AOBJ_ARRAY,           /* a CUDA array (images.c) */
     AOBJ_MIPMAP,          /* a mipmapped array */
     AOBJ_TEXTURE,         /* a texture object */
@@ -62,6 +63,7 @@ typedef struct agent_obj {
         struct { CUlibrary real; } library;
         struct { CUmemGenericAllocationHandle real; } memory;
         struct { agent_pool *p; } pool;
+        struct { CUgraph graph; CUgraphExec exec; } graph;
         struct { CUarray real; uint64_t mipmap; } array;   /* a level: its mipmapped array's id */
         struct { CUmipmappedArray real; } mipmap;
         struct { unsigned long long real; } image;         /* texture and surface objects */

@@ -54,6 +54,8 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
     }
     case JOB_OP_MARK:
         return CUDA_SUCCESS;
+    case JOB_OP_GRAPH_LAUNCH:
+        return s ? graph_launch(j, s, r) : CUDA_ERROR_INVALID_VALUE;
     case CUDA_OP_cuMemFreeAsync: {
         uint64_t base = wire_get_u64(r);
         if (wire_reader_finish(r) || !s)
@@ -377,6 +379,10 @@ void replay_drop(job *j, const frame *f)
         break;
     case CUDA_OP_cuMemPoolDestroy:
         if (pool_destroy(j, id))
+            return;
+        break;
+    case CUDA_OP_cuGraphExecDestroy:
+        if (graph_drop(j, id))
             return;
         break;
     case CUDA_OP_cuLibraryUnload:

@@ -124,6 +124,7 @@ const char *job_op_name(uint32_t op)
     case JOB_OP_STREAM_CREATE: return "stream creation";
     case JOB_OP_EVENT_CREATE: return "event creation";
     case JOB_OP_MARK: return "host function";
+    case JOB_OP_GRAPH_LAUNCH: return "graph launch";
     }
     const cuda_op_info *info = cuda_op_by_number(op);
     return info ? info->symbol : "an unknown operation";
@@ -148,6 +149,7 @@ void job_cleanup(job *j)
         case AOBJ_MODULE: d->fn_cuModuleUnload(o->u.module.real); break;
         case AOBJ_LIBRARY: d->fn_cuLibraryUnload(o->u.library.real); break;
         case AOBJ_MEMORY: d->fn_cuMemRelease(o->u.memory.real); break;
+        case AOBJ_GRAPH: graph_free_real(j, o); break;
         case AOBJ_ARRAY: case AOBJ_MIPMAP: case AOBJ_TEXTURE: case AOBJ_SURFACE: image_release(j, o); break;
         default: break;
         }

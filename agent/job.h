@@ -128,6 +128,16 @@ bool pool_destroy(job *j, uint64_t id);
 /* Frees every pool's records (the window's release unmaps their memory). */
 void pool_cleanup(job *j);
 
+/* ---- graph.c: executable graphs the controller built ---- */
+/* JOB_OP_GRAPH: builds and instantiates a graph with this agent's driver. */
+void replay_graph(job *j, wire_reader *r);
+/* JOB_OP_GRAPH_LAUNCH's record: launches graph id on s. */
+CUresult graph_launch(job *j, agent_obj *s, wire_reader *r);
+/* The drop of cuGraphExecDestroy: false when id is no graph. */
+bool graph_drop(job *j, uint64_t id);
+/* Frees one graph object's driver state (job_cleanup). */
+void graph_free_real(job *j, agent_obj *o);
+
 /* ---- images.c: arrays, texture and surface objects, 3-D copies ---- */
 /* Answers the requests of proto/images.h (array, mipmap, texture and
  * surface creation). */

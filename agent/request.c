@@ -487,6 +487,9 @@ void replay_request(job *j, const frame *f)
     case JOB_OP_LINK:
         replay_link(j, &r);
         return;
+    case JOB_OP_GRAPH:
+        replay_graph(j, &r);
+        return;
     case CUDA_OP_cuMemAlloc_v2: {
         uint32_t device = wire_get_u32(&r);
         uint64_t size = wire_get_u64(&r);

@@ -64,7 +64,24 @@ enum job_op {
      * answer:  outputs u64 length, the linked image (CUDA_SUCCESS) | string
      *          the driver's error log (a failed link) */
     JOB_OP_LINK = 0x8010,
+    /* request: u64 id (the controller's, of the executable graph), u32
+     *          device, u32 nodes, then per node in dependency order: u32
+     *          CUgraphNodeType, u32 n, n x u32 (indices of earlier nodes it
+     *          runs after), and by type: kernel: u64 function, 7 x u32
+     *          (grid, block, shared bytes), u32 length, the parameter bytes;
+     *          memset: u64 dst, u64 pitch, u32 value, u32 element size, u64
+     *          width, u64 height; memcpy (device to device): u64 dst, u64
+     *          dst pitch, u64 src, u64 src pitch, u64 width bytes, u64
+     *          height; event record or wait: u64 event; empty: nothing.
+     * answer:  nothing: the agent's driver built and instantiated the graph
+     *          (the drop of cuGraphExecDestroy frees it), or its error. */
+    JOB_OP_GRAPH = 0x8020,
+    /* handover on stream: u64 id of an executable graph (JOB_OP_GRAPH) */
+    JOB_OP_GRAPH_LAUNCH = 0x8021,
 };
+
+#define JOB_GRAPH_NODES_MAX 65536
+#define JOB_GRAPH_DEPS_MAX 65536
 
 #define JOB_LINK_INPUTS_MAX 256
 

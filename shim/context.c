@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "shim/core.h"
+#include "shim/graph.h"
 #include "shim/export_tables.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -351,16 +352,22 @@ SHIM_EXPORT(cuCtxGetDevice_v2)
     return CUDA_SUCCESS;
 }
 
+static CUresult ctx_sync(proxy_obj *c)
+{
+    CUresult rc = capture_unsafe();
+    return rc ? rc : shim_sync_device(c->device);
+}
+
 SHIM_EXPORT(cuCtxSynchronize)
 {
     proxy_obj *c = shim_proxy_current();
-    return c ? shim_sync_device(c->device) : SHIM_LOCAL(cuCtxSynchronize);
+    return c ? ctx_sync(c) : SHIM_LOCAL(cuCtxSynchronize);
 }
 
 SHIM_EXPORT(cuCtxSynchronize_v2)
 {
     proxy_obj *c = ctx ? arena_get(ctx, PROXY_CONTEXT) : shim_proxy_current();
-    return c ? shim_sync_device(c->device) : SHIM_LOCAL(cuCtxSynchronize_v2);
+    return c ? ctx_sync(c) : SHIM_LOCAL(cuCtxSynchronize_v2);
 }
 
 SHIM_EXPORT(cuCtxGetFlags)

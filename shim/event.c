@@ -6,6 +6,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/graph.h"
 #include "shim/link.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -39,6 +40,7 @@ SHIM_EXPORT(cuEventCreate)
 static CUresult event_destroy(proxy_obj *e)
 {
     /* The slot stays taken: the agent may still report work naming it. */
+    capture_forget(e);
     __atomic_store_n(&e->type, PROXY_FREE, __ATOMIC_RELEASE);
     return link_drop(e->link, CUDA_OP_cuEventDestroy_v2, e->id);
 }
@@ -62,6 +64,12 @@ static CUresult event_record(CUevent hEvent, proxy_obj *s, unsigned flags)
         return CUDA_ERROR_INVALID_HANDLE;
     if (e->link != s->link)
         return CUDA_ERROR_INVALID_CONTEXT;
+    bool captured;
+    CUresult crc = capture_check(s, &captured);
+    if (crc)
+        return crc;
+    if (captured)
+        return capture_record(s, e);   /* no node: it forks and joins streams */
     uint8_t body[12];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u64(&w, e->id);
@@ -73,6 +81,7 @@ static CUresult event_record(CUevent hEvent, proxy_obj *s, unsigned flags)
         e->u.event.stream = s;
         __atomic_store_n(&e->u.event.value, value, __ATOMIC_RELEASE);
         e->u.event.recorded = true;
+        capture_forget(e);
     }
     return rc;
 }

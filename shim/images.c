@@ -16,6 +16,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/graph.h"
 #include "shim/link.h"
 #include "shim/log.h"
 #include "shim/proxy.h"
@@ -695,6 +696,16 @@ static CUresult copy_box(cside *src, cside *dst, uint64_t w, uint64_t h, uint64_
     proxy_obj *st = stream_on(hs, per_thread, dev, &rc);
     if (!st)
         return rc;
+    /* A capture takes no array or 3-D copy (the graph's memcpy nodes hold
+     * none): the capture ends invalidated, as for other work rig cannot
+     * capture. */
+    bool captured = false;
+    if (wait && ((rc = capture_misuse(st)) || (rc = capture_unsafe())))
+        return rc;
+    if ((rc = capture_check(st, &captured)))
+        return rc;
+    if (captured)
+        return capture_refuse(st, "a copy with a CUDA array or 3-D extent");
     /* Managed memory on a device side: what the CPU wrote goes first, and
      * a destination is known written after. */
     uint64_t ext[2][2] = { { 0, 0 }, { 0, 0 } };

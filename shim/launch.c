@@ -7,6 +7,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/graph.h"
 #include "shim/link.h"
 #include "shim/module.h"
 #include "shim/proxy.h"
@@ -16,9 +17,7 @@ typedef struct launch_dims {
     unsigned grid[3], block[3], shared;
 } launch_dims;
 
-/* Packs kernelParams (one pointer per parameter) or extra (a ready buffer)
- * into out; returns the byte count or -1. */
-static long pack_params(proxy_obj *f, void **kernelParams, void **extra, uint8_t *out)
+long launch_pack_params(proxy_obj *f, void **kernelParams, void **extra, uint8_t *out)
 {
     uint32_t bytes = f->u.fn.param_bytes;
     if (kernelParams) {
@@ -158,9 +157,23 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
     if (cooperative && (rc = cooperative_valid(f, s->device, dims)))
         return rc;
     uint8_t params[JOB_PARAMS_MAX];
-    long n = pack_params(f, kernelParams, extra, params);
+    long n = launch_pack_params(f, kernelParams, extra, params);
     if (n < 0)
         return CUDA_ERROR_INVALID_VALUE;
+    bool captured;
+    if ((rc = capture_check(s, &captured)))
+        return rc;
+    if (captured) {
+        /* A kernel node of the capture, with the parameters packed now. */
+        if (cooperative)
+            return capture_refuse(s, "a cooperative launch");
+        shim_node t;
+        if ((rc = node_kernel(&t, f, s->device, dims->grid, dims->block, dims->shared, kernelParams, extra)))
+            return rc;
+        rc = capture_add(s, &t);
+        node_free_params(&t);
+        return rc;
+    }
     uint8_t body[48];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u64(&w, f->id);

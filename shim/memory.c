@@ -12,6 +12,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/graph.h"
 #include "shim/link.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -22,6 +23,9 @@ static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out)
 {
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult unsafe = capture_unsafe();
+    if (unsafe)
+        return unsafe;
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     shim_device *d = shim_device_at(ctx->device);
@@ -83,6 +87,9 @@ static CUresult proxy_free(CUdeviceptr p)
 {
     uint64_t size;
     int device;
+    CUresult unsafe = capture_unsafe();
+    if (unsafe)
+        return unsafe;
     if (!shim_alloc_remove(p, &size, &device))
         return CUDA_ERROR_INVALID_VALUE;
     shim_device *d = shim_device_at(device);
@@ -410,8 +417,53 @@ static bool involves_proxy(CUdeviceptr a, CUdeviceptr b)
     return shim_device_of_pointer(a) >= 0 || shim_device_of_pointer(b) >= 0;
 }
 
+/* Capture (graph.h): a synchronous copy is unsafe during a capture and
+ * cannot use a capturing stream; an asynchronous one on a capturing stream
+ * becomes a memcpy node (*captured) that reads and writes its memory, the
+ * program's included, each time the graph runs. */
+static CUresult copy_capture(const CUDA_MEMCPY3D *c, CUstream h, bool per_thread, bool wait, bool *captured)
+{
+    *captured = false;
+    proxy_obj *s;
+    CUresult rc;
+    int k = shim_stream(h, per_thread, &s, &rc);
+    if (k < 0)
+        return rc;
+    if (wait) {
+        if (k > 0 && (rc = capture_misuse(s)))
+            return rc;
+        if ((rc = capture_unsafe()))
+            return rc;
+    }
+    if (k == 0 || (rc = capture_check(s, captured)) || !*captured)
+        return rc;
+    if (wait)
+        return capture_misuse(s);
+    shim_node t = { .type = CU_GRAPH_NODE_TYPE_MEMCPY, .u.copy = *c };
+    return capture_add(s, &t);
+}
+
+static CUmemorytype copy_type(CUdeviceptr p)
+{
+    return where(p) == PLACE_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+}
+
 static CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, bool per_thread, bool wait)
 {
+    CUDA_MEMCPY3D c = { .srcMemoryType = copy_type(src), .dstMemoryType = copy_type(dst), .WidthInBytes = n,
+                        .Height = 1, .Depth = 1 };
+    if (c.srcMemoryType == CU_MEMORYTYPE_HOST)
+        c.srcHost = (const void *)(uintptr_t)src;
+    else
+        c.srcDevice = src;
+    if (c.dstMemoryType == CU_MEMORYTYPE_HOST)
+        c.dstHost = (void *)(uintptr_t)dst;
+    else
+        c.dstDevice = dst;
+    bool captured;
+    CUresult rc = copy_capture(&c, h, per_thread, wait, &captured);
+    if (rc || captured)
+        return rc;
     if (where(src) == PLACE_LOCAL)
         return copy_from_local(dst, src, n, h, per_thread);
     return copy_any(dst, src, n, h, per_thread, wait);
@@ -498,6 +550,8 @@ SHIM_EXPORT(cuMemcpyPeerAsync_ptsz)
 
 /* ---- 2D copies ---- */
 
+static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool wait);
+
 static uint64_t side_pointer(CUmemorytype type, const void *host, CUdeviceptr dev)
 {
     return type == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)host : dev;
@@ -516,6 +570,20 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool
         CUresult rc = shim_copy2d_array(c, h, per_thread, wait, &local);
         return local ? CUDA_ERROR_NOT_FOUND : rc;
     }
+    CUDA_MEMCPY3D c3 = { .srcXInBytes = c->srcXInBytes, .srcY = c->srcY, .srcMemoryType = c->srcMemoryType,
+                         .srcHost = c->srcHost, .srcDevice = c->srcDevice, .srcPitch = c->srcPitch,
+                         .dstXInBytes = c->dstXInBytes, .dstY = c->dstY, .dstMemoryType = c->dstMemoryType,
+                         .dstHost = c->dstHost, .dstDevice = c->dstDevice, .dstPitch = c->dstPitch,
+                         .WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = 1 };
+    bool captured;
+    CUresult crc = copy_capture(&c3, h, per_thread, wait, &captured);
+    if (crc || captured)
+        return crc;
+    return copy2d_now(c, h, per_thread, wait);
+}
+
+static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool wait)
+{
     if (c->srcXInBytes || c->srcY || c->dstXInBytes || c->dstY) {
         /* Offsets fold into the pointers. */
         CUDA_MEMCPY2D k = *c;
@@ -525,7 +593,7 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool
         k.dstHost = c->dstHost ? (uint8_t *)c->dstHost + dof : NULL;
         k.dstDevice = c->dstDevice ? c->dstDevice + dof : 0;
         k.srcXInBytes = k.srcY = k.dstXInBytes = k.dstY = 0;
-        return copy2d(&k, h, per_thread, wait);
+        return copy2d_now(&k, h, per_thread, wait);
     }
     uint64_t src = side_pointer(c->srcMemoryType, c->srcHost, c->srcDevice);
     uint64_t dst = side_pointer(c->dstMemoryType, c->dstHost, c->dstDevice);
@@ -623,12 +691,29 @@ COPY2D_EXPORT(cuMemcpy2DAsync_v2_ptsz, hStream, true, false)
 /* ---- memsets ---- */
 
 static CUresult memset_proxy(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width,
-                             size_t height, CUstream h, bool per_thread)
+                             size_t height, CUstream h, bool per_thread, bool sync)
 {
     CUresult rc;
     proxy_obj *s = stream_for(h, per_thread, dst, &rc);
     if (!s)
         return rc;
+    /* Capture: a synchronous fill is unsafe; an asynchronous one on a
+     * capturing stream becomes a memset node. */
+    if (sync && ((rc = capture_misuse(s)) || (rc = capture_unsafe())))
+        return rc;
+    bool captured;
+    if ((rc = capture_check(s, &captured)))
+        return rc;
+    if (captured) {
+        if (sync)
+            return capture_misuse(s);
+        if (width == 0 || height == 0)
+            return CUDA_SUCCESS;
+        shim_node t = { .type = CU_GRAPH_NODE_TYPE_MEMSET,
+                        .u.set = { .dst = dst, .pitch = pitch ? pitch : width * elem, .value = value,
+                                   .elementSize = elem, .width = width, .height = height } };
+        return capture_add(s, &t);
+    }
     if (width == 0 || height == 0)
         return CUDA_SUCCESS;
     uint64_t extent = (pitch ? pitch : width * elem) * (height - 1) + width * elem;
@@ -648,38 +733,39 @@ static CUresult memset_proxy(CUdeviceptr dst, size_t pitch, unsigned value, unsi
     return rc;
 }
 
-#define MEMSET_EXPORT(sym, value, elem, pitch, width, height, stream, per_thread) \
+#define MEMSET_EXPORT(sym, value, elem, pitch, width, height, stream, per_thread, sync) \
     SHIM_EXPORT(sym)                                                            \
     {                                                                           \
         if (shim_device_of_pointer(dstDevice) < 0)                              \
             return SHIM_LOCAL(sym);                                             \
-        return memset_proxy(dstDevice, pitch, value, elem, width, height, stream, per_thread); \
+        return memset_proxy(dstDevice, pitch, value, elem, width, height, stream, per_thread, \
+                            sync);                                              \
     }
 
-MEMSET_EXPORT(cuMemsetD8_v2, uc, 1, 0, N, 1, NULL, false)
-MEMSET_EXPORT(cuMemsetD8_v2_ptds, uc, 1, 0, N, 1, NULL, true)
-MEMSET_EXPORT(cuMemsetD16_v2, us, 2, 0, N, 1, NULL, false)
-MEMSET_EXPORT(cuMemsetD16_v2_ptds, us, 2, 0, N, 1, NULL, true)
-MEMSET_EXPORT(cuMemsetD32_v2, ui, 4, 0, N, 1, NULL, false)
-MEMSET_EXPORT(cuMemsetD32_v2_ptds, ui, 4, 0, N, 1, NULL, true)
-MEMSET_EXPORT(cuMemsetD8Async, uc, 1, 0, N, 1, hStream, false)
-MEMSET_EXPORT(cuMemsetD8Async_ptsz, uc, 1, 0, N, 1, hStream, true)
-MEMSET_EXPORT(cuMemsetD16Async, us, 2, 0, N, 1, hStream, false)
-MEMSET_EXPORT(cuMemsetD16Async_ptsz, us, 2, 0, N, 1, hStream, true)
-MEMSET_EXPORT(cuMemsetD32Async, ui, 4, 0, N, 1, hStream, false)
-MEMSET_EXPORT(cuMemsetD32Async_ptsz, ui, 4, 0, N, 1, hStream, true)
-MEMSET_EXPORT(cuMemsetD2D8_v2, uc, 1, dstPitch, Width, Height, NULL, false)
-MEMSET_EXPORT(cuMemsetD2D8_v2_ptds, uc, 1, dstPitch, Width, Height, NULL, true)
-MEMSET_EXPORT(cuMemsetD2D16_v2, us, 2, dstPitch, Width, Height, NULL, false)
-MEMSET_EXPORT(cuMemsetD2D16_v2_ptds, us, 2, dstPitch, Width, Height, NULL, true)
-MEMSET_EXPORT(cuMemsetD2D32_v2, ui, 4, dstPitch, Width, Height, NULL, false)
-MEMSET_EXPORT(cuMemsetD2D32_v2_ptds, ui, 4, dstPitch, Width, Height, NULL, true)
-MEMSET_EXPORT(cuMemsetD2D8Async, uc, 1, dstPitch, Width, Height, hStream, false)
-MEMSET_EXPORT(cuMemsetD2D8Async_ptsz, uc, 1, dstPitch, Width, Height, hStream, true)
-MEMSET_EXPORT(cuMemsetD2D16Async, us, 2, dstPitch, Width, Height, hStream, false)
-MEMSET_EXPORT(cuMemsetD2D16Async_ptsz, us, 2, dstPitch, Width, Height, hStream, true)
-MEMSET_EXPORT(cuMemsetD2D32Async, ui, 4, dstPitch, Width, Height, hStream, false)
-MEMSET_EXPORT(cuMemsetD2D32Async_ptsz, ui, 4, dstPitch, Width, Height, hStream, true)
+MEMSET_EXPORT(cuMemsetD8_v2, uc, 1, 0, N, 1, NULL, false, true)
+MEMSET_EXPORT(cuMemsetD8_v2_ptds, uc, 1, 0, N, 1, NULL, true, true)
+MEMSET_EXPORT(cuMemsetD16_v2, us, 2, 0, N, 1, NULL, false, true)
+MEMSET_EXPORT(cuMemsetD16_v2_ptds, us, 2, 0, N, 1, NULL, true, true)
+MEMSET_EXPORT(cuMemsetD32_v2, ui, 4, 0, N, 1, NULL, false, true)
+MEMSET_EXPORT(cuMemsetD32_v2_ptds, ui, 4, 0, N, 1, NULL, true, true)
+MEMSET_EXPORT(cuMemsetD8Async, uc, 1, 0, N, 1, hStream, false, false)
+MEMSET_EXPORT(cuMemsetD8Async_ptsz, uc, 1, 0, N, 1, hStream, true, false)
+MEMSET_EXPORT(cuMemsetD16Async, us, 2, 0, N, 1, hStream, false, false)
+MEMSET_EXPORT(cuMemsetD16Async_ptsz, us, 2, 0, N, 1, hStream, true, false)
+MEMSET_EXPORT(cuMemsetD32Async, ui, 4, 0, N, 1, hStream, false, false)
+MEMSET_EXPORT(cuMemsetD32Async_ptsz, ui, 4, 0, N, 1, hStream, true, false)
+MEMSET_EXPORT(cuMemsetD2D8_v2, uc, 1, dstPitch, Width, Height, NULL, false, true)
+MEMSET_EXPORT(cuMemsetD2D8_v2_ptds, uc, 1, dstPitch, Width, Height, NULL, true, true)
+MEMSET_EXPORT(cuMemsetD2D16_v2, us, 2, dstPitch, Width, Height, NULL, false, true)
+MEMSET_EXPORT(cuMemsetD2D16_v2_ptds, us, 2, dstPitch, Width, Height, NULL, true, true)
+MEMSET_EXPORT(cuMemsetD2D32_v2, ui, 4, dstPitch, Width, Height, NULL, false, true)
+MEMSET_EXPORT(cuMemsetD2D32_v2_ptds, ui, 4, dstPitch, Width, Height, NULL, true, true)
+MEMSET_EXPORT(cuMemsetD2D8Async, uc, 1, dstPitch, Width, Height, hStream, false, false)
+MEMSET_EXPORT(cuMemsetD2D8Async_ptsz, uc, 1, dstPitch, Width, Height, hStream, true, false)
+MEMSET_EXPORT(cuMemsetD2D16Async, us, 2, dstPitch, Width, Height, hStream, false, false)
+MEMSET_EXPORT(cuMemsetD2D16Async_ptsz, us, 2, dstPitch, Width, Height, hStream, true, false)
+MEMSET_EXPORT(cuMemsetD2D32Async, ui, 4, dstPitch, Width, Height, hStream, false, false)
+MEMSET_EXPORT(cuMemsetD2D32Async_ptsz, ui, 4, dstPitch, Width, Height, hStream, true, false)
 
 /* ---- pointer attributes ---- */
 

@@ -13,6 +13,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/graph.h"
 #include "shim/link.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -120,6 +121,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, proxy_obj *pool, CUs
         return rc;
     if (k == 0)
         return CUDA_ERROR_INVALID_VALUE;   /* a proxy pool, a local stream */
+    bool captured;
+    if ((rc = capture_check(s, &captured)))
+        return rc;
+    if (captured)
+        return capture_refuse(s, "stream-ordered allocation (a graph memory node)");
     if (!pool && (rc = device_pool(s->device, true, &pool)))
         return rc;
     return alloc_from(pool, s, size, dptr);
@@ -175,6 +181,11 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool per_thread)
         if (!s)
             return rc;
     }
+    bool captured;
+    if ((rc = capture_check(s, &captured)))
+        return rc;
+    if (captured)
+        return capture_refuse(s, "stream-ordered free (a graph memory node)");
     uint64_t size;
     int owner;
     if (!shim_alloc_remove(dptr, &size, &owner))

@@ -58,6 +58,9 @@ typedef enum proxy_type {
     PROXY_MEMORY,      /* a physical allocation of the VMM calls */
     PROXY_LINK,        /* a JIT link state on a proxy context (jitlink.c) */
     PROXY_POOL,        /* a memory pool (mempool.c) */
+    PROXY_GRAPH,       /* a graph, kept in the shim (graph.c) */
+    PROXY_GRAPH_NODE,  /* one of its nodes */
+    PROXY_GRAPH_EXEC,  /* an executable graph (graph_exec.c) */
     PROXY_ARRAY,       /* a CUDA array, or a mipmapped array's level (images.c) */
     PROXY_MIPMAP,      /* a mipmapped array */
     PROXY_IMAGE,       /* a texture or surface object */
@@ -100,8 +103,15 @@ struct proxy_obj {
             int priority;
             bool per_thread;
             uint32_t deferred;     /* words queued behind host functions */
+            struct capture_member *cap;   /* its part in a capture (capture.c), under its lock */
         } stream;
-        struct { proxy_obj *stream; uint64_t value; unsigned flags; bool recorded; } event;
+        struct {
+            proxy_obj *stream; uint64_t value; unsigned flags; bool recorded;
+            struct capture_mark *cap;     /* recorded in a capture (capture.c) */
+        } event;
+        struct { struct shim_graph *g; } graph;
+        struct { struct shim_node *n; } gnode;
+        struct { struct shim_exec *x; } gexec;
         struct { uint64_t size; } mem;
         struct { bool is_default; } pool;
         struct { CUDA_ARRAY3D_DESCRIPTOR desc; uint32_t elem; proxy_obj *mipmap; } array;

@@ -8,6 +8,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/graph.h"
 #include "shim/link.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -192,7 +193,7 @@ SHIM_EXPORT(cuStreamDestroy_v2)
 static CUresult stream_query(proxy_obj *s)
 {
     CUresult rc = link_status(s->link);
-    if (rc)
+    if (rc || (rc = capture_misuse(s)))
         return rc;
     return link_reached(s, __atomic_load_n(&s->u.stream.tl.submitted, __ATOMIC_ACQUIRE)) ? CUDA_SUCCESS
                                                                                             : CUDA_ERROR_NOT_READY;
@@ -216,6 +217,9 @@ SHIM_EXPORT(cuStreamQuery_ptsz)
 
 static CUresult stream_sync(proxy_obj *s)
 {
+    CUresult rc = capture_misuse(s);
+    if (rc)
+        return rc;
     return link_wait(s->link, s, __atomic_load_n(&s->u.stream.tl.submitted, __ATOMIC_ACQUIRE));
 }
 
@@ -250,6 +254,10 @@ static CUresult wait_event(proxy_obj *s, CUevent hEvent, unsigned flags)
     proxy_obj *e = arena_get(hEvent, PROXY_EVENT);
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
+    bool joined;
+    CUresult rc = capture_wait(s, e, &joined);
+    if (rc || joined)
+        return rc;
     if (e->link != s->link)
         return wait_event_here(e);
     uint8_t body[12];
@@ -280,6 +288,15 @@ static CUresult host_func(proxy_obj *s, CUhostFn fn, void *data)
 {
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
+    bool captured;
+    CUresult rc = capture_check(s, &captured);
+    if (rc)
+        return rc;
+    if (captured) {
+        /* A host node: the function runs in the program each launch. */
+        shim_node t = { .type = CU_GRAPH_NODE_TYPE_HOST, .u.host = { fn, data } };
+        return capture_add(s, &t);
+    }
     handover h = { .op = JOB_OP_MARK, .stream = s, .host_fn = fn, .host_data = data };
     return link_handover(s->link, &h, NULL);
 }
@@ -320,6 +337,12 @@ static CUresult add_callback(proxy_obj *s, CUstream h, CUstreamCallback cb, void
 {
     if (!cb || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    bool captured;
+    CUresult crc = capture_check(s, &captured);
+    if (crc)
+        return crc;
+    if (captured)
+        return capture_misuse(s);   /* CUDA captures no stream callbacks */
     callback_box *b = malloc(sizeof *b);
     if (!b)
         return CUDA_ERROR_OUT_OF_MEMORY;

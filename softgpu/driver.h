@@ -246,7 +246,10 @@ struct soft_op {
         struct { CUstreamCallback fn; void *data; struct CUstream_st *stream; } callback;
         struct { struct CUevent_st *event; uint64_t seq, ns; } record;
         struct { uint64_t addr, value; unsigned flags; bool wide; } memop;
-        struct { struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative; } launch;
+        struct {
+            struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative;
+            bool in_graph;     /* a graph's (soft_launch_to_graph): holds no module */
+        } launch;
         struct { uint64_t base; unsigned long long stream; } pool_free;
         struct { struct soft_plan *plan; } graph;
         struct soft_copy3d copy3d;
@@ -374,6 +377,7 @@ struct CUgraphNode_st {
     struct CUgraphNode_st **deps;  /* nodes it runs after */
     size_t ndeps, capdeps;
     size_t index;                  /* its place in graph->nodes */
+    struct CUgraphNode_st *origin; /* a clone's node: the node it was copied from */
 };
 struct CUgraph_st {
     pthread_mutex_t lock;
@@ -398,6 +402,13 @@ CUresult soft_copy3d_op(const CUDA_MEMCPY3D *p, soft_op **out);
 CUresult soft_fill_op(const CUDA_MEMSET_NODE_PARAMS *p, soft_op **out);
 /* A host function call. */
 CUresult soft_host_op(CUhostFn fn, void *data, soft_op **out);
+/* op now belongs to a graph: a launch stops holding its module, so that a
+ * module unloads while graphs that name its kernels live (launching them
+ * then is the program's error, as with the driver); a graph's launch holds
+ * its kernels' modules while it is queued. */
+void soft_launch_to_graph(soft_op *op);
+/* The module a launch op (or a graph's, while queued) runs, else NULL. */
+struct CUmod_st *soft_launch_module(const soft_op *op);
 
 /* ---- fatbins (fatbin.c) ---- */
 /* Finds the PTX to run in image: PTX text, a fatbin wrapper or container

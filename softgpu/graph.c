@@ -6,8 +6,10 @@
  * against the stream's other work as one kernel would. */
 #include "softgpu/driver.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* What an executable graph runs: its nodes' ops in dependency order. A
  * launch holds the plan it was queued with, so changing a node (a new plan)
@@ -16,6 +18,7 @@ struct soft_plan {
     _Atomic int refs;
     size_t n;
     soft_op **ops;                 /* NULL for empty nodes */
+    bool *off;                     /* disabled by cuGraphNodeSetEnabled (NULL: none) */
 };
 
 struct CUgraphExec_st {
@@ -79,6 +82,7 @@ static bool add_dep(struct CUgraphNode_st *nd, struct CUgraphNode_st *dep)
 CUresult soft_graph_add(struct CUgraph_st *g, CUgraphNodeType type, soft_op *op,
                         struct CUgraphNode_st *const *deps, size_t ndeps, struct CUgraphNode_st **out)
 {
+    soft_launch_to_graph(op);
     struct CUgraphNode_st *nd = calloc(1, sizeof *nd);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     if (!nd)
@@ -362,6 +366,7 @@ static void plan_unref(struct soft_plan *p)
         if (p->ops[i])
             soft_op_free(p->ops[i]);
     free(p->ops);
+    free(p->off);
     free(p);
 }
 
@@ -377,6 +382,17 @@ static struct soft_plan *plan_new(size_t n)
         p->n = n;
     }
     return p;
+}
+
+/* A new plan keeps the nodes its predecessor had disabled. */
+static bool plan_keep_off(struct soft_plan *p, const struct soft_plan *old)
+{
+    if (!old->off)
+        return true;
+    if (!(p->off = calloc(p->n + 1, sizeof *p->off)))
+        return false;
+    memcpy(p->off, old->off, p->n * sizeof *p->off);
+    return true;
 }
 
 static void exec_free(struct CUgraphExec_st *x)
@@ -538,6 +554,8 @@ static void run_graph(soft_op *op, struct CUctx_st *ctx)
     struct soft_plan *p = op->u.graph.plan;
     for (size_t i = 0; i < p->n; i++) {
         soft_op *o = p->ops[i];
+        if (p->off && p->off[i])
+            continue;
         if (o && o->run && (o->always || soft_ctx_status(ctx) == CUDA_SUCCESS))
             o->run(o, ctx);
     }
@@ -551,6 +569,35 @@ static void drop_graph(soft_op *op)
 static bool clone_graph(soft_op *op)
 {
     atomic_fetch_add(&op->u.graph.plan->refs, 1);
+    return true;
+}
+
+/* A queued launch of a graph holds its kernels' modules (children's too):
+ * unloading one waits for it, not for the graphs that merely name it. */
+static void plan_hold(const struct soft_plan *p, bool hold)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        const soft_op *o = p->ops[i];
+        struct CUmod_st *m = soft_launch_module(o);
+        if (m && hold)
+            soft_module_hold(m);
+        else if (m)
+            soft_module_release(m);
+        else if (o && o->run == run_graph)
+            plan_hold(o->u.graph.plan, hold);
+    }
+}
+
+static void drop_launched_graph(soft_op *op)
+{
+    plan_hold(op->u.graph.plan, false);
+    plan_unref(op->u.graph.plan);
+}
+
+static bool clone_launched_graph(soft_op *op)
+{
+    atomic_fetch_add(&op->u.graph.plan->refs, 1);
+    plan_hold(op->u.graph.plan, true);
     return true;
 }
 
@@ -571,9 +618,10 @@ static CUresult graph_launch(CUgraphExec h, CUstream hs, bool ptds)
     pthread_mutex_lock(&x->lock);
     op->u.graph.plan = x->plan;
     atomic_fetch_add(&x->plan->refs, 1);
+    plan_hold(x->plan, true);
     pthread_mutex_unlock(&x->lock);
-    op->drop = drop_graph;
-    op->clone = clone_graph;
+    op->drop = drop_launched_graph;
+    op->clone = clone_launched_graph;
     return soft_stream_submit(s, op, NULL);
 }
 
@@ -616,6 +664,7 @@ static CUresult exec_kernel_set(CUgraphExec h, CUgraphNode node, CUfunction func
         return CUDA_ERROR_INVALID_VALUE;
     soft_op *op;
     SOFT_TRY(soft_launch_op(func ? (const void *)func : (const void *)kern, grid, block, shared, params, extra, &op));
+    soft_launch_to_graph(op);
     /* A new plan: the others' ops copied, this one replaced. */
     pthread_mutex_lock(&x->lock);
     struct soft_plan *old = x->plan, *p = plan_new(x->n);
@@ -626,6 +675,8 @@ static CUresult exec_kernel_set(CUgraphExec h, CUgraphNode node, CUfunction func
         else if (old->ops[j] && !(p->ops[j] = op_copy(old->ops[j])))
             r = CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (r == CUDA_SUCCESS && !plan_keep_off(p, old))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS)
         x->plan = p;
     pthread_mutex_unlock(&x->lock);
@@ -657,4 +708,551 @@ SOFT_API CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphEx
     KERNEL_GEOMETRY(nodeParams);
     return exec_kernel_set(hGraphExec, hNode, nodeParams->func, nodeParams->kern, grid, block,
                            nodeParams->sharedMemBytes, nodeParams->kernelParams, nodeParams->extra);
+}
+
+/* ---- child graphs, event nodes, whole-graph updates ---- */
+
+/* g's nodes' ops, copied in dependency order, as a plan (under no lock). */
+static CUresult plan_of(struct CUgraph_st *g, struct soft_plan **out)
+{
+    pthread_mutex_lock(&g->lock);
+    size_t n = g->n, k = 0;
+    unsigned char *mark = calloc(n + 1, 1);
+    struct CUgraphNode_st **order = calloc(n + 1, sizeof *order);
+    struct soft_plan *p = plan_new(n);
+    CUresult r = mark && order && p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++)
+        if (!visit(g->nodes[i], mark, order, &k))
+            r = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++)
+        if (order[i]->op && !(p->ops[i] = op_copy(order[i]->op)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g->lock);
+    free(mark);
+    free(order);
+    if (r != CUDA_SUCCESS) {
+        plan_unref(p);
+        return r;
+    }
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+/* A child graph node runs a copy of the child taken when it was added, as
+ * the driver's does (later changes to the child do not reach it). */
+SOFT_API CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                   const CUgraphNode *dependencies, size_t numDependencies,
+                                                   CUgraph childGraph)
+{
+    struct CUgraph_st *child;
+    SOFT_TRY(graph_arg(childGraph, &child));
+    if (childGraph == hGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct soft_plan *p;
+    SOFT_TRY(plan_of(child, &p));
+    soft_op *op = soft_op_new(run_graph);
+    if (!op) {
+        plan_unref(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->u.graph.plan = p;
+    op->drop = drop_graph;
+    op->clone = clone_graph;
+    return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, op);
+}
+
+/* An event record node records when it runs: waits already queued on the
+ * event's earlier record are not held back by it. */
+static void run_event_record(soft_op *op, struct CUctx_st *ctx)
+{
+    (void)ctx;
+    struct CUevent_st *e = op->u.record.event;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    pthread_mutex_lock(&e->lock);
+    e->completed = ++e->recorded;
+    e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* An event wait node waits for the event's last record when it runs. */
+static void run_event_wait(soft_op *op, struct CUctx_st *ctx)
+{
+    (void)ctx;
+    struct CUevent_st *e = op->u.record.event;
+    pthread_mutex_lock(&e->lock);
+    uint64_t seq = e->recorded;
+    pthread_mutex_unlock(&e->lock);
+    soft_event_wait(e, seq);
+}
+
+static void drop_event_node(soft_op *op)
+{
+    soft_event_unref(op->u.record.event);
+}
+
+static bool clone_event_node(soft_op *op)
+{
+    atomic_fetch_add(&op->u.record.event->refs, 1);
+    return true;
+}
+
+static CUresult event_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t n, CUevent event,
+                           CUgraphNodeType type)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(event, SOFT_EVENT))
+        return CUDA_ERROR_INVALID_VALUE;
+    soft_op *op = soft_op_new(type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? run_event_record : run_event_wait);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->always = type == CU_GRAPH_NODE_TYPE_EVENT_RECORD;   /* an event never stays pending */
+    op->drop = drop_event_node;
+    op->clone = clone_event_node;
+    atomic_fetch_add(&event->refs, 1);
+    op->u.record.event = event;
+    return add_node(out, h, deps, n, type, op);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                    const CUgraphNode *dependencies, size_t numDependencies,
+                                                    CUevent event)
+{
+    return event_node(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                  const CUgraphNode *dependencies, size_t numDependencies,
+                                                  CUevent event)
+{
+    return event_node(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+/* cuGraphExecUpdate: g must have the executable's shape (nodes made in the
+ * same order with the same types and edges); its nodes' work replaces the
+ * executable's in a new plan, and the executable's nodes stay paired with
+ * the graph it was made from. */
+static CUresult exec_update(CUgraphExec h, CUgraph hg, CUgraphNode *bad_node, CUgraphExecUpdateResult *why)
+{
+    *bad_node = NULL;
+    *why = CU_GRAPH_EXEC_UPDATE_ERROR;
+    SOFT_TRY(soft_check_init());
+    struct CUgraph_st *g;
+    if (!soft_handle_valid(h, SOFT_EXEC))
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(graph_arg(hg, &g));
+    struct CUgraphExec_st *x = h;
+    pthread_mutex_lock(&g->lock);
+    CUresult r = CUDA_SUCCESS;
+    if (g->n != x->n) {
+        *why = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
+    /* The executable's op i came from node from[i]; its partner in g is
+     * g's node of the same index. */
+    for (size_t i = 0; i < x->n && r == CUDA_SUCCESS; i++) {
+        size_t idx = x->from[i]->index;
+        struct CUgraphNode_st *a = x->from[i], *b = idx < g->n ? g->nodes[idx] : NULL;
+        bool same = b && b->type == x->types[i] && a->ndeps == b->ndeps;
+        for (size_t k = 0; same && k < a->ndeps; k++) {
+            bool found = false;
+            for (size_t m = 0; m < b->ndeps; m++)
+                found |= b->deps[m]->index == a->deps[k]->index;
+            same = found;
+        }
+        if (!same) {
+            *bad_node = b;
+            *why = b && b->type != x->types[i] ? CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED
+                                               : CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+            r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        }
+    }
+    struct soft_plan *p = r == CUDA_SUCCESS ? plan_new(x->n) : NULL;
+    if (r == CUDA_SUCCESS && !p)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < x->n && r == CUDA_SUCCESS; i++) {
+        soft_op *op = g->nodes[x->from[i]->index]->op;
+        if (op && !(p->ops[i] = op_copy(op)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&g->lock);
+    if (r != CUDA_SUCCESS) {
+        plan_unref(p);
+        return r;
+    }
+    pthread_mutex_lock(&x->lock);
+    struct soft_plan *old = x->plan;
+    bool kept = plan_keep_off(p, old);
+    if (kept)
+        x->plan = p;
+    pthread_mutex_unlock(&x->lock);
+    if (!kept) {
+        plan_unref(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    plan_unref(old);
+    *why = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
+                                            CUgraphExecUpdateResult *updateResult_out)
+{
+    CUgraphNode bad;
+    CUgraphExecUpdateResult why;
+    CUresult r = exec_update(hGraphExec, hGraph, &bad, &why);
+    if (hErrorNode_out)
+        *hErrorNode_out = bad;
+    if (updateResult_out)
+        *updateResult_out = why;
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                               CUgraphExecUpdateResultInfo *resultInfo)
+{
+    if (!resultInfo)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUgraphNode bad;
+    CUgraphExecUpdateResult why;
+    CUresult r = exec_update(hGraphExec, hGraph, &bad, &why);
+    resultInfo->result = why;
+    resultInfo->errorNode = bad;
+    resultInfo->errorFromNode = NULL;
+    return r;
+}
+
+/* ---- clones and the Graphviz picture ---- */
+
+SOFT_API CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    struct CUgraph_st *g;
+    SOFT_TRY(graph_arg(originalGraph, &g));
+    if (!phGraphClone)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraph_st *c = soft_graph_new();
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g->lock);
+    /* Node i of the clone is the copy of node i; edges by index. */
+    for (size_t i = 0; i < g->n && r == CUDA_SUCCESS; i++) {
+        struct CUgraphNode_st *o = g->nodes[i], *nd;
+        soft_op *op = NULL;
+        if (o->op && !(op = op_copy(o->op)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else if ((r = soft_graph_add(c, o->type, op, NULL, 0, &nd)) == CUDA_SUCCESS)
+            nd->origin = o;
+    }
+    for (size_t i = 0; i < g->n && r == CUDA_SUCCESS; i++)
+        for (size_t k = 0; k < g->nodes[i]->ndeps && r == CUDA_SUCCESS; k++)
+            if (!add_dep(c->nodes[i], c->nodes[g->nodes[i]->deps[k]->index]))
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g->lock);
+    if (r != CUDA_SUCCESS) {
+        soft_graph_free(c);
+        return r;
+    }
+    *phGraphClone = c;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
+{
+    struct CUgraph_st *c;
+    SOFT_TRY(graph_arg(hClonedGraph, &c));
+    if (!phNode || !soft_handle_valid(hOriginalNode, SOFT_NODE))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n; i++)
+        if (c->nodes[i]->origin == hOriginalNode) {
+            *phNode = c->nodes[i];
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+    (void)flags;
+    struct CUgraph_st *g;
+    SOFT_TRY(graph_arg(hGraph, &g));
+    if (!path)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    static const char *const names[] = { "kernel", "memcpy", "memset", "host", "graph", "empty", "event wait",
+                                         "event record" };
+    fprintf(f, "digraph softgpu_graph {\n");
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->n; i++) {
+        struct CUgraphNode_st *nd = g->nodes[i];
+        unsigned t = (unsigned)nd->type;
+        fprintf(f, "  n%zu [shape=box label=\"%s %zu\"];\n", i, t < 8 ? names[t] : "node", i);
+        for (size_t k = 0; k < nd->ndeps; k++)
+            fprintf(f, "  n%zu -> n%zu;\n", nd->deps[k]->index, i);
+    }
+    pthread_mutex_unlock(&g->lock);
+    fprintf(f, "}\n");
+    return fclose(f) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+}
+
+/* ---- edges, node removal, parameters read back, enabling ---- */
+
+static CUresult node_arg(CUgraphNode h, struct CUgraphNode_st **out)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(h, SOFT_NODE))
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = h;
+    return CUDA_SUCCESS;
+}
+
+/* Puts nd at out[k] when there is room; a NULL list only counts. */
+static void put_node(CUgraphNode *out, CUgraphEdgeData *edges, size_t room, size_t k, struct CUgraphNode_st *nd)
+{
+    if (out && k < room) {
+        out[k] = nd;
+        if (edges)
+            memset(&edges[k], 0, sizeof edges[k]);
+    }
+}
+
+static CUresult node_neighbours(CUgraphNode h, CUgraphNode *out, CUgraphEdgeData *edges, size_t *count,
+                                bool dependents)
+{
+    struct CUgraphNode_st *nd;
+    SOFT_TRY(node_arg(h, &nd));
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraph_st *g = nd->graph;
+    size_t k = 0;
+    pthread_mutex_lock(&g->lock);
+    if (!dependents) {
+        for (size_t i = 0; i < nd->ndeps; i++)
+            put_node(out, edges, *count, k++, nd->deps[i]);
+    } else {
+        for (size_t i = 0; i < g->n; i++)
+            for (size_t j = 0; j < g->nodes[i]->ndeps; j++)
+                if (g->nodes[i]->deps[j] == nd)
+                    put_node(out, edges, *count, k++, g->nodes[i]);
+    }
+    pthread_mutex_unlock(&g->lock);
+    *count = out && k > *count ? *count : k;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+                                                     size_t *numDependencies)
+{
+    return node_neighbours(hNode, dependencies, NULL, numDependencies, false);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies,
+                                                        CUgraphEdgeData *edgeData, size_t *numDependencies)
+{
+    return node_neighbours(hNode, dependencies, edgeData, numDependencies, false);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes,
+                                                       size_t *numDependentNodes)
+{
+    return node_neighbours(hNode, dependentNodes, NULL, numDependentNodes, true);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes,
+                                                          CUgraphEdgeData *edgeData, size_t *numDependentNodes)
+{
+    return node_neighbours(hNode, dependentNodes, edgeData, numDependentNodes, true);
+}
+
+static CUresult edges(CUgraph h, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *count)
+{
+    struct CUgraph_st *g;
+    SOFT_TRY(graph_arg(h, &g));
+    if (!count || (!from) != (!to))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t k = 0;
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t j = 0; j < g->nodes[i]->ndeps; j++, k++) {
+            put_node(from, data, *count, k, g->nodes[i]->deps[j]);
+            put_node(to, NULL, *count, k, g->nodes[i]);
+        }
+    pthread_mutex_unlock(&g->lock);
+    *count = from && k > *count ? *count : k;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges)
+{
+    return edges(hGraph, from, to, NULL, numEdges);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+                                             CUgraphEdgeData *edgeData, size_t *numEdges)
+{
+    return edges(hGraph, from, to, edgeData, numEdges);
+}
+
+static CUresult remove_dependencies(CUgraph h, const CUgraphNode *from, const CUgraphNode *to, size_t n)
+{
+    struct CUgraph_st *g;
+    SOFT_TRY(graph_arg(h, &g));
+    if (n && (!from || !to))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        if (!soft_handle_valid(from[i], SOFT_NODE) || !soft_handle_valid(to[i], SOFT_NODE) ||
+            from[i]->graph != g || to[i]->graph != g) {
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        struct CUgraphNode_st *b = to[i];
+        size_t k = 0;
+        while (k < b->ndeps && b->deps[k] != from[i])
+            k++;
+        if (k == b->ndeps) {
+            r = CUDA_ERROR_INVALID_VALUE;   /* no such edge */
+            break;
+        }
+        memmove(b->deps + k, b->deps + k + 1, (b->ndeps - k - 1) * sizeof *b->deps);
+        b->ndeps--;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                                    size_t numDependencies)
+{
+    return remove_dependencies(hGraph, from, to, numDependencies);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
+                                                       const CUgraphNode *to, const CUgraphEdgeData *edgeData,
+                                                       size_t numDependencies)
+{
+    if (edgeData)
+        for (size_t i = 0; i < numDependencies; i++)
+            if (edgeData[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || edgeData[i].from_port || edgeData[i].to_port)
+                return CUDA_ERROR_NOT_SUPPORTED;
+    return remove_dependencies(hGraph, from, to, numDependencies);
+}
+
+/* The node leaves its graph with its edges; executables made from the
+ * graph keep their own copies. */
+SOFT_API CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode)
+{
+    struct CUgraphNode_st *nd;
+    SOFT_TRY(node_arg(hNode, &nd));
+    struct CUgraph_st *g = nd->graph;
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->n; i++) {
+        struct CUgraphNode_st *o = g->nodes[i];
+        size_t k = 0;
+        for (size_t j = 0; j < o->ndeps; j++)
+            if (o->deps[j] != nd)
+                o->deps[k++] = o->deps[j];
+        o->ndeps = k;
+    }
+    memmove(g->nodes + nd->index, g->nodes + nd->index + 1, (g->n - nd->index - 1) * sizeof *g->nodes);
+    g->n--;
+    for (size_t i = nd->index; i < g->n; i++)
+        g->nodes[i]->index = i;
+    pthread_mutex_unlock(&g->lock);
+    soft_handle_remove(nd);
+    if (nd->op)
+        soft_op_free(nd->op);
+    free(nd->deps);
+    free(nd);
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    struct CUgraphNode_st *nd;
+    SOFT_TRY(node_arg(hNode, &nd));
+    if (!nodeParams || nd->type != CU_GRAPH_NODE_TYPE_MEMSET || !nd->op)
+        return CUDA_ERROR_INVALID_VALUE;
+    const soft_op *op = nd->op;
+    *nodeParams = (CUDA_MEMSET_NODE_PARAMS){ .dst = op->u.fill.dst, .pitch = op->u.fill.pitch,
+                                             .value = op->u.fill.value, .elementSize = op->u.fill.elem,
+                                             .width = op->u.fill.width, .height = op->u.fill.height };
+    return CUDA_SUCCESS;
+}
+
+static CUresult node_event(CUgraphNode h, CUgraphNodeType type, CUevent *out)
+{
+    struct CUgraphNode_st *nd;
+    SOFT_TRY(node_arg(h, &nd));
+    if (!out || nd->type != type || !nd->op)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = nd->op->u.record.event;
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    return node_event(hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event_out);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
+{
+    return node_event(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event_out);
+}
+
+/* A disabled kernel, memcpy or memset node runs as an empty one, from the
+ * next launch on (a new plan; launches queued keep theirs). */
+static CUresult node_enabled(CUgraphExec h, CUgraphNode node, unsigned *get, bool set)
+{
+    SOFT_TRY(soft_check_init());
+    if (!soft_handle_valid(h, SOFT_EXEC) || !soft_handle_valid(node, SOFT_NODE))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphExec_st *x = h;
+    size_t i = 0;
+    while (i < x->n && x->from[i] != node)
+        i++;
+    if (i == x->n || (x->types[i] != CU_GRAPH_NODE_TYPE_KERNEL && x->types[i] != CU_GRAPH_NODE_TYPE_MEMCPY &&
+                      x->types[i] != CU_GRAPH_NODE_TYPE_MEMSET))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&x->lock);
+    struct soft_plan *old = x->plan;
+    if (get) {
+        *get = !(old->off && old->off[i]);
+        pthread_mutex_unlock(&x->lock);
+        return CUDA_SUCCESS;
+    }
+    struct soft_plan *p = plan_new(x->n);
+    CUresult r = p && (p->off = calloc(x->n + 1, sizeof *p->off)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t j = 0; j < x->n && r == CUDA_SUCCESS; j++) {
+        p->off[j] = old->off && old->off[j];
+        if (old->ops[j] && !(p->ops[j] = op_copy(old->ops[j])))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (r == CUDA_SUCCESS) {
+        p->off[i] = !set;
+        x->plan = p;
+    }
+    pthread_mutex_unlock(&x->lock);
+    plan_unref(r == CUDA_SUCCESS ? old : p);
+    return r;
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    return node_enabled(hGraphExec, hNode, NULL, isEnabled != 0);
+}
+
+SOFT_API CUresult CUDAAPI cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+    if (!isEnabled)
+        return CUDA_ERROR_INVALID_VALUE;
+    return node_enabled(hGraphExec, hNode, isEnabled, false);
 }

@@ -61,7 +61,21 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
 static void drop_launch(soft_op *op)
 {
     free(op->u.launch.params);
-    soft_module_release(op->u.launch.func->mod);
+    if (!op->u.launch.in_graph)
+        soft_module_release(op->u.launch.func->mod);
+}
+
+void soft_launch_to_graph(soft_op *op)
+{
+    if (op && op->drop == drop_launch && !op->u.launch.in_graph) {
+        op->u.launch.in_graph = true;
+        soft_module_release(op->u.launch.func->mod);
+    }
+}
+
+struct CUmod_st *soft_launch_module(const soft_op *op)
+{
+    return op && op->drop == drop_launch ? op->u.launch.func->mod : NULL;
 }
 
 /* Packs kernelParams or extra into a fresh buffer laid out per the entry. */
@@ -147,7 +161,8 @@ static bool clone_launch(soft_op *op)
         return false;
     memcpy(p, op->u.launch.params, n);
     op->u.launch.params = p;
-    soft_module_hold(op->u.launch.func->mod);
+    if (!op->u.launch.in_graph)
+        soft_module_hold(op->u.launch.func->mod);
     return true;
 }
 

@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cuda.h>
 #include <time.h>
 
+#include "proto/cuda_ops.h"
+#include "proto/job.h"
 #include "proto/wire.h"
 #include "tests/replay_rig.h"
 
@@ -148,4 +151,114 @@ ParameterizedTest(int *k, agent_replay, mutated_frame, .timeout = 240)
     cr_log_info("frame %d: %zu mutations, %zu failed the job, %zu refused or in error", *k, nm, failed, refused);
     free(buf);
     replay_script_free(&s);
+}
+
+/* One handover record on stream at value. */
+static size_t graph_record(uint8_t *out, size_t cap, uint32_t op, uint64_t stream, uint64_t value,
+                           const uint8_t *body, size_t n)
+{
+    wire_writer w = wire_writer_init(out, cap);
+    wire_put_u32(&w, op);
+    wire_put_u32(&w, (uint32_t)n);
+    wire_put_u64(&w, stream);
+    wire_put_u64(&w, value);
+    wire_put_bytes(&w, body, n);
+    return w.err ? 0 : w.off;
+}
+
+/* A graph request: the script's kernel (one added to each int), an empty
+ * node after it, the kernel again after that; bad_dep: the last node names
+ * a later one. */
+static size_t graph_request(uint8_t *buf, size_t cap, uint64_t id, uint64_t ptr, bool bad_dep)
+{
+    wire_writer w = wire_writer_init(buf, cap);
+    wire_put_u32(&w, JOB_OP_GRAPH);
+    wire_put_u64(&w, id);
+    wire_put_u32(&w, 0);
+    wire_put_u32(&w, 3);
+    for (uint32_t k = 0; k < 3; k++) {
+        wire_put_u32(&w, k == 1 ? CU_GRAPH_NODE_TYPE_EMPTY : CU_GRAPH_NODE_TYPE_KERNEL);
+        wire_put_u32(&w, k ? 1 : 0);
+        if (k)
+            wire_put_u32(&w, bad_dep && k == 2 ? 2 : k - 1);
+        if (k == 1)
+            continue;
+        wire_put_u64(&w, 11);                /* the script's kernel */
+        uint32_t dims[7] = { 2, 1, 1, 32, 1, 1, 0 };
+        for (int i = 0; i < 7; i++)
+            wire_put_u32(&w, dims[i]);
+        wire_put_u32(&w, 12);
+        wire_put_u64(&w, ptr);
+        wire_put_u32(&w, REPLAY_N);
+    }
+    return w.err ? 0 : w.off;
+}
+
+Test(agent_replay, graphs_the_agent_builds_run_at_each_launch)
+{
+    replay_rig *r = rig_or_die();
+    replay_script s;
+    char why[600] = "";
+    cr_assert(replay_script_run(r, &s, why, sizeof why), "%s", why);
+    /* Memory of its own (the script freed its allocation), holding i. */
+    uint8_t buf[1024], body[600], a[16], out[REPLAY_N * 4];
+    wire_writer w = wire_writer_init(buf, sizeof buf);
+    wire_put_u32(&w, CUDA_OP_cuMemAlloc_v2);
+    wire_put_u32(&w, 0);
+    wire_put_u64(&w, REPLAY_N * 4);
+    uint64_t answers = replay_rig_answers(r, 0, 0);
+    replay_rig_frame(r, FRAME_REQUEST, buf, w.off);
+    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
+    cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 13);
+    uint64_t ptr = wire_load_u64(a + 5);
+    w = wire_writer_init(body, sizeof body);
+    wire_put_u64(&w, ptr);
+    for (uint32_t i = 0; i < REPLAY_N; i++)
+        wire_put_u32(&w, i);
+    size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 4, body, w.off);
+    replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+
+    answers = replay_rig_answers(r, 0, 0);
+    n = graph_request(buf, sizeof buf, 30, ptr, false);
+    replay_rig_frame(r, FRAME_REQUEST, buf, n);
+    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
+    cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 5);
+    cr_assert(a[0] == 0 && wire_load_u32(a + 1) == 0, "the graph was not built: %u", wire_load_u32(a + 1));
+    /* Launched twice: each launch adds two. */
+    uint64_t value = 5;
+    for (uint32_t launch = 0; launch < 2; launch++, value += 2) {
+        w = wire_writer_init(body, sizeof body);
+        wire_put_u64(&w, 30);
+        n = graph_record(buf, sizeof buf, JOB_OP_GRAPH_LAUNCH, REPLAY_STREAM, value, body, w.off);
+        w = wire_writer_init(body, sizeof body);
+        wire_put_u64(&w, ptr);
+        wire_put_u64(&w, REPLAY_N * 4);
+        n += graph_record(buf + n, sizeof buf - n, CUDA_OP_cuMemcpyDtoHAsync_v2, REPLAY_STREAM, value + 1, body,
+                          w.off);
+        replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+        cr_assert_eq(replay_rig_bytes(r, REPLAY_STREAM, value + 1, out, sizeof out, 10000), (long)sizeof out,
+                     "launch %u: no bytes; cause: %s", launch, replay_rig_cause(r));
+        for (uint32_t i = 0; i < REPLAY_N; i++)
+            cr_assert_eq(wire_load_u32(out + 4 * i), i + 2 + 2 * launch, "launch %u: element %u", launch, i);
+    }
+    /* A node that names a later one is refused; the job goes on. */
+    answers = replay_rig_answers(r, 0, 0);
+    n = graph_request(buf, sizeof buf, 31, ptr, true);
+    replay_rig_frame(r, FRAME_REQUEST, buf, n);
+    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
+    cr_assert(replay_rig_last_answer(r, a, sizeof a) >= 1 && a[0] == 1, "a graph with a forward edge was built");
+    cr_assert_str_empty(replay_rig_cause(r));
+    /* Destroyed, then launched: the controller's error fails the job. */
+    w = wire_writer_init(buf, sizeof buf);
+    wire_put_u32(&w, CUDA_OP_cuGraphExecDestroy);
+    wire_put_u64(&w, 30);
+    replay_rig_frame(r, FRAME_DROP, buf, w.off);
+    cr_assert_str_empty(replay_rig_cause(r));
+    w = wire_writer_init(body, sizeof body);
+    wire_put_u64(&w, 30);
+    n = graph_record(buf, sizeof buf, JOB_OP_GRAPH_LAUNCH, REPLAY_STREAM, value, body, w.off);
+    replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+    cr_assert(strstr(replay_rig_cause(r), "graph launch"), "cause: %s", replay_rig_cause(r));
+    replay_script_free(&s);
+    replay_rig_free(r);
 }

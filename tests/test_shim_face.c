@@ -306,14 +306,14 @@ Test(shim_face, no_driver_refuses_cleanly)
     cr_assert_neq(((CUresult(*)(CUdeviceptr *, size_t))sym(h, "cuMemAlloc_v2"))(&p, 64), CUDA_SUCCESS);
     cr_assert_neq(((CUresult(*)(void))sym(h, "cuCtxSynchronize"))(), CUDA_SUCCESS);
     cr_assert_neq(((CUresult(*)(CUstream))sym(h, "cuStreamSynchronize_ptsz"))(NULL), CUDA_SUCCESS);
+    cr_assert_neq(((CUresult(*)(CUstream, CUstreamCaptureMode))sym(h, "cuStreamBeginCapture_v2_ptsz"))(
+                      NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                  CUDA_SUCCESS);
     /* The generic path with no driver: no device. */
     CUmemGenericAllocationHandle mc;
     CUmulticastObjectProp prop = { .numDevices = 1, .size = 2 << 20 };
     cr_assert_eq(((CUresult(*)(CUmemGenericAllocationHandle *, const CUmulticastObjectProp *))sym(
                      h, "cuMulticastCreate"))(&mc, &prop),
-                 CUDA_ERROR_NO_DEVICE);
-    cr_assert_eq(((CUresult(*)(CUstream, CUstreamCaptureMode))sym(h, "cuStreamBeginCapture_v2_ptsz"))(
-                     NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
                  CUDA_ERROR_NO_DEVICE);
     /* Pools are served by the core too. */
     CUmemoryPool pool;
@@ -827,8 +827,13 @@ static void expect_refused(const program_result *r, const char *device)
 {
     cr_assert_eq(r->status, 0, "refusals exited %d:\n%s", r->status, r->output);
     cr_assert_null(strstr(r->output, "left"), "a refusal left garbage in an output:\n%s", r->output);
-    cr_assert_eq(count_of(r->output, ": CUDA_ERROR_NOT_SUPPORTED\n"), 6, "%s", r->output);
-    static const char *const fns[] = { "cuStreamBeginCapture_v2", "cuDeviceGetLuid",
+    cr_assert_eq(count_of(r->output, ": CUDA_ERROR_NOT_SUPPORTED\n"), 8, "%s", r->output);
+    cr_assert_eq(count_of(r->output, "capture end: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED\n"), 2, "%s", r->output);
+    char capture_line[200];
+    snprintf(capture_line, sizeof capture_line,
+             "rig: stream-ordered allocation (a graph memory node) in a stream capture on %s: not supported", device);
+    cr_assert_eq(count_of(r->output, capture_line), 1, "want one \"%s\" in:\n%s", capture_line, r->output);
+    static const char *const fns[] = { "cuSignalExternalSemaphoresAsync", "cuDeviceGetLuid",
                                        "cuMulticastCreate" };
     for (size_t i = 0; i < 3; i++) {
         char line[160];
@@ -855,14 +860,13 @@ Test(proxy_refusals, beside_a_local_device, .timeout = 90)
     program_result r = run_refusals(&a, SOFTGPU_PATH, "1");
     expect_refused(&r, "CUDA:0@b");
     program_result_free(&r);
-    /* Device 0 is local: the same calls reach softgpu, which lacks all but
-     * capture (begun once, then already begun). */
+    /* Device 0 is local: the same calls reach softgpu, which lacks them. */
     r = run_refusals(&a, SOFTGPU_PATH, "0");
     cr_assert_eq(r.status, 0, "%s", r.output);
-    cr_assert_eq(count_of(r.output, ": CUDA_ERROR_NOT_FOUND\n"), 4, "%s", r.output);
-    cr_assert_eq(count_of(r.output, "capture: CUDA_SUCCESS\n"), 1, "%s", r.output);
-    cr_assert_eq(count_of(r.output, "capture: CUDA_ERROR_ILLEGAL_STATE\n"), 1, "%s", r.output);
-    cr_assert_eq(count_of(r.output, "on the local driver: not supported"), 2, "%s", r.output);
+    cr_assert_eq(count_of(r.output, ": CUDA_ERROR_NOT_FOUND\n"), 6, "%s", r.output);
+    cr_assert_eq(count_of(r.output, "on the local driver: not supported"), 3, "%s", r.output);
+    cr_assert_eq(count_of(r.output, "capture alloc: CUDA_SUCCESS\n"), 2, "%s", r.output);
+    cr_assert_eq(count_of(r.output, "capture end: CUDA_SUCCESS\n"), 2, "%s", r.output);
     cr_assert_eq(count_of(r.output, "NOT_SUPPORTED"), 0, "%s", r.output);
     program_result_free(&r);
     agent_stop(&a);

@@ -4,7 +4,8 @@
  * other streams into a capture; capture modes refuse unsafe calls; misuse
  * (the legacy stream, a sync, unjoined work) gets the driver's errors; a
  * graph built node by node runs in dependency order; an executable graph's
- * kernel node takes new parameters. */
+ * kernel node takes new parameters; child graphs, event nodes and whole-
+ * graph updates. */
 #include "tests/support.h"
 
 #include <criterion/criterion.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
 #define N 1000
@@ -403,5 +405,284 @@ Test(graph, bad_arguments)
     cr_assert_eq(n, 1);
     cr_assert_eq(cuGraphLaunch((CUgraphExec)g, NULL), CUDA_ERROR_INVALID_VALUE);
     OK(cuGraphDestroy(other));
+    OK(cuGraphDestroy(g));
+}
+
+/* c = a + b as a kernel node of g after deps. */
+static CUgraphNode add_node(CUgraph g, const CUgraphNode *deps, size_t n, CUdeviceptr *a, CUdeviceptr *b,
+                            CUdeviceptr *c)
+{
+    static int count = N;
+    void *args[] = { a, b, c, &count };
+    CUDA_KERNEL_NODE_PARAMS p = { .func = add, .gridDimX = B, .gridDimY = 1, .gridDimZ = 1, .blockDimX = T,
+                                  .blockDimY = 1, .blockDimZ = 1, .kernelParams = args };
+    CUgraphNode nd;
+    OK(cuGraphAddKernelNode(&nd, g, deps, n, &p));
+    return nd;
+}
+
+Test(graph, child_graphs_run_a_copy_taken_when_added)
+{
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c, d;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    OK(cuMemAlloc(&d, N * sizeof(int)));
+    CUgraph child, g;
+    OK(cuGraphCreate(&child, 0));
+    add_node(child, NULL, 0, &a, &b, &c);            /* c = a + b */
+    OK(cuGraphCreate(&g, 0));
+    CUgraphNode ch, after;
+    OK(cuGraphAddChildGraphNode(&ch, g, NULL, 0, child));
+    add_node(child, NULL, 0, &b, &b, &c);            /* added later: not in g's copy */
+    after = add_node(g, &ch, 1, &c, &a, &d);         /* d = c + a */
+    (void)after;
+    CUgraphNodeType type;
+    OK(cuGraphNodeGetType(ch, &type));
+    cr_assert_eq(type, CU_GRAPH_NODE_TYPE_GRAPH);
+    OK(cuGraphDestroy(child));
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    download(got, d);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], ha[i] + hb[i] + ha[i], "d[%d] = %d", i, got[i]);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+    cr_assert_eq(cuGraphAddChildGraphNode(&ch, g, NULL, 0, g), CUDA_ERROR_INVALID_VALUE);
+}
+
+Test(graph, event_nodes_record_and_wait)
+{
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    CUevent e;
+    OK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    CUgraph g, h;
+    OK(cuGraphCreate(&g, 0));
+    CUgraphNode k, rec, wait;
+    k = add_node(g, NULL, 0, &a, &b, &c);             /* c = a + b */
+    OK(cuGraphAddEventRecordNode(&rec, g, &k, 1, e));
+    CUgraphNodeType type;
+    OK(cuGraphNodeGetType(rec, &type));
+    cr_assert_eq(type, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+    /* A second graph on another stream waits for the record. */
+    OK(cuGraphCreate(&h, 0));
+    OK(cuGraphAddEventWaitNode(&wait, h, NULL, 0, e));
+    add_node(h, &wait, 1, &c, &c, &a);                /* a = 2c */
+    CUgraphExec xg, xh;
+    OK(cuGraphInstantiateWithFlags(&xg, g, 0));
+    OK(cuGraphInstantiateWithFlags(&xh, h, 0));
+    CUstream s1, s2;
+    OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    OK(cuGraphLaunch(xg, s1));
+    OK(cuStreamSynchronize(s1));
+    OK(cuEventQuery(e));                              /* the record node completed it */
+    OK(cuGraphLaunch(xh, s2));
+    OK(cuStreamSynchronize(s2));
+    download(got, a);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], 2 * (ha[i] + hb[i]), "a[%d] = %d", i, got[i]);
+    OK(cuGraphExecDestroy(xg));
+    OK(cuGraphExecDestroy(xh));
+    OK(cuGraphDestroy(g));
+    OK(cuGraphDestroy(h));
+    OK(cuEventDestroy(e));
+    cr_assert_eq(cuGraphAddEventRecordNode(&rec, g, NULL, 0, e), CUDA_ERROR_INVALID_VALUE);
+}
+
+Test(graph, exec_update_takes_a_same_shaped_graph_only)
+{
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    CUgraph g1, g2, g3;
+    OK(cuGraphCreate(&g1, 0));
+    add_node(g1, NULL, 0, &a, &b, &c);                /* c = a + b */
+    OK(cuGraphCreate(&g2, 0));
+    add_node(g2, NULL, 0, &a, &a, &c);                /* c = 2a */
+    OK(cuGraphCreate(&g3, 0));
+    CUgraphNode k3 = add_node(g3, NULL, 0, &a, &a, &c);
+    CUgraphNode e3;
+    OK(cuGraphAddEmptyNode(&e3, g3, &k3, 1));
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g1, 0));
+    CUgraphExecUpdateResultInfo info;
+    OK(cuGraphExecUpdate(x, g2, &info));
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    download(got, c);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], 2 * ha[i], "after the update c[%d] = %d", i, got[i]);
+    cr_assert_eq(cuGraphExecUpdate(x, g3, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    OK(cuMemsetD32(c, 0, N));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    download(got, c);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], 2 * ha[i], "after the refused update c[%d] = %d", i, got[i]);
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g1));
+    OK(cuGraphDestroy(g2));
+    OK(cuGraphDestroy(g3));
+}
+
+Test(graph, clones_run_the_same_work_and_find_their_nodes)
+{
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    CUgraph g, clone;
+    OK(cuGraphCreate(&g, 0));
+    CUgraphNode k = add_node(g, NULL, 0, &a, &b, &c);   /* c = a + b */
+    CUgraphNode e;
+    OK(cuGraphAddEmptyNode(&e, g, &k, 1));
+    OK(cuGraphClone(&clone, g));
+    OK(cuGraphDestroy(g));                            /* the clone stands alone */
+    size_t n = 0;
+    OK(cuGraphGetNodes(clone, NULL, &n));
+    cr_assert_eq(n, 2);
+    CUgraphNode twin;
+    cr_assert_eq(cuGraphNodeFindInClone(&twin, k, clone), CUDA_ERROR_INVALID_VALUE, "k died with g");
+    char path[] = "/tmp/test_softgpu_graph-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    OK(cuGraphDebugDotPrint(clone, path, 0));
+    size_t len;
+    char *text = support_read_file(path, &len);
+    unlink(path);
+    cr_assert(text && strstr(text, "digraph") && strstr(text, "n0 -> n1"), "%s", text ? text : "(none)");
+    free(text);
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, clone, 0));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    download(got, c);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], ha[i] + hb[i], "c[%d] = %d", i, got[i]);
+    OK(cuGraphExecDestroy(x));
+    /* Found from a live original. */
+    CUgraph g2, clone2;
+    OK(cuGraphCreate(&g2, 0));
+    CUgraphNode k2 = add_node(g2, NULL, 0, &a, &b, &c);
+    OK(cuGraphClone(&clone2, g2));
+    OK(cuGraphNodeFindInClone(&twin, k2, clone2));
+    CUgraphNodeType type;
+    OK(cuGraphNodeGetType(twin, &type));
+    cr_assert(twin != k2 && type == CU_GRAPH_NODE_TYPE_KERNEL);
+    OK(cuGraphDestroy(g2));
+    OK(cuGraphDestroy(clone2));
+    OK(cuGraphDestroy(clone));
+}
+
+Test(graph, edges_read_back_removed_and_nodes_disabled)
+{
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c, d;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    OK(cuMemAlloc(&d, N * sizeof(int)));
+    CUgraph g;
+    OK(cuGraphCreate(&g, 0));
+    CUDA_MEMSET_NODE_PARAMS m = { .dst = d, .value = 5, .elementSize = 4, .width = N, .height = 1 };
+    CUgraphNode fill, k1, k2, e;
+    OK(cuGraphAddMemsetNode(&fill, g, NULL, 0, &m, ctx));
+    k1 = add_node(g, &fill, 1, &a, &b, &c);            /* c = a + b */
+    k2 = add_node(g, &k1, 1, &c, &a, &d);              /* d = c + a */
+    OK(cuGraphAddEmptyNode(&e, g, &k2, 1));
+    CUgraphNode from[4], to[4];
+    size_t n = 4;
+    OK(cuGraphGetEdges(g, from, to, NULL, &n));
+    cr_assert_eq(n, 3);
+    cr_assert(from[0] == fill && to[0] == k1 && from[2] == k2 && to[2] == e);
+    n = 4;
+    CUgraphNode deps[4];
+    OK(cuGraphNodeGetDependentNodes(k1, deps, NULL, &n));
+    cr_assert(n == 1 && deps[0] == k2);
+    OK(cuGraphNodeGetDependencies(k1, deps, NULL, &n));
+    cr_assert(n == 1 && deps[0] == fill);
+    CUDA_MEMSET_NODE_PARAMS back;
+    OK(cuGraphMemsetNodeGetParams(fill, &back));
+    cr_assert(back.dst == d && back.value == 5 && back.width == N && back.elementSize == 4);
+    cr_assert_eq(cuGraphRemoveDependencies(g, &e, &k1, NULL, 1), CUDA_ERROR_INVALID_VALUE, "no such edge");
+    OK(cuGraphRemoveDependencies(g, &k2, &e, NULL, 1));
+    OK(cuGraphDestroyNode(e));
+    OK(cuGraphGetNodes(g, NULL, &n));
+    cr_assert_eq(n, 3);
+    OK(cuGraphGetEdges(g, NULL, NULL, NULL, &n));
+    cr_assert_eq(n, 2);
+
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphNodeSetEnabled(x, k2, 0));
+    unsigned on = 1;
+    OK(cuGraphNodeGetEnabled(x, k2, &on));
+    cr_assert_eq(on, 0);
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    download(got, d);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], 5, "with k2 disabled d[%d] = %d", i, got[i]);
+    OK(cuGraphNodeSetEnabled(x, k2, 1));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuCtxSynchronize());
+    download(got, d);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], 2 * ha[i] + hb[i], "enabled again d[%d] = %d", i, got[i]);
+    cr_assert_eq(cuGraphNodeSetEnabled(x, fill, 1) == CUDA_SUCCESS, true, "a memset node may be toggled");
+    OK(cuGraphExecDestroy(x));
+    OK(cuGraphDestroy(g));
+}
+
+/* A module unloads while graphs that name its kernels live (a program that
+ * never destroys its graphs ends with cudart unloading its modules); their
+ * queued launches still hold it. */
+Test(graph, modules_unload_while_graphs_name_their_kernels)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/vecadd.default.fatbin", RIG_BUILD_DIR);
+    size_t len;
+    char *img = support_read_file(path, &len);
+    cr_assert(img);
+    CUmodule m;
+    CUfunction f;
+    OK(cuModuleLoadData(&m, img));
+    free(img);
+    OK(cuModuleGetFunction(&f, m, "vecadd_i32"));
+    int ha[N], hb[N], got[N];
+    random_ints(ha);
+    random_ints(hb);
+    CUdeviceptr a = upload(ha), b = upload(hb), c;
+    OK(cuMemAlloc(&c, N * sizeof(int)));
+    static int count = N;
+    void *args[] = { &a, &b, &c, &count };
+    CUDA_KERNEL_NODE_PARAMS p = { .func = f, .gridDimX = B, .gridDimY = 1, .gridDimZ = 1, .blockDimX = T,
+                                  .blockDimY = 1, .blockDimZ = 1, .kernelParams = args };
+    CUgraph g;
+    CUgraphNode k;
+    OK(cuGraphCreate(&g, 0));
+    OK(cuGraphAddKernelNode(&k, g, NULL, 0, &p));
+    CUgraphExec x;
+    OK(cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(cuGraphLaunch(x, NULL));
+    OK(cuModuleUnload(m));   /* waits for the queued launch only */
+    download(got, c);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(got[i], ha[i] + hb[i], "c[%d] = %d", i, got[i]);
+    OK(cuGraphExecDestroy(x));
     OK(cuGraphDestroy(g));
 }

@@ -287,6 +287,37 @@ int main()
 
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaFree(h));
+    // A captured graph whose kernel writes managed memory: after each
+    // replay and a synchronisation the CPU reads what the device wrote, and
+    // what the CPU wrote between replays is what the next one reads.
+    {
+        unsigned *g;
+        const size_t gn = 5000;
+        CHECK(cudaMallocManaged(&g, gn * sizeof(unsigned)));
+        for (size_t i = 0; i < gn; i++)
+            g[i] = (unsigned)i;
+        cudaStream_t cs;
+        CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+        add<<<8, 128, 0, cs>>>(g, gn, 3);
+        CHECK(cudaStreamEndCapture(cs, &graph));
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int round = 0; round < 3; round++) {
+            CHECK(cudaGraphLaunch(exec, cs));
+            CHECK(cudaStreamSynchronize(cs));
+            for (size_t i = 0; i < gn; i++)
+                EXPECT(g[i] == (unsigned)i + (3u + (unsigned)i) * (round + 1) + 10u * round,
+                       "graph round %d: g[%zu] = %u", round, i, g[i]);
+            for (size_t i = 0; i < gn; i++)
+                g[i] += 10;
+        }
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
+        CHECK(cudaStreamDestroy(cs));
+        CHECK(cudaFree(g));
+    }
     CHECK(cudaFree(bytes));
     CHECK(cudaFree(total));
     CHECK(cudaFree(c));

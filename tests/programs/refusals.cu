@@ -1,6 +1,6 @@
 // Calls rig serves on no proxy, each twice, on device argv[1] (default 0):
 // one named by a stream handle, one by a device ordinal, one by the current
-// context alone. Prints each result; the shim's face test checks that a
+// context alone, and a stream-ordered allocation inside a capture. Prints each result; the shim's face test checks that a
 // proxy answers CUDA_ERROR_NOT_SUPPORTED with one log line per function,
 // and clears the output it refused to fill.
 #include <cstdio>
@@ -35,7 +35,8 @@ int main(int argc, char **argv)
     SETUP(cuCtxSetCurrent(ctx));
     SETUP(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < 2; i++) {
-        show("capture", cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        // External semaphores are another API's handles: never served.
+        show("semaphores", cuSignalExternalSemaphoresAsync(NULL, NULL, 0, s));
         char luid[8];
         unsigned mask;
         show("luid", cuDeviceGetLuid(luid, &mask, dev));
@@ -49,6 +50,17 @@ int main(int argc, char **argv)
         // them anyway (cuBLAS did) must find zeros, never its stack.
         if (mc != 0)
             printf("multicast: left %#llx in its output\n", (unsigned long long)mc);
+        // A graph memory node (stream-ordered allocation in a capture):
+        // refused on a proxy, which also invalidates the capture.
+        SETUP(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        CUdeviceptr q = 0;
+        show("capture alloc", cuMemAllocAsync(&q, 4096, s));
+        CUgraph g = NULL;
+        show("capture end", cuStreamEndCapture(s, &g));
+        if (g)
+            SETUP(cuGraphDestroy(g));
+        if (q)
+            SETUP(cuMemFree(q));
     }
     SETUP(cuStreamDestroy(s));
     SETUP(cuDevicePrimaryCtxRelease(dev));
