@@ -32,7 +32,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"), BUILDS("generic"), BUILDS("errors"),
         BUILDS("bigcopy"), BUILDS("threads"), BUILDS("launch"), BUILDS("jitlink"),
         BUILDS("mallocasync"), BUILDS("profiler"), BUILDS("coop"), BUILDS("capturequery"),
-        BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"),
+        BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"), BUILDS("texref"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
