@@ -151,6 +151,10 @@ struct proxy_obj {
     } u;
 };
 
+/* ---- texref.c ---- */
+/* Forgets module m's texture and surface references (m is unloading). */
+void shim_texref_module_gone(proxy_obj *m);
+
 /* ---- arena.c ---- */
 /* A zeroed object of type on device (with its link), or NULL when full. */
 proxy_obj *arena_new(proxy_type type, int device);

@@ -50,7 +50,8 @@ static CUresult module_ref(void *out, const void *hmod, const char *name, bool s
         return CUDA_ERROR_INVALID_VALUE;
     if (m->u.module.library || m->device < 0) {
         shim_log_unsupported_once(surface ? "cuModuleGetSurfRef (a library's module)"
-                                          : "cuModuleGetTexRef (a library's module)", "a proxy");
+                                          : "cuModuleGetTexRef (a library's module)",
+                                  shim_current_device_label());
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     pthread_mutex_lock(&refs_lock);
@@ -93,6 +94,26 @@ static CUresult module_ref(void *out, const void *hmod, const char *name, bool s
 out:
     pthread_mutex_unlock(&refs_lock);
     return rc;
+}
+
+void shim_texref_module_gone(proxy_obj *m)
+{
+    pthread_mutex_lock(&refs_lock);
+    size_t kept = 0;
+    for (size_t i = 0; i < nrefs; i++) {
+        proxy_obj *r = refs[i];
+        if (r->u.texref.module != m) {
+            refs[kept++] = r;
+            continue;
+        }
+        /* The agent forgets it before the module goes; a later call with
+         * the handle is an invalid handle, never a stale reference. */
+        link_drop(r->link, CUDA_OP_cuTexRefDestroy, r->id);
+        free(r->u.texref.name);
+        arena_free(r);
+    }
+    nrefs = kept;
+    pthread_mutex_unlock(&refs_lock);
 }
 
 SHIM_EXPORT(cuModuleGetTexRef)
