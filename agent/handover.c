@@ -385,6 +385,13 @@ void replay_drop(job *j, const frame *f)
         if (graph_drop(j, id))
             return;
         break;
+    case CUDA_OP_cuTexRefDestroy:
+        /* A module's reference, forgotten before its module unloads. */
+        if (objects_get(&j->objs, id, AOBJ_TEXREF)) {
+            objects_remove(&j->objs, id);
+            return;
+        }
+        break;
     case CUDA_OP_cuLibraryUnload:
         if ((o = objects_get(&j->objs, id, AOBJ_LIBRARY))) {
             d->fn_cuLibraryUnload(o->u.library.real);

@@ -151,6 +151,13 @@ bool image_drop(job *j, uint32_t op, uint64_t id);
 /* Destroys o's real object (job cleanup). */
 void image_release(job *j, agent_obj *o);
 
+/* ---- texref.c: a module's texture and surface references ---- */
+/* Answers the requests of proto/texref.h. */
+void texref_request(job *j, uint32_t op, wire_reader *r);
+/* The reference id (a surface one when surface) whose module is still
+ * loaded, or NULL. */
+agent_obj *texref_get(job *j, uint64_t id, bool surface);
+
 /* ---- tensormap.c ---- */
 /* Answers cuTensorMapEncodeTiled and cuTensorMapReplaceAddress. */
 void tensormap_request(job *j, uint32_t op, wire_reader *r);

@@ -64,6 +64,7 @@ typedef enum proxy_type {
     PROXY_ARRAY,       /* a CUDA array, or a mipmapped array's level (images.c) */
     PROXY_MIPMAP,      /* a mipmapped array */
     PROXY_IMAGE,       /* a texture or surface object */
+    PROXY_TEXREF,      /* a module's texture or surface reference (texref.c) */
 } proxy_type;
 
 /* What the program gave for a texture or surface object, to answer
@@ -118,6 +119,13 @@ struct proxy_obj {
         struct { CUDA_ARRAY3D_DESCRIPTOR desc; unsigned levels; proxy_obj **level; } mipmap;
         struct { unsigned long long value; bool surface; proxy_image_descs *descs; } image;
         struct {
+            proxy_obj *module;
+            char *name;            /* malloc'd */
+            bool surface;          /* a CUsurfref */
+            proxy_obj *array, *mipmap;   /* what it is bound to, for the getters */
+            float border[4];
+        } texref;
+        struct {
             jit_input *inputs;     /* malloc'd */
             unsigned count, cap;
             uint8_t *image;        /* the linked image, the program's until destroy */
@@ -152,6 +160,10 @@ struct proxy_obj {
         } fn;
     } u;
 };
+
+/* ---- texref.c ---- */
+/* Forgets module m's texture and surface references (m is unloading). */
+void shim_texref_module_gone(proxy_obj *m);
 
 /* ---- arena.c ---- */
 /* A zeroed object of type on device (with its link), or NULL when full. */

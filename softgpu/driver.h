@@ -89,6 +89,7 @@ typedef enum soft_kind {
     SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,
     SOFT_VMM, SOFT_LINK, SOFT_POOL, SOFT_GRAPH, SOFT_NODE, SOFT_EXEC,
     SOFT_ARRAY, SOFT_MIPMAP, SOFT_TEXOBJ, SOFT_SURFOBJ,
+    SOFT_TEXREF, SOFT_SURFREF,
 } soft_kind;
 /* Records p as a live object of kind k; false when out of memory. */
 bool soft_handle_add(const void *p, soft_kind k);
@@ -199,6 +200,18 @@ struct CUmipmappedArray_st {
 CUresult soft_array_get(CUarray h, struct CUarray_st **out);
 /* The object a kernel names by handle (soft_launch.image). */
 const soft_image *soft_image_find(uint64_t handle, bool surface);
+/* Texture and surface references (texref.c): a module's, one per
+ * soft_program_ref, made at load and freed with it. */
+CUresult soft_refs_make(struct CUmod_st *mod);
+void soft_refs_free(struct CUmod_st *mod);
+/* Every reference of mod as bound now (a launch's copy, malloc'd; NULL
+ * when mod has none); an unbound one has data NULL. */
+CUresult soft_refs_snapshot(struct CUmod_st *mod, soft_image **out);
+/* When the launch runs: device memory freed since reads as unbound. */
+void soft_refs_recheck(soft_image *refs, uint32_t n);
+/* Declared by cuda.h only for the driver's own build. */
+CUresult CUDAAPI cuTexRefSetAddress2D_v2(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR *desc, CUdeviceptr dptr,
+                                         size_t Pitch);
 /* A copy of a box between two pitched sides (host, device or array
  * memory, already resolved and checked). */
 struct soft_copy3d {
@@ -249,6 +262,8 @@ struct soft_op {
         struct {
             struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative;
             bool in_graph;     /* a graph's (soft_launch_to_graph): holds no module */
+            soft_image *refs;  /* its module's texture and surface reference bindings */
+            uint32_t nrefs;
         } launch;
         struct { uint64_t base; unsigned long long stream; } pool_free;
         struct { struct soft_plan *plan; } graph;
@@ -440,6 +455,8 @@ struct CUmod_st {
     uint32_t nglobals;
     uint64_t *globals;         /* device address of each global */
     _Atomic int inflight;      /* launches queued or running */
+    uint32_t nrefs;
+    struct CUtexref_st **refs; /* texture and surface references (texref.c) */
     struct CUmod_st *next;     /* in module.c's list */
 };
 struct CUlib_st {

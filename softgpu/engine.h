@@ -96,6 +96,11 @@ typedef struct soft_launch {
     /* the texture (surface false) or surface object named by a kernel's
      * 64-bit handle, or NULL when the handle names none; NULL: none exist */
     const soft_image *(*image)(uint64_t handle, bool surface);
+    /* Added: the module's texture and surface references as bound when the
+     * launch was made, refs[i] for soft_program_ref(i); data NULL: unbound
+     * (a kernel using it faults). nrefs 0: none given. */
+    const soft_image *refs;
+    uint32_t nrefs;
 } soft_launch;
 
 /* Parses PTX text (len bytes, NUL not required). On failure returns
@@ -118,6 +123,12 @@ const soft_global_info *soft_program_global(const soft_program *prog, uint32_t i
  * the device address) and copied its initialiser; kernels now use it. Every
  * global must be bound before the first launch. */
 void soft_program_bind_global(soft_program *prog, uint32_t i, uint64_t addr);
+
+/* Added: the module's `.global .texref` and `.global .surfref` variables
+ * (legacy texture and surface references), in module order: the name of
+ * reference i, *surface true for a .surfref. NULL past the end. */
+uint32_t soft_program_ref_count(const soft_program *prog);
+const char *soft_program_ref(const soft_program *prog, uint32_t i, bool *surface);
 
 /* Runs one launch to completion on the calling thread plus the engine's
  * block pool. Returns CUDA_SUCCESS, CUDA_ERROR_ILLEGAL_ADDRESS (msg names

@@ -1001,17 +1001,29 @@ static unsigned coord_count(int g)
     }
 }
 
-/* The handle register and coordinates of [a, {c...}] into in. */
+/* The handle (a 64-bit object register, or a texture or surface reference
+ * by name: F_REF and its index) and coordinates of [a, {c...}] into in. */
 static void image_address(ptx_parser *p, mods *m, ptx_insn *in, const ptx_opd *o, unsigned want,
                           ptx_type ctype)
 {
-    if (o->kind != OPD_ADDR || !o->addr_reg || o->off)
-        unsupported(p, m, "the handle must be a 64-bit register (texture and surface references are not supported)");
-    if (p->prog->reg_width[o->reg] != 8)
-        invalid(p, m, "the handle must be a 64-bit register");
+    bool surface = in->op == OP_SULD || in->op == OP_SUST || in->op == OP_SUQ;
+    if (o->kind == OPD_ADDR && o->addr_sym && !o->off) {
+        if (!o->sym || o->sym->kind != SYM_REF)
+            invalid(p, m, "the handle must be a 64-bit register or a texture or surface reference");
+        if (p->prog->refs[o->sym->index].surface != surface)
+            invalid(p, m, surface ? "a surface instruction names a texture reference"
+                                  : "a texture instruction names a surface reference");
+        in->flags |= F_REF;
+        in->a = o->sym->index;
+    } else {
+        if (o->kind != OPD_ADDR || !o->addr_reg || o->off)
+            invalid(p, m, "the handle must be a 64-bit register or a texture or surface reference");
+        if (p->prog->reg_width[o->reg] != 8)
+            invalid(p, m, "the handle must be a 64-bit register");
+        in->a = o->reg;
+    }
     if (o->n != want)
         invalid(p, m, "wrong number of coordinates");
-    in->a = o->reg;
     uint32_t *slot[4] = { &in->b, &in->c, &in->e, &in->d };
     for (unsigned i = 0; i < 4; i++) {
         if (i >= o->n) {

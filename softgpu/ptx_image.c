@@ -354,10 +354,20 @@ bool ptx_image_exec(ptx_worker *k, ptx_warp *w, const ptx_insn *in, uint32_t m)
     const char *what = surface ? "surface" : "texture";
     uint64_t last = 0;
     const soft_image *im = NULL;
+    if (in->flags & F_REF) {
+        /* A reference: one binding for every lane, as the launch saw it. */
+        const soft_launch *L = run->launch;
+        im = in->a < L->nrefs ? &L->refs[in->a] : NULL;
+        if (!im || !im->data) {
+            ptx_run_fail(run, CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: %s reference %s is not bound (PTX line %u)",
+                         run->entry->name, what, run->prog->refs[in->a].name, in->line);
+            return false;
+        }
+    }
     for (uint32_t r = m; r; r &= r - 1) {
         unsigned l = (unsigned)__builtin_ctz(r);
-        uint64_t h = R[in->a][l];
-        if (!im || h != last) {
+        uint64_t h = in->flags & F_REF ? 0 : R[in->a][l];
+        if (!im || (h != last && !(in->flags & F_REF))) {
             im = run->launch->image ? run->launch->image(h, surface) : NULL;
             last = h;
             if (!im) {

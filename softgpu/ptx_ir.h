@@ -118,6 +118,7 @@ enum { QUERY_WIDTH, QUERY_HEIGHT, QUERY_DEPTH, QUERY_CHANNEL_DATA_TYPE, QUERY_CH
 #define F_NEG_B      0x0800   /* vote/setp source predicate negated */
 #define F_MEMBER     0x1000   /* .sync warp op: v[0] holds the member mask */
 #define F_FORMATTED  0x2000   /* sust.p */
+#define F_REF        0x4000   /* image access: a is a texture/surface reference index, not a register */
 
 typedef struct ptx_insn {
     uint8_t op;          /* ptx_op */
@@ -171,6 +172,12 @@ typedef struct ptx_func {
     soft_param *kparams;
 } ptx_func;
 
+/* A module's `.global .texref` / `.global .surfref` variable. */
+typedef struct ptx_ref {
+    char *name;
+    bool surface;
+} ptx_ref;
+
 typedef struct ptx_global {
     soft_global_info info;
     char *name;
@@ -214,6 +221,8 @@ struct soft_program {
     uint32_t nconsts;
     ptx_call *calls;
     uint32_t ncalls;
+    ptx_ref *refs;               /* texture and surface references, in module order */
+    uint32_t nrefs;
     uint32_t nregs;
     uint8_t *reg_width;          /* bytes, per register */
     uint32_t shared_bytes;       /* static .shared, module-wide layout */

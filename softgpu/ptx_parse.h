@@ -19,6 +19,7 @@ typedef enum ptx_sym_kind {
     SYM_KPARAM,      /* .entry parameter: offset in the launch's buffer */
     SYM_PARAM,       /* .func or call-site parameter: per-lane slot */
     SYM_FUNC,        /* index into prog->funcs */
+    SYM_REF,         /* .texref/.surfref variable: index into prog->refs */
 } ptx_sym_kind;
 
 typedef struct ptx_sym {

@@ -34,7 +34,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("mallocasync"), BUILDS("profiler"), BUILDS("coop"), BUILDS("capturequery"),
         BUILDS("managed"), BUILDS("zerocopy"),
         BUILDS("graphs"), BUILDS("torchgraph"), BUILDS("graphbuild"),
-        BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"),
+        BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"), BUILDS("texref"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }

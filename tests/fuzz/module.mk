@@ -2,7 +2,7 @@
 # $(B)/fuzz/. Run one with e.g. `build/fuzz/fuzz_frame -max_total_time=60`.
 FUZZ_CC := clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -I. -I$(CUDA_HOME)/include -D_GNU_SOURCE
-FUZZ_NAMES := wire frame greeting dial reply names images
+FUZZ_NAMES := wire frame greeting dial reply names images texref
 FUZZ_TARGETS += $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(PROTO_SRC) $(wildcard proto/*.h)
