@@ -153,4 +153,24 @@ CUresult soft_program_check_params(const soft_program *prog, uint32_t entry, siz
  * for benchmarks. */
 uint64_t soft_engine_thread_instructions(void);
 
+/* Added: one input of soft_ptx_link; name (a file or cuLinkAddData's name)
+ * is what messages call it. */
+typedef struct soft_ptx_input {
+    const char *text;
+    size_t len;
+    const char *name;
+} soft_ptx_input;
+
+/* Added: links PTX texts as nvlink links relocatable device code: an
+ * `.extern` declaration resolves against a `.visible` (else `.weak`)
+ * definition of any input; file-local names that clash are renamed per
+ * input; one header with the highest .version. On success *out is malloc'd
+ * PTX (NUL-terminated, *out_len bytes without it) that soft_program_parse
+ * takes. Fails with CUDA_ERROR_INVALID_IMAGE for an undefined reference or
+ * a symbol defined twice ("Undefined reference to 'x' in 'a.ptx'", as
+ * nvlink words them), CUDA_ERROR_INVALID_PTX for text it cannot split, with
+ * one line in msg. */
+CUresult soft_ptx_link(const soft_ptx_input *inputs, unsigned n, char **out, size_t *out_len,
+                       char *msg, size_t msglen);
+
 #endif
