@@ -48,6 +48,7 @@ typedef struct sym {
     unsigned last_input, ninputs;   /* distinct inputs naming it at top level */
     unsigned *local;      /* inputs where it is file-local */
     unsigned nlocal;
+    bool runtime_kept;    /* a device runtime function's declaration is emitted */
 } sym;
 
 typedef struct linker {
@@ -314,6 +315,18 @@ static bool used(const linker *k, const stmt *decl)
     return false;
 }
 
+/* Functions the driver's device runtime supplies to every link (printf,
+ * assert, malloc, launches from the device): their declarations stay, for
+ * the engine to run or refuse. */
+static bool runtime_function(const ptx_tok *n)
+{
+    static const char *const names[] = { "vprintf", "__assertfail", "malloc", "free" };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (n->len == strlen(names[i]) && memcmp(n->s, names[i], n->len) == 0)
+            return true;
+    return (n->len > 4 && memcmp(n->s, "cuda", 4) == 0) || (n->len > 6 && memcmp(n->s, "__cuda", 6) == 0);
+}
+
 /* Resolves symbols and marks what is kept. */
 static CUresult resolve(linker *k)
 {
@@ -379,6 +392,12 @@ static CUresult resolve(linker *k)
         }
         if (!def && e && e->def >= 0)
             def = &k->st[e->def];
+        if (!def && s->kind == ST_FUNC && runtime_function(n)) {
+            sym *r = lookup(k, n->s, n->len, false);
+            s->keep = !r->runtime_kept;   /* one declaration; the parser deals with the calls */
+            r->runtime_kept = true;
+            continue;
+        }
         if (!def) {
             if (!used(k, s))
                 continue;

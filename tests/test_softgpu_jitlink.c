@@ -6,6 +6,7 @@
 #include "tests/support.h"
 
 #include <criterion/criterion.h>
+#include <glob.h>
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -249,4 +250,50 @@ Test(jitlink, sass_only_input_is_refused_with_a_reason)
     cr_expect_eq(cuLinkComplete(link, &img, &len), CUDA_ERROR_NOT_SUPPORTED);
     cr_expect(strstr(log_buf, "x.o") && strstr(log_buf, "no fatbin"), "log: %s", log_buf);
     OK(cuLinkDestroy(link));
+}
+
+/* Every kernel fatbin of tests/kernels (nvcc's PTX in every mode: debug
+ * sections, .file and .loc lines, forward declarations) links alone to an
+ * image that loads with the same kernels; all of one mode link together. */
+Test(jitlink, every_kernel_fatbin_links_alone_and_together)
+{
+    static const char *modes[] = { "default", "fast", "debug", "nocomp", "speed", "size", "sm90" };
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        char pattern[512];
+        snprintf(pattern, sizeof pattern, "%s/kernels/*.%s.fatbin", RIG_BUILD_DIR, modes[m]);
+        glob_t g;
+        cr_assert_eq(glob(pattern, 0, NULL, &g), 0, "no %s", pattern);
+        CUlinkState all = new_link();
+        unsigned entries = 0;
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            CUlinkState link = new_link();
+            OK(cuLinkAddFile(link, CU_JIT_INPUT_FATBINARY, g.gl_pathv[i], 0, NULL, NULL));
+            OK(cuLinkAddFile(all, CU_JIT_INPUT_FATBINARY, g.gl_pathv[i], 0, NULL, NULL));
+            void *img;
+            size_t len;
+            cr_assert_eq(cuLinkComplete(link, &img, &len), CUDA_SUCCESS, "%s: %s", g.gl_pathv[i], log_buf);
+            CUmodule linked, plain;
+            cr_assert_eq(cuModuleLoadData(&linked, img), CUDA_SUCCESS, "%s linked", g.gl_pathv[i]);
+            OK(cuModuleLoad(&plain, g.gl_pathv[i]));
+            unsigned n_linked, n_plain;
+            OK(cuModuleGetFunctionCount(&n_linked, linked));
+            OK(cuModuleGetFunctionCount(&n_plain, plain));
+            cr_expect_eq(n_linked, n_plain, "%s: %u kernels linked, %u plain", g.gl_pathv[i], n_linked, n_plain);
+            entries += n_plain;
+            OK(cuModuleUnload(linked));
+            OK(cuModuleUnload(plain));
+            OK(cuLinkDestroy(link));
+        }
+        void *img;
+        size_t len;
+        cr_assert_eq(cuLinkComplete(all, &img, &len), CUDA_SUCCESS, "all of %s: %s", modes[m], log_buf);
+        CUmodule mod;
+        cr_assert_eq(cuModuleLoadData(&mod, img), CUDA_SUCCESS, "all of %s", modes[m]);
+        unsigned n;
+        OK(cuModuleGetFunctionCount(&n, mod));
+        cr_expect_eq(n, entries, "all of %s: %u kernels, %u in the inputs", modes[m], n, entries);
+        OK(cuModuleUnload(mod));
+        OK(cuLinkDestroy(all));
+        globfree(&g);
+    }
 }
