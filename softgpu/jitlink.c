@@ -227,6 +227,13 @@ static CUresult input_ptx(soft_link *l, ptx_list *list, const link_input *in)
             if (rc != CUDA_SUCCESS)
                 return rc;
             found++;
+            /* on past the container (header size, then payload size), which
+             * push_ptx found within the input */
+            uint16_t hsize;
+            uint64_t psize;
+            memcpy(&hsize, p + 6, 2);
+            memcpy(&psize, p + 8, 8);
+            off += ((size_t)hsize + (size_t)psize + 7) / 8 * 8 - 8;
         }
         if (found)
             return CUDA_SUCCESS;

@@ -297,3 +297,38 @@ Test(jitlink, every_kernel_fatbin_links_alone_and_together)
         globfree(&g);
     }
 }
+
+/* A host object or library holds its device code as fatbin containers
+ * among other bytes: each one's PTX is an input of the link. */
+Test(jitlink, object_input_links_the_fatbins_inside)
+{
+    size_t a_len, b_len;
+    char *a = support_read_file(RIG_BUILD_DIR "/kernels/vecadd.default.fatbin", &a_len);
+    char *b = support_read_file(RIG_BUILD_DIR "/kernels/saxpy.default.fatbin", &b_len);
+    cr_assert(a && b);
+    size_t pad = 64, a_at = pad, b_at = (a_at + a_len + pad + 7) / 8 * 8;
+    size_t len = b_at + b_len + pad;
+    uint8_t *obj = calloc(1, len);
+    cr_assert(obj);
+    memcpy(obj, "\x7f" "ELF", 4);
+    memcpy(obj + a_at, a, a_len);
+    memcpy(obj + b_at, b, b_len);
+    CUjitInputType types[] = { CU_JIT_INPUT_OBJECT, CU_JIT_INPUT_LIBRARY };
+    for (size_t t = 0; t < 2; t++) {
+        CUlinkState link = new_link();
+        OK(cuLinkAddData(link, types[t], obj, len, "kernels.o", 0, NULL, NULL));
+        void *img;
+        size_t img_len;
+        cr_assert_eq(cuLinkComplete(link, &img, &img_len), CUDA_SUCCESS, "%s", log_buf);
+        CUmodule mod;
+        OK(cuModuleLoadData(&mod, img));
+        CUfunction f;
+        OK(cuModuleGetFunction(&f, mod, "vecadd"));
+        OK(cuModuleGetFunction(&f, mod, "saxpy"));
+        OK(cuModuleUnload(mod));
+        OK(cuLinkDestroy(link));
+    }
+    free(obj);
+    free(a);
+    free(b);
+}
