@@ -48,6 +48,8 @@ typedef struct sym {
     unsigned last_input, ninputs;   /* distinct inputs naming it at top level */
     unsigned *local;      /* inputs where it is file-local */
     unsigned nlocal;
+    size_t *local_def;    /* stmts of its file-local definitions */
+    unsigned nlocal_def;
     bool runtime_kept;    /* a device runtime function's declaration is emitted */
 } sym;
 
@@ -348,6 +350,13 @@ static CUresult resolve(linker *k)
             e->local = more;
             e->local[e->nlocal++] = s->input;
         }
+        if (s->body && s->linkage == LK_LOCAL) {
+            size_t *more = realloc(e->local_def, (e->nlocal_def + 1) * sizeof *more);
+            if (!more)
+                return fail(k, CUDA_ERROR_OUT_OF_MEMORY, "out of memory");
+            e->local_def = more;
+            e->local_def[e->nlocal_def++] = i;
+        }
         if (!s->body || s->linkage == LK_LOCAL || s->linkage == LK_EXTERN)
             continue;
         if (e->def < 0 || (e->def_linkage == LK_WEAK && s->linkage == LK_VISIBLE)) {
@@ -382,14 +391,10 @@ static CUresult resolve(linker *k)
         const ptx_tok *n = name_tok(k, s);
         const sym *e = lookup(k, n->s, n->len, false);
         const stmt *def = NULL;
-        if (s->linkage == LK_LOCAL) {   /* a forward declaration: its own input's definition */
-            for (size_t j = 0; j < k->nst && !def; j++) {
-                const stmt *d = &k->st[j];
-                if (d->input == s->input && d->body && named(d) && name_tok(k, d)->len == n->len &&
-                    memcmp(name_tok(k, d)->s, n->s, n->len) == 0)
-                    def = d;
-            }
-        }
+        if (s->linkage == LK_LOCAL)   /* a forward declaration: its own input's definition */
+            for (unsigned j = 0; e && j < e->nlocal_def && !def; j++)
+                if (k->st[e->local_def[j]].input == s->input)
+                    def = &k->st[e->local_def[j]];
         if (!def && e && e->def >= 0)
             def = &k->st[e->def];
         if (!def && s->kind == ST_FUNC && runtime_function(n)) {
@@ -516,8 +521,10 @@ CUresult soft_ptx_link(const soft_ptx_input *inputs, unsigned n, char **out, siz
         *out_len = k.outlen;
         k.out = NULL;
     }
-    for (size_t i = 0; k.tab && i < k.captab; i++)
+    for (size_t i = 0; k.tab && i < k.captab; i++) {
         free(k.tab[i].local);
+        free(k.tab[i].local_def);
+    }
     free(k.tab);
     for (unsigned i = 0; i < n; i++)
         free(k.in[i].t);

@@ -164,6 +164,12 @@ Test(jitlink, cross_call_and_variable_with_local_clashes)
     add(link, main_ptx, "main.ptx");
     add(link, lib_ptx, "lib.ptx");
     run_linked(link);
+    /* one header: the highest version, the newest target */
+    void *img;
+    size_t len;
+    OK(cuLinkComplete(link, &img, &len));
+    cr_expect(strstr(img, ".version 7.8") && strstr(img, ".target sm_75") && !strstr(img, ".version 7.0"),
+              "%s", (char *)img);
     OK(cuLinkDestroy(link));
 }
 
@@ -214,6 +220,16 @@ Test(jitlink, undefined_reference_names_the_symbol)
     add(link, main_ptx, "main.ptx");
     cr_expect_eq(cuLinkComplete(link, &img, &len), CUDA_ERROR_INVALID_IMAGE);
     cr_expect(strstr(log_buf, "Undefined reference to 'bias' in 'main.ptx'"), "log: %s", log_buf);
+    OK(cuLinkDestroy(link));
+    /* a function declared where a variable of that name is defined */
+    static const char var_twice[] = ".version 7.0\n.target sm_52\n.address_size 64\n"
+                                    ".visible .global .u32 twice;\n.visible .global .u32 bias;\n";
+    link = new_link();
+    add(link, main_ptx, "main.ptx");
+    add(link, var_twice, "vars.ptx");
+    cr_expect_eq(cuLinkComplete(link, &img, &len), CUDA_ERROR_INVALID_IMAGE);
+    cr_expect(strstr(log_buf, "'twice' is declared as a function in 'main.ptx' but defined as a variable in 'vars.ptx'"),
+              "log: %s", log_buf);
     OK(cuLinkDestroy(link));
 }
 
