@@ -191,12 +191,23 @@ static CUresult split(linker *k, unsigned input)
         const ptx_tok *t = &in->t[i];
         if (is(t, ".version") || is(t, ".target") || is(t, ".address_size") || is(t, ".file") ||
             is(t, ".loc")) {
-            /* directives without a semicolon: they end with their line */
+            /* directives without a semicolon: a number, a list of names, or
+             * (.file, .loc) the rest of their line */
             s.kind = is(t, ".version") ? ST_VERSION : is(t, ".target") ? ST_TARGET
                    : is(t, ".address_size") ? ST_ADDRESS : ST_DROP;
-            uint32_t line = t->line;
-            while (in->t[i].kind != PTX_TOK_END && in->t[i].line == line)
+            if (s.kind == ST_VERSION || s.kind == ST_ADDRESS) {
+                i += in->t[i + 1].kind == PTX_TOK_NUMBER ? 2 : 1;
+            } else if (s.kind == ST_TARGET) {
                 i++;
+                while (in->t[i].kind == PTX_TOK_IDENT && in->t[i].s[0] != '.' && punct(&in->t[i + 1], ','))
+                    i += 2;
+                if (in->t[i].kind == PTX_TOK_IDENT && in->t[i].s[0] != '.')
+                    i++;
+            } else {
+                uint32_t line = t->line;
+                while (in->t[i].kind != PTX_TOK_END && in->t[i].line == line)
+                    i++;
+            }
         } else {
             size_t j = i;
             for (;; j++) {
@@ -210,6 +221,9 @@ static CUresult split(linker *k, unsigned input)
                 else
                     break;
             }
+            if (t->kind == PTX_TOK_END)
+                return fail(k, CUDA_ERROR_INVALID_PTX, "%s: line %u: statement does not end", in->name,
+                            in->t[i].line);
             if (is(t, ".func"))
                 s.kind = ST_FUNC;
             else if (is(t, ".entry"))
@@ -218,11 +232,11 @@ static CUresult split(linker *k, unsigned input)
                 s.kind = ST_VAR;
             else if (is(t, ".shared"))
                 s.kind = s.linkage == LK_EXTERN ? ST_EXTSHARED : ST_VAR;
-            else if (is(t, ".section"))
-                s.kind = ST_DROP;   /* debug sections: per input, not merged */
+            else if (is(t, ".section") || punct(t, ';'))
+                s.kind = ST_DROP;   /* debug sections: per input, not merged; a stray ';' */
             int depth = 0, pdepth = 0;
             bool pragma = false;
-            for (j++;; j++) {
+            for (j += !punct(t, ';');; j++) {   /* (a stray ';' is a statement of its own) */
                 t = &in->t[j];
                 if (t->kind == PTX_TOK_END)
                     return fail(k, CUDA_ERROR_INVALID_PTX, "%s: line %u: statement does not end",

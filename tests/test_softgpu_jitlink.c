@@ -100,11 +100,10 @@ static const char lib_ptx[] =
     "}\n";
 
 /* A weak twice() (as nvcc emits inline and template functions): the
- * library's visible one wins whatever the order. */
+ * library's visible one wins whatever the order. Its header is on one line,
+ * and a stray ';' follows it. */
 static const char weak_ptx[] =
-    ".version 7.0\n"
-    ".target sm_52\n"
-    ".address_size 64\n"
+    ".version 7.0 .target sm_52, texmode_unified .address_size 64 ;\n"
     ".weak .func (.param .b32 func_retval0) twice(.param .b32 twice_param_0)\n"
     "{\n"
     "  .reg .b32 %r<2>;\n"
