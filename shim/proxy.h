@@ -114,7 +114,10 @@ struct proxy_obj {
         struct { struct shim_node *n; } gnode;
         struct { struct shim_exec *x; } gexec;
         struct { uint64_t size; } mem;
-        struct { bool is_default; } pool;
+        struct {
+            bool is_default;
+            unsigned char access[SHIM_DEVICES_MAX];   /* other devices' CUmemAccess_flags (mempool_access.c) */
+        } pool;
         struct { CUDA_ARRAY3D_DESCRIPTOR desc; uint32_t elem; proxy_obj *mipmap; } array;
         struct { CUDA_ARRAY3D_DESCRIPTOR desc; unsigned levels; proxy_obj **level; } mipmap;
         struct { unsigned long long value; bool surface; proxy_image_descs *descs; } image;

@@ -171,6 +171,20 @@ Test(remote, peers_on_one_agent_with_two_devices, .timeout = 120)
     agent_stop(&a);
 }
 
+/* A pool's access granted to the other device of one agent (drvmisc). */
+Test(remote, pool_access_for_a_peer_on_one_agent, .timeout = 90)
+{
+    setenv("SOFTGPU_DEVICES", "2", 1);
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    unsetenv("SOFTGPU_DEVICES");
+    program_result r = run_through(&a, 1, "drvmisc", "static", NULL);
+    cr_expect_eq(r.status, 0, "drvmisc exited %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "drvmisc: a peer was granted access to a pool"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
 /* Devices of two agents are not peers: access is unsupported, copies work. */
 Test(remote, devices_of_two_agents_are_not_peers, .timeout = 90)
 {
