@@ -45,6 +45,11 @@ typedef enum agent_obj_type {
     AOBJ_MEMORY,          /* a physical allocation of the program's VMM calls */
     AOBJ_POOL,            /* a memory pool (pool.c) */
     AOBJ_GRAPH,           /* an executable graph and its graph (graph.c) */
+    AOBJ_ARRAY,           /* a CUDA array (images.c) */
+    AOBJ_MIPMAP,          /* a mipmapped array */
+    AOBJ_TEXTURE,         /* a texture object */
+    AOBJ_SURFACE,         /* a surface object */
+    AOBJ_TEXREF,          /* a module's texture or surface reference (texref.c) */
 } agent_obj_type;
 
 typedef struct agent_pool agent_pool;
@@ -60,6 +65,12 @@ typedef struct agent_obj {
         struct { CUmemGenericAllocationHandle real; } memory;
         struct { agent_pool *p; } pool;
         struct { CUgraph graph; CUgraphExec exec; } graph;
+        struct { CUarray real; uint64_t mipmap; } array;   /* a level: its mipmapped array's id */
+        struct { CUmipmappedArray real; } mipmap;
+        struct { unsigned long long real; } image;         /* texture and surface objects */
+        /* the module's reference (CUtexref, or CUsurfref when surface);
+         * its module's id, since the reference dies with the module */
+        struct { void *real; uint64_t module; CUmodule real_module; bool surface; } texref;
         struct {
             uint64_t module;          /* id of its module or library */
             char *name;

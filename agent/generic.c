@@ -38,7 +38,7 @@ static ffi_type *ffi_of(char kind)
     case 'q': return &ffi_type_uint64;
     case 'f': return &ffi_type_float;
     case 'd': return &ffi_type_double;
-    case 'C': case 'M': case 'F': case 'S': case 'E': case 'L': case 'K':
+    case 'C': case 'M': case 'F': case 'S': case 'E': case 'L': case 'K': case 'T':
     case '1': case '2': case '4': case '8': case 's':
         return &ffi_type_pointer;
     default:

@@ -134,6 +134,8 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         c.dstPitch = dpitch;
         return d->fn_cuMemcpy2DAsync_v2(&c, rs);
     }
+    case CUDA_OP_cuMemcpy3DAsync_v2:
+        return s ? image_copy(j, s, r, staging, staging_len) : CUDA_ERROR_INVALID_VALUE;
     case CUDA_OP_cuMemsetD2D32Async: {
         uint64_t dst = wire_get_u64(r), pitch = wire_get_u64(r);
         uint32_t value = wire_get_u32(r), elem = wire_get_u32(r);
@@ -368,6 +370,13 @@ void replay_drop(job *j, const frame *f)
             return;
         }
         break;
+    case CUDA_OP_cuArrayDestroy:
+    case CUDA_OP_cuMipmappedArrayDestroy:
+    case CUDA_OP_cuTexObjectDestroy:
+    case CUDA_OP_cuSurfObjectDestroy:
+        if (image_drop(j, op, id))
+            return;
+        break;
     case CUDA_OP_cuMemPoolDestroy:
         if (pool_destroy(j, id))
             return;
@@ -375,6 +384,13 @@ void replay_drop(job *j, const frame *f)
     case CUDA_OP_cuGraphExecDestroy:
         if (graph_drop(j, id))
             return;
+        break;
+    case CUDA_OP_cuTexRefDestroy:
+        /* A module's reference, forgotten before its module unloads. */
+        if (objects_get(&j->objs, id, AOBJ_TEXREF)) {
+            objects_remove(&j->objs, id);
+            return;
+        }
         break;
     case CUDA_OP_cuLibraryUnload:
         if ((o = objects_get(&j->objs, id, AOBJ_LIBRARY))) {

@@ -150,6 +150,7 @@ void job_cleanup(job *j)
         case AOBJ_LIBRARY: d->fn_cuLibraryUnload(o->u.library.real); break;
         case AOBJ_MEMORY: d->fn_cuMemRelease(o->u.memory.real); break;
         case AOBJ_GRAPH: graph_free_real(j, o); break;
+        case AOBJ_ARRAY: case AOBJ_MIPMAP: case AOBJ_TEXTURE: case AOBJ_SURFACE: image_release(j, o); break;
         default: break;
         }
         objects_remove(&j->objs, id);

@@ -138,6 +138,30 @@ bool graph_drop(job *j, uint64_t id);
 /* Frees one graph object's driver state (job_cleanup). */
 void graph_free_real(job *j, agent_obj *o);
 
+/* ---- images.c: arrays, texture and surface objects, 3-D copies ---- */
+/* Answers the requests of proto/images.h (array, mipmap, texture and
+ * surface creation). */
+void image_request(job *j, uint32_t op, wire_reader *r);
+/* A cuMemcpy3DAsync_v2 record on s; a copy into the program returns its
+ * staging buffer. */
+CUresult image_copy(job *j, agent_obj *s, wire_reader *r, void **staging, size_t *staging_len);
+/* A drop of an array, mipmap, texture or surface object: false when id is
+ * none of them. */
+bool image_drop(job *j, uint32_t op, uint64_t id);
+/* Destroys o's real object (job cleanup). */
+void image_release(job *j, agent_obj *o);
+
+/* ---- texref.c: a module's texture and surface references ---- */
+/* Answers the requests of proto/texref.h. */
+void texref_request(job *j, uint32_t op, wire_reader *r);
+/* The reference id (a surface one when surface) whose module is still
+ * loaded, or NULL. */
+agent_obj *texref_get(job *j, uint64_t id, bool surface);
+
+/* ---- tensormap.c ---- */
+/* Answers cuTensorMapEncodeTiled and cuTensorMapReplaceAddress. */
+void tensormap_request(job *j, uint32_t op, wire_reader *r);
+
 /* ---- sender.c ---- */
 /* A note whose marker, run by the driver, hands it to the sender. */
 note *note_new(job *j);

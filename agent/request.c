@@ -463,6 +463,11 @@ static bool generic_handle(void *ctx, char kind, uint64_t id, int device, void *
             return false;
         *real = o->u.library.real;
         return true;
+    case 'T':
+        if (!(o = texref_get(j, id, false)))
+            return false;
+        *real = o->u.texref.real;
+        return true;
     }
     return false;
 }
@@ -552,6 +557,29 @@ void replay_request(job *j, const frame *f)
         job_answer(j, rc, give ? out : NULL, give ? 8 : 0);
         return;
     }
+    case CUDA_OP_cuArray3DCreate_v2:
+    case CUDA_OP_cuMipmappedArrayCreate:
+    case CUDA_OP_cuMipmappedArrayGetLevel:
+    case CUDA_OP_cuTexObjectCreate:
+    case CUDA_OP_cuSurfObjectCreate:
+    case CUDA_OP_cuArrayGetMemoryRequirements:
+    case CUDA_OP_cuMipmappedArrayGetMemoryRequirements:
+        image_request(j, op, &r);
+        return;
+    case CUDA_OP_cuModuleGetTexRef:
+    case CUDA_OP_cuModuleGetSurfRef:
+    case CUDA_OP_cuTexRefSetArray:
+    case CUDA_OP_cuTexRefSetMipmappedArray:
+    case CUDA_OP_cuSurfRefSetArray:
+    case CUDA_OP_cuTexRefSetAddress_v2:
+    case CUDA_OP_cuTexRefSetAddress2D_v3:
+    case CUDA_OP_cuTexRefSetBorderColor:
+        texref_request(j, op, &r);
+        return;
+    case CUDA_OP_cuTensorMapEncodeTiled:
+    case CUDA_OP_cuTensorMapReplaceAddress:
+        tensormap_request(j, op, &r);
+        return;
     case CUDA_OP_cuMemGetInfo_v2: {
         uint32_t device = wire_get_u32(&r);
         if (wire_reader_finish(&r)) {

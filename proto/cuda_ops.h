@@ -7,10 +7,10 @@
  *   b h i u q f d   u8, u16, i32 (and enums), u32, u64 (size_t,
  *                   CUdeviceptr), float, double
  *   D               a device ordinal (CUdevice)
- *   C M F S E L K G N X A P   handles: context, module, function, stream,
+ *   C M F S E L K G N X A P T   handles: context, module, function, stream,
  *                   event, library, kernel, graph, graph node, graph exec,
- *                   array, memory pool
- *   R               another opaque handle (texref, link state, ...)
+ *                   array, memory pool, texture reference
+ *   R               another opaque handle (surfref, link state, ...)
  *   1 2 4 8         pointer to an output scalar of that many bytes
  *   O               pointer to an output handle
  *   s               const char * (a NUL-terminated string)

@@ -57,7 +57,7 @@ static bool is_handle_kind(char k)
 {
     switch (k) {
     case 'C': case 'M': case 'F': case 'S': case 'E': case 'L': case 'K':
-    case 'G': case 'N': case 'X': case 'A': case 'P': case 'R':
+    case 'G': case 'N': case 'X': case 'A': case 'P': case 'R': case 'T':
         return true;
     default:
         return false;

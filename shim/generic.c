@@ -16,7 +16,7 @@
 
 static bool handle_kind(char k)
 {
-    return strchr("CMFSELK", k) != NULL;
+    return strchr("CMFSELKT", k) != NULL;
 }
 
 bool shim_generic_served(const cuda_op_info *op)
@@ -24,7 +24,7 @@ bool shim_generic_served(const cuda_op_info *op)
     if (op->served != 'G')
         return false;
     for (const char *k = op->kinds; *k; k++)
-        if (!strchr("bhiuqfdDCMFSELK1248s", *k))
+        if (!strchr("bhiuqfdDCMFSELKT1248s", *k))
             return false;
     return true;
 }

@@ -572,12 +572,17 @@ static uint64_t side_pointer(CUmemorytype type, const void *host, CUdeviceptr de
 
 static bool copy2d_involves_proxy(const CUDA_MEMCPY2D *c)
 {
-    return c && (shim_device_of_pointer(side_pointer(c->srcMemoryType, c->srcHost, c->srcDevice)) >= 0 ||
+    return c && (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY ||shim_device_of_pointer(side_pointer(c->srcMemoryType, c->srcHost, c->srcDevice)) >= 0 ||
                  shim_device_of_pointer(side_pointer(c->dstMemoryType, c->dstHost, c->dstDevice)) >= 0);
 }
 
 static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, bool wait)
 {
+    if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+        bool local;
+        CUresult rc = shim_copy2d_array(c, h, per_thread, wait, &local);
+        return local ? CUDA_ERROR_NOT_FOUND : rc;
+    }
     CUDA_MEMCPY3D c3 = { .srcXInBytes = c->srcXInBytes, .srcY = c->srcY, .srcMemoryType = c->srcMemoryType,
                          .srcHost = c->srcHost, .srcDevice = c->srcDevice, .srcPitch = c->srcPitch,
                          .dstXInBytes = c->dstXInBytes, .dstY = c->dstY, .dstMemoryType = c->dstMemoryType,
@@ -684,7 +689,9 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
     {                                                                           \
         if (!copy2d_involves_proxy(pCopy))                                      \
             return SHIM_LOCAL(sym);                                             \
-        return copy2d(pCopy, stream, per_thread, wait);                         \
+        CUresult rc_ = copy2d(pCopy, stream, per_thread, wait);                 \
+        /* an array copy of the local driver's */                               \
+        return rc_ == CUDA_ERROR_NOT_FOUND ? SHIM_LOCAL(sym) : rc_;             \
     }
 
 COPY2D_EXPORT(cuMemcpy2D_v2, NULL, false, true)

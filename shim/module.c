@@ -244,6 +244,7 @@ SHIM_EXPORT(cuModuleUnload)
     /* A library's module (cuLibraryGetModule) goes with its library. */
     if (m->u.module.library)
         return CUDA_SUCCESS;
+    shim_texref_module_gone(m);
     CUresult rc = link_drop(m->link, CUDA_OP_cuModuleUnload, m->id);
     __atomic_store_n(&m->type, PROXY_FREE, __ATOMIC_RELEASE);
     return rc;

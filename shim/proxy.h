@@ -61,8 +61,21 @@ typedef enum proxy_type {
     PROXY_GRAPH,       /* a graph, kept in the shim (graph.c) */
     PROXY_GRAPH_NODE,  /* one of its nodes */
     PROXY_GRAPH_EXEC,  /* an executable graph (graph_exec.c) */
+    PROXY_ARRAY,       /* a CUDA array, or a mipmapped array's level (images.c) */
+    PROXY_MIPMAP,      /* a mipmapped array */
+    PROXY_IMAGE,       /* a texture or surface object */
+    PROXY_TEXREF,      /* a module's texture or surface reference (texref.c) */
     PROXY_USER_OBJECT, /* a user object made on a proxy context (userobj.c) */
 } proxy_type;
+
+/* What the program gave for a texture or surface object, to answer
+ * cuTexObjectGet*Desc with its own handles (images.c). */
+typedef struct proxy_image_descs {
+    CUDA_RESOURCE_DESC res;
+    CUDA_TEXTURE_DESC tex;
+    CUDA_RESOURCE_VIEW_DESC view;
+    bool has_view;
+} proxy_image_descs;
 
 /* One input of a JIT link, kept until the link completes. */
 typedef struct jit_input {
@@ -103,7 +116,20 @@ struct proxy_obj {
         struct { struct shim_exec *x; } gexec;
         struct { _Atomic unsigned refs; void *ptr; CUhostFn destroy; } uobj;
         struct { uint64_t size; } mem;
-        struct { bool is_default; } pool;
+        struct {
+            bool is_default;
+            unsigned char access[SHIM_DEVICES_MAX];   /* other devices' CUmemAccess_flags (mempool_access.c) */
+        } pool;
+        struct { CUDA_ARRAY3D_DESCRIPTOR desc; uint32_t elem; proxy_obj *mipmap; } array;
+        struct { CUDA_ARRAY3D_DESCRIPTOR desc; unsigned levels; proxy_obj **level; } mipmap;
+        struct { unsigned long long value; bool surface; proxy_image_descs *descs; } image;
+        struct {
+            proxy_obj *module;
+            char *name;            /* malloc'd */
+            bool surface;          /* a CUsurfref */
+            proxy_obj *array, *mipmap;   /* what it is bound to, for the getters */
+            float border[4];
+        } texref;
         struct {
             jit_input *inputs;     /* malloc'd */
             unsigned count, cap;
@@ -139,6 +165,10 @@ struct proxy_obj {
         } fn;
     } u;
 };
+
+/* ---- texref.c ---- */
+/* Forgets module m's texture and surface references (m is unloading). */
+void shim_texref_module_gone(proxy_obj *m);
 
 /* ---- arena.c ---- */
 /* A zeroed object of type on device (with its link), or NULL when full. */
@@ -224,6 +254,11 @@ CUresult shim_mem_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out);
  * while a capture forbids allocation, the capture's own. */
 CUresult shim_mem_alloc_for_graph(proxy_obj *ctx, size_t size, CUdeviceptr *out);
 CUresult shim_mem_free_for_graph(CUdeviceptr p);
+
+/* ---- images.c ---- */
+/* cuMemcpy2D* with a CUDA array on a side (memory.c hands them over);
+ * *local: neither side is a proxy's, the local driver's call. */
+CUresult shim_copy2d_array(const CUDA_MEMCPY2D *p, CUstream h, bool per_thread, bool wait, bool *local);
 
 /* Calls the local driver's symbol with the export's own arguments. Without
  * a local driver, a call that names no proxy object and finds no proxy

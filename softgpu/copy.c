@@ -245,6 +245,8 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool async, bool ptds
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
+    if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        return soft_copy2d_array(p, h, async, ptds);
     struct CUstream_st *s;
     SOFT_TRY(soft_stream_get(h, ptds, &s));
     SOFT_TRY(soft_ctx_status(s->ctx));
@@ -306,11 +308,12 @@ SOFT_API CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstrea
 SOFT_API CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { return copy2d(pCopy, hStream, true, true); }
 
 /* A graph's memcpy node: one layer (Depth 1) of a CUDA_MEMCPY3D, as the 2D
- * copy of the same sides; arrays are not supported. */
+ * copy of the same sides; arrays and depth go to copy3d.c. */
 CUresult soft_copy3d_op(const CUDA_MEMCPY3D *p, soft_op **out)
 {
-    if (p->Depth != 1 || p->srcZ || p->dstZ || p->srcLOD || p->dstLOD)
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (p->Depth != 1 || p->srcZ || p->dstZ || p->srcLOD || p->dstLOD ||
+        p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        return soft_copy3d_any_op(p, out);
     CUDA_MEMCPY2D q = {
         .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
         .srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcPitch = p->srcPitch,

@@ -25,8 +25,8 @@
  *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED.
  *  - A graph launch runs its nodes one after another, in an order that
  *    respects their dependencies, on the stream's worker (independent
- *    branches do not overlap); memcpy nodes take one layer (Depth 1), no
- *    arrays; an event record in a capture makes no node (it forks and joins
+ *    branches do not overlap); memcpy nodes take any 3-D copy, arrays
+ *    too (copy3d.c); an event record in a capture makes no node (it forks and joins
  *    streams); destroying a stream while it captures leaves the capture to
  *    fail at its end. */
 #ifndef RIG_SOFTGPU_DRIVER_H
@@ -87,7 +87,9 @@ uint64_t soft_device_used(int dev);
 /* ---- handles (handle.c): which pointers are live objects of which kind ---- */
 typedef enum soft_kind {
     SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,
-    SOFT_VMM, SOFT_LINK, SOFT_POOL, SOFT_GRAPH, SOFT_NODE, SOFT_EXEC, SOFT_UOBJ,
+    SOFT_VMM, SOFT_LINK, SOFT_POOL, SOFT_GRAPH, SOFT_NODE, SOFT_EXEC,
+    SOFT_ARRAY, SOFT_MIPMAP, SOFT_TEXOBJ, SOFT_SURFOBJ,
+    SOFT_TEXREF, SOFT_SURFREF, SOFT_UOBJ,
 } soft_kind;
 /* Records p as a live object of kind k; false when out of memory. */
 bool soft_handle_add(const void *p, soft_kind k);
@@ -177,6 +179,55 @@ void soft_mem_use_end(void);
 void soft_mem_retire_begin(void);
 void soft_mem_retire_end(void);
 
+/* ---- arrays (array.c), 3-D copies (copy3d.c), texture and surface
+ * objects (texture.c) ---- */
+/* A CUDA array: its elements row-major in host memory (img.data), slices
+ * one after another; img holds its geometry (no sampling state). */
+struct CUarray_st {
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    struct CUctx_st *ctx;
+    int device;                          /* ctx's, kept for after ctx is gone */
+    soft_image img;
+    uint64_t bytes;
+    struct CUmipmappedArray_st *owner;   /* a mipmapped array's level, or NULL */
+};
+struct CUmipmappedArray_st {
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    unsigned levels;
+    struct CUarray_st **level;
+};
+/* The live array h (CUDA_ERROR_INVALID_HANDLE if none). */
+CUresult soft_array_get(CUarray h, struct CUarray_st **out);
+/* The object a kernel names by handle (soft_launch.image). */
+const soft_image *soft_image_find(uint64_t handle, bool surface);
+/* Texture and surface references (texref.c): a module's, one per
+ * soft_program_ref, made at load and freed with it. */
+CUresult soft_refs_make(struct CUmod_st *mod);
+void soft_refs_free(struct CUmod_st *mod);
+/* Every reference of mod as bound now (a launch's copy, malloc'd; NULL
+ * when mod has none); an unbound one has data NULL. */
+CUresult soft_refs_snapshot(struct CUmod_st *mod, soft_image **out);
+/* When the launch runs: device memory freed since reads as unbound. */
+void soft_refs_recheck(soft_image *refs, uint32_t n);
+/* Declared by cuda.h only for the driver's own build. */
+CUresult CUDAAPI cuTexRefSetAddress2D_v2(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR *desc, CUdeviceptr dptr,
+                                         size_t Pitch);
+/* A copy of a box between two pitched sides (host, device or array
+ * memory, already resolved and checked). */
+struct soft_copy3d {
+    uint8_t *dst;
+    const uint8_t *src;
+    uint64_t dpitch, dslice, spitch, sslice;
+    uint64_t width, height, depth;
+    uint64_t dst_span, src_span;   /* bytes from the first to past the last */
+    bool dst_dev, src_dev;         /* device memory: checked again when it runs */
+};
+struct soft_op;
+/* cuMemcpy2D* with an array on either side (copy.c hands them over). */
+CUresult soft_copy2d_array(const CUDA_MEMCPY2D *p, CUstream h, bool async, bool ptds);
+/* A graph's memcpy node with arrays or depth above 1. */
+CUresult soft_copy3d_any_op(const CUDA_MEMCPY3D *p, struct soft_op **out);
+
 /* ---- streams (stream.c) ---- */
 typedef struct soft_op soft_op;
 typedef void (*soft_op_fn)(soft_op *op, struct CUctx_st *ctx);
@@ -214,9 +265,12 @@ struct soft_op {
         struct {
             struct CUfunc_st *func; uint32_t grid[3], block[3], shared; void *params; bool cooperative;
             bool in_graph;     /* a graph's (soft_launch_to_graph): holds no module */
+            soft_image *refs;  /* its module's texture and surface reference bindings */
+            uint32_t nrefs;
         } launch;
         struct { uint64_t base; unsigned long long stream; } pool_free;
         struct { struct soft_plan *plan; } graph;
+        struct soft_copy3d copy3d;
     } u;
 };
 struct CUstream_st {
@@ -445,6 +499,8 @@ struct CUmod_st {
     uint32_t nglobals;
     uint64_t *globals;         /* device address of each global */
     _Atomic int inflight;      /* launches queued or running */
+    uint32_t nrefs;
+    struct CUtexref_st **refs; /* texture and surface references (texref.c) */
     struct CUmod_st *next;     /* in module.c's list */
 };
 struct CUlib_st {

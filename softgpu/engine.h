@@ -55,6 +55,30 @@ typedef struct soft_memory {
     bool (*find)(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size);
 } soft_memory;
 
+/* A CUDA array, or linear or pitched memory, as texture and surface
+ * instructions see it (the driver layer's texture and surface objects).
+ * Element x of row y of slice z is at data + z * slice + y * pitch +
+ * x * elem; a slice is a 3-D depth, a layer, a cube face (face f of layer l
+ * is slice 6 * l + f). */
+typedef struct soft_image {
+    uint8_t *data;
+    uint64_t pitch, slice;
+    uint32_t width, height, depth;   /* each at least 1; depth counts slices */
+    uint32_t format;                 /* CUarray_format */
+    uint32_t channels;               /* 1, 2 or 4 */
+    uint32_t elem;                   /* bytes of one element */
+    uint32_t levels;                 /* mipmap levels (1: not mipmapped) */
+    bool layered, cubemap;
+    bool linear;                     /* linear memory: fetches outside read zero */
+    bool device_memory;              /* linear or pitched memory: checked live at each use */
+    /* sampling (texture objects only) */
+    uint32_t address[3];             /* CUaddress_mode of each coordinate */
+    uint32_t filter;                 /* CUfilter_mode */
+    bool normalized;                 /* coordinates in [0, 1) */
+    bool read_as_integer;            /* CU_TRSF_READ_AS_INTEGER */
+    float border[4];
+} soft_image;
+
 typedef struct soft_launch {
     uint32_t entry;                  /* index from soft_program_find_entry */
     uint32_t grid[3], block[3];
@@ -69,6 +93,14 @@ typedef struct soft_launch {
      * zeroed grid workspace in %envreg1:%envreg2 (what cooperative groups'
      * grid.sync() uses); the driver layer bounds the grid */
     bool cooperative;
+    /* the texture (surface false) or surface object named by a kernel's
+     * 64-bit handle, or NULL when the handle names none; NULL: none exist */
+    const soft_image *(*image)(uint64_t handle, bool surface);
+    /* Added: the module's texture and surface references as bound when the
+     * launch was made, refs[i] for soft_program_ref(i); data NULL: unbound
+     * (a kernel using it faults). nrefs 0: none given. */
+    const soft_image *refs;
+    uint32_t nrefs;
 } soft_launch;
 
 /* Parses PTX text (len bytes, NUL not required). On failure returns
@@ -92,6 +124,12 @@ const soft_global_info *soft_program_global(const soft_program *prog, uint32_t i
  * global must be bound before the first launch. */
 void soft_program_bind_global(soft_program *prog, uint32_t i, uint64_t addr);
 
+/* Added: the module's `.global .texref` and `.global .surfref` variables
+ * (legacy texture and surface references), in module order: the name of
+ * reference i, *surface true for a .surfref. NULL past the end. */
+uint32_t soft_program_ref_count(const soft_program *prog);
+const char *soft_program_ref(const soft_program *prog, uint32_t i, bool *surface);
+
 /* Runs one launch to completion on the calling thread plus the engine's
  * block pool. Returns CUDA_SUCCESS, CUDA_ERROR_ILLEGAL_ADDRESS (msg names
  * the kernel and address), CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
@@ -114,5 +152,25 @@ CUresult soft_program_check_params(const soft_program *prog, uint32_t entry, siz
  * process so far (each instruction counts once per thread that issued it);
  * for benchmarks. */
 uint64_t soft_engine_thread_instructions(void);
+
+/* Added: one input of soft_ptx_link; name (a file or cuLinkAddData's name)
+ * is what messages call it. */
+typedef struct soft_ptx_input {
+    const char *text;
+    size_t len;
+    const char *name;
+} soft_ptx_input;
+
+/* Added: links PTX texts as nvlink links relocatable device code: an
+ * `.extern` declaration resolves against a `.visible` (else `.weak`)
+ * definition of any input; file-local names that clash are renamed per
+ * input; one header with the highest .version. On success *out is malloc'd
+ * PTX (NUL-terminated, *out_len bytes without it) that soft_program_parse
+ * takes. Fails with CUDA_ERROR_INVALID_IMAGE for an undefined reference or
+ * a symbol defined twice ("Undefined reference to 'x' in 'a.ptx'", as
+ * nvlink words them), CUDA_ERROR_INVALID_PTX for text it cannot split, with
+ * one line in msg. */
+CUresult soft_ptx_link(const soft_ptx_input *inputs, unsigned n, char **out, size_t *out_len,
+                       char *msg, size_t msglen);
 
 #endif

@@ -34,6 +34,9 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
         .memory = &soft_memory_table,
         .print = print_out,
         .cooperative = op->u.launch.cooperative,
+        .image = soft_image_find,
+        .refs = op->u.launch.refs,
+        .nrefs = op->u.launch.nrefs,
     };
     memcpy(l.grid, op->u.launch.grid, sizeof l.grid);
     memcpy(l.block, op->u.launch.block, sizeof l.block);
@@ -42,6 +45,7 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
         l.threads = 1;
     char msg[512] = "";
     soft_mem_use_begin();
+    soft_refs_recheck(op->u.launch.refs, op->u.launch.nrefs);
     CUresult r = soft_program_launch(f->mod->prog, &l, msg, sizeof msg);
     soft_mem_use_end();
     if (r == CUDA_SUCCESS)
@@ -60,6 +64,7 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
 static void drop_launch(soft_op *op)
 {
     free(op->u.launch.params);
+    free(op->u.launch.refs);
     if (!op->u.launch.in_graph)
         soft_module_release(op->u.launch.func->mod);
 }
@@ -159,7 +164,17 @@ static bool clone_launch(soft_op *op)
     if (!p)
         return false;
     memcpy(p, op->u.launch.params, n);
+    soft_image *refs = NULL;
+    if (op->u.launch.nrefs) {
+        refs = malloc(op->u.launch.nrefs * sizeof *refs);
+        if (!refs) {
+            free(p);
+            return false;
+        }
+        memcpy(refs, op->u.launch.refs, op->u.launch.nrefs * sizeof *refs);
+    }
     op->u.launch.params = p;
+    op->u.launch.refs = refs;
     if (!op->u.launch.in_graph)
         soft_module_hold(op->u.launch.func->mod);
     return true;
@@ -193,11 +208,21 @@ CUresult soft_launch_op(const void *fh, const unsigned grid[3], const unsigned b
     }
     void *params;
     SOFT_TRY(pack(f, kernelParams, extra, &params));
+    /* References as bound now: later binds do not reach this launch. */
+    soft_image *refs;
+    CUresult rr = soft_refs_snapshot(f->mod, &refs);
+    if (rr != CUDA_SUCCESS) {
+        free(params);
+        return rr;
+    }
     soft_op *op = soft_op_new(run_launch);
     if (!op) {
         free(params);
+        free(refs);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    op->u.launch.refs = refs;
+    op->u.launch.nrefs = f->mod->nrefs;
     soft_module_hold(f->mod);
     op->drop = drop_launch;
     op->clone = clone_launch;

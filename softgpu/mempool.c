@@ -41,6 +41,7 @@ struct CUmemPoolHandle_st {
     uint64_t reserved, reserved_high, used, used_high;
     uint64_t out;                      /* blocks in use or waiting on a stream */
     block *cached;
+    unsigned char access[SOFT_MAX_DEVICES];   /* other devices' CUmemAccess_flags (cuMemPoolSetAccess) */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -481,4 +482,47 @@ SOFT_API CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
         current[dev] = p->is_default ? NULL : p;
     pthread_mutex_unlock(&lock);
     return res;
+}
+
+/* Other devices' access to a pool: every softgpu device reads the same
+ * memory, so access is granted to any device but the owner, whose own is
+ * always read-write; what was granted is read back. */
+SOFT_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+    SOFT_TRY(soft_check_init());
+    if (!map && count)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    struct CUmemPoolHandle_st *p = pool_get(pool);
+    CUresult rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < count; i++) {
+        const CUmemAccessDesc *d = &map[i];
+        if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE ||
+            d->flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
+            rc = CUDA_ERROR_INVALID_VALUE;
+        else if (soft_check_device(d->location.id) != CUDA_SUCCESS)
+            rc = CUDA_ERROR_INVALID_DEVICE;
+        else if (d->location.id == p->device && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            rc = CUDA_ERROR_INVALID_DEVICE;
+    }
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < count; i++)
+        if (map[i].location.id != p->device)
+            p->access[map[i].location.id] = (unsigned char)map[i].flags;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+SOFT_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
+{
+    SOFT_TRY(soft_check_init());
+    if (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    SOFT_TRY(soft_check_device(location->id));
+    pthread_mutex_lock(&lock);
+    struct CUmemPoolHandle_st *p = pool_get(memPool);
+    if (p)
+        *flags = location->id == p->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                                           : (CUmemAccess_flags)p->access[location->id];
+    pthread_mutex_unlock(&lock);
+    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

@@ -52,6 +52,7 @@ void soft_module_free(struct CUmod_st *mod)
             soft_pages_free((void *)(uintptr_t)r.base, r.size);
     }
     free(mod->globals);
+    soft_refs_free(mod);
     free(mod->funcs);
     soft_program_free(mod->prog);
     free(mod);
@@ -152,6 +153,9 @@ CUresult soft_module_load(const void *image, size_t len, struct CUctx_st *ctx,
         m->globals[i] = rg.base;
         soft_program_bind_global(m->prog, i, rg.base);
     }
+    r = soft_refs_make(m);
+    if (r != CUDA_SUCCESS)
+        goto fail;
     if (!soft_handle_add(m, SOFT_MODULE)) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail;

@@ -274,7 +274,7 @@ static uint32_t pred_src(ptx_parser *p, const mods *m, const ptx_opd *o, bool *n
 /* A memory operand: base register plus immediate offset. */
 static void address(ptx_parser *p, const mods *m, const ptx_opd *o, int space, ptx_insn *in)
 {
-    if (o->kind != OPD_ADDR)
+    if (o->kind != OPD_ADDR || o->n)
         invalid(p, m, "expected an address");
     in->imm = o->off;
     if (o->addr_reg) {
@@ -980,6 +980,174 @@ static void dec_bra(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     ptx_add_fixup(p, pc, o[0].name);
 }
 
+/* ---- image instructions: tex, tld4, txq, suld, sust, suq ---- */
+
+static int take_geometry(ptx_parser *p, mods *m)
+{
+    static const char *const names[] = { "1d", "2d", "3d", "a1d", "a2d", "cube", "acube" };
+    int g = take_one(m, names, 7);
+    if (g < 0)
+        unsupported(p, m, "geometry");
+    return g;
+}
+
+/* Coordinates an image access of geometry g takes (PTX order). */
+static unsigned coord_count(int g)
+{
+    switch (g) {
+    case GEO_1D: return 1;
+    case GEO_2D: case GEO_A1D: return 2;
+    default: return 4;
+    }
+}
+
+/* The handle (a 64-bit object register, or a texture or surface reference
+ * by name: F_REF and its index) and coordinates of [a, {c...}] into in. */
+static void image_address(ptx_parser *p, mods *m, ptx_insn *in, const ptx_opd *o, unsigned want,
+                          ptx_type ctype)
+{
+    bool surface = in->op == OP_SULD || in->op == OP_SUST || in->op == OP_SUQ;
+    if (o->kind == OPD_ADDR && o->addr_sym && !o->off) {
+        if (!o->sym || o->sym->kind != SYM_REF)
+            invalid(p, m, "the handle must be a 64-bit register or a texture or surface reference");
+        if (p->prog->refs[o->sym->index].surface != surface)
+            invalid(p, m, surface ? "a surface instruction names a texture reference"
+                                  : "a texture instruction names a surface reference");
+        in->flags |= F_REF;
+        in->a = o->sym->index;
+    } else {
+        if (o->kind != OPD_ADDR || !o->addr_reg || o->off)
+            invalid(p, m, "the handle must be a 64-bit register or a texture or surface reference");
+        if (p->prog->reg_width[o->reg] != 8)
+            invalid(p, m, "the handle must be a 64-bit register");
+        in->a = o->reg;
+    }
+    if (o->n != want)
+        invalid(p, m, "wrong number of coordinates");
+    uint32_t *slot[4] = { &in->b, &in->c, &in->e, &in->d };
+    for (unsigned i = 0; i < 4; i++) {
+        if (i >= o->n) {
+            *slot[i] = SR_ZERO;
+            continue;
+        }
+        const ptx_velem *e = &o->v[i];
+        *slot[i] = e->kind == OPD_REG ? e->reg : ptx_const_reg(p, imm_bits(e->kind, e->bits, ctype));
+    }
+}
+
+/* The value vector of an image access: destinations (load) or sources. */
+static void image_values(ptx_parser *p, mods *m, ptx_insn *in, const ptx_opd *o, bool load, ptx_type t)
+{
+    unsigned n = o->kind == OPD_VEC ? o->n : 1;
+    if (n != in->vec)
+        invalid(p, m, "vector operand does not match");
+    for (unsigned i = 0; i < n; i++) {
+        if (o->kind != OPD_VEC) {
+            in->v[0] = load ? dst(p, m, o) : src(p, m, o, t);
+            break;
+        }
+        const ptx_velem *e = &o->v[i];
+        if (load)
+            in->v[i] = e->kind == OPD_SINK ? SR_SINK : e->kind == OPD_REG && e->reg >= SR_COUNT ? e->reg
+                     : (invalid(p, m, "bad vector destination"), 0);
+        else
+            in->v[i] = e->kind == OPD_REG ? e->reg
+                     : e->kind == OPD_SINK ? (invalid(p, m, "bad vector source"), 0)
+                     : ptx_const_reg(p, imm_bits(e->kind, e->bits, t));
+    }
+    if (load)
+        for (unsigned i = 0; i < n; i++)
+            if (in->v[i] != SR_SINK && p->prog->reg_width[in->v[i]] < ptx_type_size(t))
+                invalid(p, m, "destination register too narrow");
+}
+
+/* tex[.level|.grad].geom.v4.dtype.ctype d, [a, c] [, lod | , dPdx, dPdy];
+ * tld4.comp.2d.v4.dtype.f32 d, [a, c]. */
+static void dec_tex(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, bool gather)
+{
+    static const char *const comps[] = { "r", "g", "b", "a" };
+    int comp = gather ? take_one(m, comps, 4) : 0;
+    if (comp < 0)
+        invalid(p, m, "missing component");
+    bool level = !gather && take(m, "level"), grad = !gather && !level && take(m, "grad");
+    int g = take_geometry(p, m);
+    if (!take(m, "v4"))
+        unsupported(p, m, "only .v4 results");
+    ptx_type dt = take_type(m), ct = take_type(m);
+    finish_mods(p, m);
+    if (dt != T_F32 && dt != T_S32 && dt != T_U32)
+        unsupported(p, m, "result type");
+    if (ct != T_F32 && ct != T_S32)
+        unsupported(p, m, "coordinate type");
+    if (gather && (g != GEO_2D || ct != T_F32))
+        unsupported(p, m, "tld4 other than 2d with f32 coordinates");
+    need(p, m, n, level ? 3 : grad ? 4 : 2);
+    in->op = gather ? OP_TLD4 : OP_TEX;
+    in->mode = (uint8_t)g;
+    in->type = (uint8_t)dt;
+    in->type2 = (uint8_t)ct;
+    in->vec = 4;
+    in->space = (uint8_t)comp;
+    image_values(p, m, in, &o[0], true, dt);
+    image_address(p, m, in, &o[1], coord_count(g), ct);
+    /* Level of detail: softgpu samples level 0 (gradients too). */
+    in->aux = level ? src(p, m, &o[2], T_F32) : SR_ZERO;
+}
+
+/* suld.b.geom{.v2,.v4}.btype.clamp d, [a, c]; sust.{b,p}... [a, c], v. */
+static void dec_surf(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, bool load)
+{
+    static const char *const clamps[] = { "trap", "clamp", "zero" };
+    bool formatted = !load && take(m, "p");
+    if (!formatted && !take(m, "b"))
+        unsupported(p, m, "only .b (and sust.p) accesses");
+    int g = take_geometry(p, m);
+    if (g == GEO_CUBE || g == GEO_ACUBE)
+        unsupported(p, m, "cube surfaces");
+    in->vec = take(m, "v2") ? 2 : take(m, "v4") ? 4 : 1;
+    ptx_type t = take_type(m);
+    int c = take_one(m, clamps, 3);
+    finish_mods(p, m);
+    if (c < 0)
+        c = SURF_TRAP;
+    if (formatted ? t != T_B32 : (t != T_B8 && t != T_B16 && t != T_B32 && t != T_B64))
+        unsupported(p, m, "type");
+    need(p, m, n, 2);
+    in->op = load ? OP_SULD : OP_SUST;
+    in->mode = (uint8_t)g;
+    in->type = (uint8_t)t;
+    in->type2 = T_S32;
+    in->space = (uint8_t)c;
+    if (formatted)
+        in->flags |= F_FORMATTED;
+    image_values(p, m, in, load ? &o[0] : &o[1], load, t);
+    image_address(p, m, in, load ? &o[1] : &o[0], coord_count(g), T_S32);
+    in->dwidth = load && in->v[0] != SR_SINK ? p->prog->reg_width[in->v[0]] : 0;
+}
+
+/* txq.query.b32 d, [a]; suq.query.b32 d, [a]. */
+static void dec_query(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, bool surface)
+{
+    static const char *const names[] = {
+        "width", "height", "depth", "channel_data_type", "channel_order", "normalized_coords",
+        "filter_mode", "addr_mode_0", "addr_mode_1", "addr_mode_2", "array_size",
+        "num_mipmap_levels", "num_samples", "memory_layout",
+    };
+    if (!surface && take(m, "level"))
+        unsupported(p, m, "txq.level");
+    int q = take_one(m, names, 14);
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    if (q < 0 || t != T_B32)
+        unsupported(p, m, "query");
+    need(p, m, n, 2);
+    in->op = surface ? OP_SUQ : OP_TXQ;
+    in->mode = (uint8_t)q;
+    in->type = T_B32;
+    image_address(p, m, in, &o[1], 0, T_S32);
+    in->d = dst(p, m, &o[0]);   /* after: the coordinates' fourth slot is d */
+}
+
 bool ptx_known_opcode(const ptx_tok *op)
 {
     static const char *const known[] = {
@@ -990,7 +1158,7 @@ bool ptx_known_opcode(const ptx_tok *op)
         "atom", "red", "shfl", "vote", "activemask", "popc", "clz", "brev", "bfind", "bfe",
         "bfi", "prmt", "lop3", "copysign", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin",
         "cos", "tanh", "fma", "testp", "shf", "match", "redux", "dp4a", "prefetch",
-        "prefetchu", "isspacep",
+        "prefetchu", "isspacep", "tex", "tld4", "txq", "suld", "sust", "suq",
     };
     const char *dot = memchr(op->s, '.', op->len);
     size_t n = dot ? (size_t)(dot - op->s) : op->len;
@@ -1014,6 +1182,12 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         dec_mov(p, m, &in, o, n);
     } else if (IS("ld")) {
         dec_ldst(p, m, &in, o, n, true);
+    } else if (IS("tex") || IS("tld4")) {
+        dec_tex(p, m, &in, o, n, IS("tld4"));
+    } else if (IS("suld") || IS("sust")) {
+        dec_surf(p, m, &in, o, n, IS("suld"));
+    } else if (IS("txq") || IS("suq")) {
+        dec_query(p, m, &in, o, n, IS("suq"));
     } else if (IS("ldu")) {
         dec_ldst(p, m, &in, o, n, true);
     } else if (IS("st")) {

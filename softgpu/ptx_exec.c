@@ -1515,6 +1515,10 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                              run->entry->name, in->line);
             }
             { status = WARP_FAULT; goto done; }
+        case OP_TEX: case OP_TLD4: case OP_TXQ: case OP_SULD: case OP_SUST: case OP_SUQ:
+            if (m && !ptx_image_exec(k, w, in, m))
+                { status = WARP_FAULT; goto done; }
+            break;
         case OP_VPRINTF:
             if (do_printf(k, w, in, m) < 0)
                 { status = WARP_FAULT; goto done; }

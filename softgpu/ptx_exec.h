@@ -68,6 +68,10 @@ enum { WARP_EXITED, WARP_BARRIER, WARP_FAULT };
  * at bar.sync, WARP_FAULT after recording the launch's error. */
 int ptx_warp_run(ptx_worker *k, ptx_warp *w);
 
+/* Runs an image instruction (tex, tld4, txq, suld, sust, suq) for lanes m
+ * (ptx_image.c); false after recording the launch's error. */
+bool ptx_image_exec(ptx_worker *k, ptx_warp *w, const ptx_insn *in, uint32_t m);
+
 /* Records the launch's first error (later ones are dropped) and stops it. */
 void ptx_run_fail(ptx_run *run, CUresult err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -62,7 +62,8 @@ static inline bool ptx_type_float(ptx_type t)
     X(ACTIVEMASK) X(POPC) X(CLZ) X(BREV) X(BFIND) X(BFE) X(BFI) X(PRMT) \
     X(COPYSIGN) X(RCP) X(SQRT) X(RSQRT) X(EX2) X(LG2) X(SIN) X(COS) \
     X(TANH) X(FMA) X(TESTP) X(CLOCK) X(DEPOT) X(LOP3) X(MUL24) X(MAD24) \
-    X(SAD) X(FNS) X(DP4A) X(SHF) X(MATCH) X(REDUX) X(ISSPACEP)
+    X(SAD) X(FNS) X(DP4A) X(SHF) X(MATCH) X(REDUX) X(ISSPACEP) \
+    X(TEX) X(TLD4) X(TXQ) X(SULD) X(SUST) X(SUQ)
 
 typedef enum ptx_op {
 #define PTX_OP_ENUM(n) OP_##n,
@@ -90,6 +91,18 @@ enum { ATOM_ADD, ATOM_MIN, ATOM_MAX, ATOM_INC, ATOM_DEC, ATOM_AND, ATOM_OR,
        ATOM_XOR, ATOM_EXCH, ATOM_CAS };
 enum { BOOL_NONE, BOOL_AND, BOOL_OR, BOOL_XOR };
 
+/* Geometries of image instructions (ptx_insn.mode of tex, tld4, suld,
+ * sust); clamp modes of suld/sust (ptx_insn.space); queries of txq/suq
+ * (ptx_insn.mode). Image instructions run in ptx_image.c: operands a (the
+ * handle), coordinates b, c, e, d in PTX order, values v[0..vec), level
+ * of detail register aux (tex.level). */
+enum { GEO_1D, GEO_2D, GEO_3D, GEO_A1D, GEO_A2D, GEO_CUBE, GEO_ACUBE };
+enum { SURF_TRAP, SURF_CLAMP, SURF_ZERO };
+enum { QUERY_WIDTH, QUERY_HEIGHT, QUERY_DEPTH, QUERY_CHANNEL_DATA_TYPE, QUERY_CHANNEL_ORDER,
+       QUERY_NORMALIZED_COORDS, QUERY_FILTER_MODE, QUERY_ADDR_MODE_0, QUERY_ADDR_MODE_1,
+       QUERY_ADDR_MODE_2, QUERY_ARRAY_SIZE, QUERY_NUM_MIPMAP_LEVELS, QUERY_NUM_SAMPLES,
+       QUERY_MEMORY_LAYOUT };
+
 /* ptx_insn.flags */
 #define F_GUARD_NEG  0x0001   /* @!p */
 #define F_FTZ        0x0002
@@ -104,6 +117,8 @@ enum { BOOL_NONE, BOOL_AND, BOOL_OR, BOOL_XOR };
 #define F_NO_RESULT  0x0400   /* red (atom without a result) */
 #define F_NEG_B      0x0800   /* vote/setp source predicate negated */
 #define F_MEMBER     0x1000   /* .sync warp op: v[0] holds the member mask */
+#define F_FORMATTED  0x2000   /* sust.p */
+#define F_REF        0x4000   /* image access: a is a texture/surface reference index, not a register */
 
 typedef struct ptx_insn {
     uint8_t op;          /* ptx_op */
@@ -157,6 +172,12 @@ typedef struct ptx_func {
     soft_param *kparams;
 } ptx_func;
 
+/* A module's `.global .texref` / `.global .surfref` variable. */
+typedef struct ptx_ref {
+    char *name;
+    bool surface;
+} ptx_ref;
+
 typedef struct ptx_global {
     soft_global_info info;
     char *name;
@@ -200,6 +221,8 @@ struct soft_program {
     uint32_t nconsts;
     ptx_call *calls;
     uint32_t ncalls;
+    ptx_ref *refs;               /* texture and surface references, in module order */
+    uint32_t nrefs;
     uint32_t nregs;
     uint8_t *reg_width;          /* bytes, per register */
     uint32_t shared_bytes;       /* static .shared, module-wide layout */

@@ -522,10 +522,43 @@ static uint32_t add_shared(ptx_parser *p, const decl *d, uint64_t size)
     return (uint32_t)off;
 }
 
+/* `.global .texref name;`, `.global .surfref name;` (or the old
+ * `.tex .u32 name;`) at module scope: a texture or surface reference the
+ * driver binds (cuModuleGetTexRef); image instructions name it. */
+static void parse_ref(ptx_parser *p, bool surface, bool is_extern)
+{
+    soft_program *g = p->prog;
+    const ptx_tok *type = p->t++;
+    if (p->fn)
+        ptx_fail(p, CUDA_ERROR_INVALID_PTX, type->line, "%.*s inside a function", (int)type->len, type->s);
+    if (is_extern)
+        ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, type->line, "external %.*s", (int)type->len, type->s);
+    const ptx_tok *name = expect_ident(p);
+    check_new_name(p, name);
+    if (punct(p->t, '[') || punct(p->t, '='))
+        ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, p->t->line,
+                 "reference '%.*s': arrays of references and initialisers (independent texturing mode)",
+                 (int)name->len, name->s);
+    if (g->nrefs >= 4096)
+        ptx_fail(p, CUDA_ERROR_INVALID_PTX, name->line, "too many texture and surface references");
+    ptx_ref *r = realloc(g->refs, (g->nrefs + 1) * sizeof *r);
+    if (!r)
+        ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, name->line, "out of memory");
+    g->refs = r;
+    g->refs[g->nrefs] = (ptx_ref){ .name = tok_dup(p, name), .surface = surface };
+    ptx_sym *s = add_sym(p, name, SYM_REF);
+    s->index = g->nrefs++;
+    expect(p, ';');
+}
+
 /* .global/.const/.shared/.local variable at module or function scope. */
 static void parse_variable(ptx_parser *p, int space, bool is_extern)
 {
     soft_program *g = p->prog;
+    if (space == SP_GLOBAL && (ptx_tok_is(p->t, ".texref") || ptx_tok_is(p->t, ".surfref"))) {
+        parse_ref(p, ptx_tok_is(p->t, ".surfref"), is_extern);
+        return;
+    }
     decl d;
     parse_decl(p, &d);
     uint64_t size = d.count * ptx_type_size(d.type);
@@ -725,6 +758,23 @@ static void parse_scalar(ptx_parser *p, ptx_opd *o)
     o->sym = s;
 }
 
+/* The coordinates of an image access: a vector, or one scalar, into o->v. */
+static void parse_coords(ptx_parser *p, ptx_opd *o)
+{
+    bool vec = accept(p, '{');
+    do {
+        if (o->n >= 4)
+            ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "too many coordinates");
+        ptx_opd e = { 0 };
+        parse_scalar(p, &e);
+        if (e.kind == OPD_SYM || e.kind == OPD_SINK || e.neg || e.has_reg2)
+            ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "bad coordinate");
+        o->v[o->n++] = (ptx_velem){ .kind = e.kind, .reg = e.reg, .bits = e.bits };
+    } while (vec && accept(p, ','));
+    if (vec)
+        expect(p, '}');
+}
+
 static void parse_operand(ptx_parser *p, ptx_opd *o)
 {
     *o = (ptx_opd){ 0 };
@@ -777,6 +827,8 @@ static void parse_operand(ptx_parser *p, ptx_opd *o)
         } else {
             ptx_fail(p, CUDA_ERROR_INVALID_PTX, t->line, "bad address");
         }
+        if (accept(p, ','))   /* [handle, {coordinates}] of tex, tld4, suld, sust */
+            parse_coords(p, o);
         expect(p, ']');
         return;
     }
@@ -1243,6 +1295,9 @@ static void parse_module(ptx_parser *p)
             p->t++;
             do {
                 const ptx_tok *a = expect_ident(p);
+                if (a->len == 19 && memcmp(a->s, "texmode_independent", 19) == 0)
+                    ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, a->line,
+                             "texmode_independent (separate samplers): only the unified texturing mode");
                 if (a->len >= 7 && memcmp(a->s, "texmode", 7) == 0)
                     continue;
             } while (accept(p, ','));
@@ -1285,6 +1340,12 @@ static void parse_module(ptx_parser *p)
             } else if (ptx_tok_is(d, ".shared")) {
                 p->t++;
                 parse_variable(p, SP_SHARED, is_extern);
+            } else if (ptx_tok_is(d, ".tex")) {
+                /* The deprecated .tex space: `.tex .u32 name` is a .texref. */
+                p->t++;
+                if (!ptx_tok_is(p->t, ".u32") && !ptx_tok_is(p->t, ".u64") && !ptx_tok_is(p->t, ".texref"))
+                    ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "expected .u32 after .tex");
+                parse_ref(p, false, is_extern);
             } else if (d->kind == PTX_TOK_IDENT && d->s[0] == '.') {
                 ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, d->line, "directive '%.*s'",
                          (int)(d->len > 40 ? 40 : d->len), d->s);

@@ -19,6 +19,7 @@ typedef enum ptx_sym_kind {
     SYM_KPARAM,      /* .entry parameter: offset in the launch's buffer */
     SYM_PARAM,       /* .func or call-site parameter: per-lane slot */
     SYM_FUNC,        /* index into prog->funcs */
+    SYM_REF,         /* .texref/.surfref variable: index into prog->refs */
 } ptx_sym_kind;
 
 typedef struct ptx_sym {
@@ -55,7 +56,7 @@ typedef struct ptx_opd {
     bool addr_reg;           /* OPD_ADDR: base is reg */
     bool addr_sym;           /* OPD_ADDR: base is name/sym; else absolute */
     int64_t off;             /* OPD_ADDR offset */
-    uint8_t n;               /* OPD_VEC */
+    uint8_t n;               /* OPD_VEC; OPD_ADDR: coordinates of an image access */
     ptx_velem v[4];
 } ptx_opd;
 

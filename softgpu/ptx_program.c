@@ -27,6 +27,9 @@ void soft_program_free(soft_program *g)
         free(g->calls[i].args);
         free(g->calls[i].rets);
     }
+    for (uint32_t i = 0; i < g->nrefs; i++)
+        free(g->refs[i].name);
+    free(g->refs);
     free(g->code);
     free(g->funcs);
     free(g->entries);
@@ -97,4 +100,18 @@ CUresult soft_program_check_params(const soft_program *g, uint32_t entry, size_t
         return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
+}
+
+uint32_t soft_program_ref_count(const soft_program *g)
+{
+    return g ? g->nrefs : 0;
+}
+
+const char *soft_program_ref(const soft_program *g, uint32_t i, bool *surface)
+{
+    if (!g || i >= g->nrefs)
+        return NULL;
+    if (surface)
+        *surface = g->refs[i].surface;
+    return g->refs[i].name;
 }

@@ -172,7 +172,7 @@ Test(ptx_errors, unknown_opcode_named)
         { "wmma.load.a.sync.aligned.row.m16n16k16.f16 {%r1}, [%rd1];", "wmma.load" },
         { "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%r1}, {%r2}, {%r3}, {%r4};", "mma.sync" },
         { "add.xyz.u32 %r1, %r2, %r3;", "add.xyz.u32" },
-        { "tex.2d.v4.f32.f32 {%r1, %r2, %r3, %r4}, [%rd1, {%r1, %r2}];", "tex.2d" },
+        { "tex.2dms.v4.f32.s32 {%r1, %r2, %r3, %r4}, [%rd1, {%r1, %r2, %r3, %r4}];", "tex.2dms" },
         { "bar.arrive 0, 32;", "bar.arrive" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -33,8 +33,9 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("bigcopy"), BUILDS("threads"), BUILDS("launch"), BUILDS("jitlink"),
         BUILDS("mallocasync"), BUILDS("profiler"), BUILDS("coop"), BUILDS("capturequery"),
         BUILDS("managed"), BUILDS("zerocopy"),
-        BUILDS("graphs"), BUILDS("torchgraph"), BUILDS("graphbuild"), BUILDS("graphattr"), BUILDS("graphuser"), BUILDS("graphmemop"), BUILDS("graphmem"),
-        BUILDS("drvmisc"),
+        BUILDS("graphs"), BUILDS("torchgraph"), BUILDS("graphbuild"), BUILDS("graphattr"), BUILDS("graphuser"),
+        BUILDS("graphmemop"), BUILDS("graphmem"),
+        BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"), BUILDS("texref"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -167,6 +168,20 @@ Test(remote, peers_on_one_agent_with_two_devices, .timeout = 120)
     program_result r = run_through(&a, 1, "peer", "static", NULL);
     cr_expect_eq(r.status, 0, "peer exited %d:\n%s", r.status, r.output);
     cr_expect(strstr(r.output, "can access peer: 0->1 1, 1->0 1") && strstr(r.output, "peer: ok"), "%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+/* A pool's access granted to the other device of one agent (drvmisc). */
+Test(remote, pool_access_for_a_peer_on_one_agent, .timeout = 90)
+{
+    setenv("SOFTGPU_DEVICES", "2", 1);
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    unsetenv("SOFTGPU_DEVICES");
+    program_result r = run_through(&a, 1, "drvmisc", "static", NULL);
+    cr_expect_eq(r.status, 0, "drvmisc exited %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "drvmisc: a peer was granted access to a pool"), "%s", r.output);
     program_result_free(&r);
     agent_stop(&a);
 }

@@ -247,8 +247,8 @@ Test(memory, copy_2d)
         if (hgt > 1)
             cr_expect_eq(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
         c.dstPitch = dpitch;
-        c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-        cr_expect_eq(cuMemcpy2D(&c), CUDA_ERROR_NOT_SUPPORTED);
+        c.srcMemoryType = CU_MEMORYTYPE_ARRAY;   /* with no array named */
+        cr_expect_eq(cuMemcpy2D(&c), CUDA_ERROR_INVALID_HANDLE);
         OK(cuMemFree(d));
         free(src);
         free(out);

@@ -257,9 +257,9 @@ Test(module, broken_images_are_refused)
     free(img);
 }
 
-/* JIT linking: one PTX or fatbin input links to an image that loads; what
- * softgpu cannot link (several inputs, an input that is no code) fails with
- * NOT_SUPPORTED and says why in the caller's error log. */
+/* JIT linking: one PTX or fatbin input links to an image that loads; one
+ * kernel linked in twice is a duplicate definition the caller's error log
+ * names (test_softgpu_jitlink links several inputs). */
 Test(module, jit_link_of_one_input)
 {
     char *ptx = image("vecadd", "default", "ptx");
@@ -281,7 +281,7 @@ Test(module, jit_link_of_one_input)
         void *out;
         size_t out_len;
         OK(cuLinkComplete(link, &out, &out_len));
-        cr_expect_geq(out_len, ok[i].len);
+        cr_expect_gt(out_len, 1);
         CUmodule mod;
         OK(cuModuleLoadData(&mod, out));
         CUfunction f;
@@ -296,8 +296,8 @@ Test(module, jit_link_of_one_input)
     OK(cuLinkAddData(link, CU_JIT_INPUT_PTX, ptx, strlen(ptx), "b", 0, NULL, NULL));
     void *out;
     size_t out_len;
-    cr_expect_eq(cuLinkComplete(link, &out, &out_len), CUDA_ERROR_NOT_SUPPORTED);
-    cr_expect(strstr(log, "given 2 inputs"), "error log: %s", log);
+    cr_expect_eq(cuLinkComplete(link, &out, &out_len), CUDA_ERROR_INVALID_IMAGE);
+    cr_expect(strstr(log, "Multiple definition of 'vecadd' in 'b'"), "error log: %s", log);
     cr_expect_eq(cuLinkAddData(link, CU_JIT_INPUT_PTX, NULL, 4, "c", 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     cr_expect_eq(cuLinkAddData(link, (CUjitInputType)99, ptx, 4, "c", 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     cr_expect_eq(cuLinkAddFile(link, CU_JIT_INPUT_PTX, "/nonexistent/x.ptx", 0, NULL, NULL),

@@ -1,8 +1,8 @@
 # `make fuzz`: one libFuzzer harness per decoder, built with clang into
 # $(B)/fuzz/. Run one with e.g. `build/fuzz/fuzz_frame -max_total_time=60`.
 FUZZ_CC := clang
-FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -I. -D_GNU_SOURCE
-FUZZ_NAMES := wire frame greeting dial reply names
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -I. -I$(CUDA_HOME)/include -D_GNU_SOURCE
+FUZZ_NAMES := wire frame greeting dial reply names images texref
 FUZZ_TARGETS += $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(PROTO_SRC) $(wildcard proto/*.h)

@@ -163,6 +163,23 @@ static int pools_by_location(CUdevice dev)
     EXPECT(current == mine);
     CHECK_CU(cuDeviceGetMemPool(&current, dev));
     EXPECT(current == mine);
+    // Access: the owner reads and writes; a peer device gets what it is granted.
+    CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CHECK_CU(cuMemPoolGetAccess(&access, mine, &here));
+    EXPECT(access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    int devices = 0, peer = 0;
+    CHECK_CU(cuDeviceGetCount(&devices));
+    CUdevice other = (dev + 1) % (devices > 0 ? devices : 1);
+    if (devices > 1 && cuDeviceCanAccessPeer(&peer, other, dev) == CUDA_SUCCESS && peer) {
+        CUmemLocation there = { CU_MEM_LOCATION_TYPE_DEVICE, other };
+        CHECK_CU(cuMemPoolGetAccess(&access, mine, &there));
+        EXPECT(access == CU_MEM_ACCESS_FLAGS_PROT_NONE);
+        CUmemAccessDesc grant = { there, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        CHECK_CU(cuMemPoolSetAccess(mine, &grant, 1));
+        CHECK_CU(cuMemPoolGetAccess(&access, mine, &there));
+        EXPECT(access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        printf("drvmisc: a peer was granted access to a pool\n");
+    }
     CHECK_CU(cuMemSetMemPool(&here, CU_MEM_ALLOCATION_TYPE_PINNED, by_device));
     CHECK_CU(cuMemPoolDestroy(mine));
     return 0;
