@@ -668,7 +668,7 @@ static void flatten(flat *f, const shim_graph *g, shim_node *const *order, const
         for (size_t k = 0; k < g->n && f->ok; k++) {
             const shim_node *nd = order[k];
             size_t nd_deps = 0;
-            if (!nd->ndeps) {
+            if (!nd->ndeps && nentry) {   /* a top-level graph's roots have no entry */
                 memcpy(deps, entry, nentry * sizeof *deps);
                 nd_deps = nentry;
             }
