@@ -276,7 +276,7 @@ static int batch_and_access(CUdevice dev, CUstream s)
 {
     CUdeviceptr words;
     CHECK_CU(cuMemAlloc(&words, 16));
-    CHECK_CU(cuMemsetD8(words, 0, 16));
+    CHECK_CU(cuMemsetD8Async(words, 0, 16, s));   // on s: a ptds build's plain memset goes to another stream
     CUstreamBatchMemOpParams ops[4];
     memset(ops, 0, sizeof ops);
     ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
