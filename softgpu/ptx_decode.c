@@ -375,6 +375,13 @@ static void dec_mov(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     }
     if (o[1].kind == OPD_SYM && o[1].sym && o[1].sym->kind == SYM_FUNC)
         unsupported(p, m, "function addresses");
+    /* A kernel parameter's address (CUB takes one of a by-value struct to
+     * read it through ld.param [%rd+off]): its offset in the launch's buffer. */
+    if (o[1].kind == OPD_SYM && o[1].sym && o[1].sym->kind == SYM_KPARAM && size == 8) {
+        in->op = OP_MOV;
+        in->a = ptx_const_reg(p, o[1].sym->offset);
+        return;
+    }
     if (o[1].kind == OPD_SYM && o[1].sym &&
         (o[1].sym->kind == SYM_KPARAM || o[1].sym->kind == SYM_PARAM))
         unsupported(p, m, "parameter addresses");
@@ -428,6 +435,13 @@ static void dec_ldst(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
     in->dwidth = load ? p->prog->reg_width[in->v[0]] : 0;
     if (load && in->dwidth < ptx_type_size(t) && in->v[0] != SR_SINK)
         invalid(p, m, "destination register too narrow");
+    if (space == SP_PARAM && load && adr->kind == OPD_ADDR && adr->addr_reg && p->fn->is_entry) {
+        /* through an address taken by mov of a kernel parameter: checked
+         * against the parameter buffer when it runs */
+        in->op = OP_LD_KPARAM_REG;
+        address(p, m, adr, space, in);
+        return;
+    }
     if (space == SP_PARAM) {
         if (adr->kind != OPD_ADDR || !adr->addr_sym || !adr->sym)
             unsupported(p, m, "parameter access through a register");
@@ -1157,7 +1171,7 @@ bool ptx_known_opcode(const ptx_tok *op)
         "exit", "trap", "bar", "barrier", "membar", "fence", "nanosleep", "pmevent",
         "atom", "red", "shfl", "vote", "activemask", "popc", "clz", "brev", "bfind", "bfe",
         "bfi", "prmt", "lop3", "copysign", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin",
-        "cos", "tanh", "fma", "testp", "shf", "match", "redux", "dp4a", "prefetch",
+        "cos", "tanh", "fma", "testp", "shf", "bmsk", "match", "redux", "dp4a", "prefetch",
         "prefetchu", "isspacep", "tex", "tld4", "txq", "suld", "sust", "suq",
     };
     const char *dot = memchr(op->s, '.', op->len);
@@ -1380,6 +1394,23 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         ptx_op op = IS("popc") ? OP_POPC : IS("clz") ? OP_CLZ : IS("brev") ? OP_BREV :
                     IS("bfind") ? OP_BFIND : IS("bfe") ? OP_BFE : OP_BFI;
         dec_bits(p, m, &in, o, n, op);
+    } else if (IS("bmsk")) {
+        /* bmsk.mode.b32 d, a, b: b one bits from bit a; .wrap takes both
+         * modulo 32, .clamp caps them at 32 */
+        bool wrap = take(m, "wrap");
+        if (!wrap && !take(m, "clamp"))
+            unsupported(p, m, "mode");
+        ptx_type t = take_type(m);
+        finish_mods(p, m);
+        need(p, m, n, 3);
+        if (t != T_B32)
+            unsupported(p, m, "type");
+        in.op = OP_BMSK;
+        in.type = T_U32;
+        in.mode = wrap;
+        in.d = dst(p, m, &o[0]);
+        in.a = src(p, m, &o[1], T_U32);
+        in.b = src(p, m, &o[2], T_U32);
     } else if (IS("prmt")) {
         ptx_type t = unsign(take_type(m));
         finish_mods(p, m);

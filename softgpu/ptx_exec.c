@@ -732,6 +732,25 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             }
             break;
         }
+        case OP_LD_KPARAM_REG: {
+            unsigned es = ptx_type_size(type), n = in->vec, dw = in->dwidth;
+            bool sign = ptx_type_signed(type);
+            uint64_t limit = run->entry->info.param_bytes;
+            const int64_t off = in->imm;
+            EACH({
+                uint64_t a = A[l] + (uint64_t)off;
+                if (a > limit || limit - a < (uint64_t)es * n) {
+                    fault_addr = a; fault_size = es * n; fault_what = "load";
+                    goto fault;
+                }
+            });
+            EACH({
+                uint64_t a = A[l] + (uint64_t)off;
+                for (unsigned e = 0; e < n; e++)
+                    R[in->v[e]][l] = extend(load_n(run->kparams + a + e * es, es), es, sign, dw);
+            });
+            break;
+        }
         case OP_LD_PARAM: {
             unsigned es = ptx_type_size(type), n = in->vec, dw = in->dwidth;
             bool sign = ptx_type_signed(type);
@@ -1238,6 +1257,17 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             unsigned bits = 8 * ptx_type_size(type);
             const uint64_t *E = R[in->e];
             EACH(D[l] = bfi(A[l], B[l], C[l], E[l], bits));
+            break;
+        }
+        case OP_BMSK: {
+            bool wrap = in->mode;
+            EACH({
+                uint64_t a = (uint32_t)A[l], b = (uint32_t)B[l];
+                a = wrap ? a & 31 : a > 32 ? 32 : a;
+                b = wrap ? b & 31 : b > 32 ? 32 : b;
+                uint64_t top = a + b >= 32 ? 0 : ~0ull << (a + b);
+                D[l] = (uint32_t)((~0ull << a) & ~top);
+            });
             break;
         }
         case OP_PRMT:

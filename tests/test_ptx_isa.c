@@ -576,3 +576,83 @@ Test(ptx_isa, shfl_sync_waits_for_members)
     }
     soft_program_free(p);
 }
+
+/* bmsk (CUB's radix sort makes digit masks with bmsk.clamp), both modes,
+ * with positions and widths past 32 so clamping and wrapping both show. */
+Test(ptx_isa, bmsk_clamp_and_wrap)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    in[0].u[0] = 32; in[0].u[1] = 5;   /* clamp: nothing left */
+    in[1].u[0] = 0; in[1].u[1] = 32;   /* clamp: all ones; wrap: none */
+    in[2].u[0] = 28; in[2].u[1] = 9;   /* runs off the top */
+    run_body(
+        "and.b32 %r20, %r1, 63;\nand.b32 %r21, %r2, 63;\n"
+        "bmsk.clamp.b32 %r4, %r20, %r21;\nbmsk.wrap.b32 %r5, %r20, %r21;\n"
+        "st.global.u32 [%rd27], %r4;\nst.global.u32 [%rd27+4], %r5;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        uint32_t a = (uint32_t)in[t].u[0] & 63, b = (uint32_t)in[t].u[1] & 63;
+        uint32_t ca = a > 32 ? 32 : a, cb = b > 32 ? 32 : b, wa = a & 31, wb = b & 31;
+        uint32_t clamp = 0, wrap = 0;
+        for (uint32_t i = 0; i < 32; i++) {
+            clamp |= (uint32_t)(i >= ca && i < ca + cb) << i;
+            wrap |= (uint32_t)(i >= wa && i < wa + wb) << i;
+        }
+        cr_assert_eq(out[t].w[0], clamp, "bmsk.clamp thread %d (%u, %u)", t, a, b);
+        cr_assert_eq(out[t].w[1], wrap, "bmsk.wrap thread %d (%u, %u)", t, a, b);
+    }
+    cr_assert_eq(out[0].w[0], 0u);
+    cr_assert_eq(out[1].w[0], ~0u);
+    cr_assert_eq(out[1].w[1], 0u);
+    cr_assert_eq(out[2].w[0], 0xf0000000u);
+}
+
+/* A kernel parameter's address taken with mov and read through ld.param
+ * [%rd+off], as CUB does with a by-value struct. */
+Test(ptx_isa, kernel_parameter_address)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    run_body(
+        "mov.b64 %rd4, p_in;\nld.param.u64 %rd5, [%rd4];\n"
+        "mov.u64 %rd6, p_out;\nld.param.u32 %r4, [%rd6+4];\nld.param.v2.u32 {%r5, %r6}, [%rd6];\n"
+        "sub.s64 %rd7, %rd5, %rd31;\nsub.s64 %rd8, %rd6, %rd4;\n"
+        "st.global.u64 [%rd27], %rd7;\nst.global.u64 [%rd27+8], %rd8;\n"
+        "st.global.u32 [%rd27+16], %r4;\nst.global.u32 [%rd27+20], %r5;\nst.global.u32 [%rd27+24], %r6;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        cr_assert_eq(out[t].u[0], 0ull, "p_in read through its address, thread %d", t);
+        cr_assert_eq(out[t].u[1], (uint64_t)-8, "p_out is 8 bytes before p_in");
+    }
+    /* the high and low halves of p_out match one another across threads */
+    uint64_t pout = (uint64_t)out[0].w[5] | (uint64_t)out[0].w[6] << 32;
+    cr_assert_eq(out[0].w[4], (uint32_t)(pout >> 32));
+    cr_assert_neq(pout, 0ull);
+}
+
+/* Reading past the parameter buffer through such an address faults with the
+ * PTX line, not a stray host read. */
+Test(ptx_isa, kernel_parameter_address_out_of_bounds)
+{
+    const char *text =
+        ".version 9.0\n.target sm_75\n.address_size 64\n"
+        ".visible .entry t(.param .u64 p_out, .param .u64 p_in)\n{\n"
+        ".reg .b64 %rd<8>;\n"
+        "mov.b64 %rd1, p_in;\nld.param.u64 %rd2, [%rd1+8];\n"
+        "ld.param.u64 %rd3, [p_out];\nst.global.u64 [%rd3], %rd2;\nret;\n}\n";
+    soft_program *p = NULL;
+    char msg[256];
+    CUresult rc = soft_program_parse(text, strlen(text), &p, msg, sizeof msg);
+    cr_assert_eq(rc, CUDA_SUCCESS, "parse: %s", msg);
+    uint64_t *dout = tp_alloc(8 * NT);
+    tp_args a = { 0 };
+    TP_ARG(&a, dout);
+    TP_ARG(&a, dout);
+    soft_launch l = { .entry = 0, .grid = { 1, 1, 1 }, .block = { 32, 1, 1 },
+                      .params = a.buf, .memory = &tp_memory, .threads = 1 };
+    rc = soft_program_launch(p, &l, msg, sizeof msg);
+    cr_assert_eq(rc, CUDA_ERROR_ILLEGAL_ADDRESS, "launch: %d %s", rc, msg);
+    cr_assert(strstr(msg, "illegal address 0x10 (param load of 8 bytes, PTX line 8)"), "%s", msg);
+    soft_program_free(p);
+}
