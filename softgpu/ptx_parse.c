@@ -1428,7 +1428,12 @@ static void finish(ptx_parser *p)
         f->info.name = f->name;
         f->info.static_shared_bytes = entry_shared(p, i);
         f->info.local_bytes = f->depot;
-        f->info.num_regs = f->reg_count < 255 ? f->reg_count : 255;
+        /* PTX registers are virtual: like ptxas, allocate no more than lets a
+         * block of the most threads it allows fit in 64K (CUB's histogram
+         * sizes its grid by occupancy, and 0 would launch nothing) */
+        uint32_t fit = 65536 / f->info.max_threads;
+        uint32_t regs = f->reg_count < 255 ? f->reg_count : 255;
+        f->info.num_regs = regs < fit ? regs : fit;
         g->entries[g->nentries++] = i;
     }
     for (uint32_t i = 0; i < g->ncode; i++) {

@@ -306,3 +306,36 @@ Test(module, jit_link_of_one_input)
     free(ptx);
     free(fat);
 }
+
+/* PTX registers are virtual and nvcc declares thousands: the registers
+ * reported, like ptxas's, still let a block of .maxntid threads fit, so
+ * occupancy is never 0 for a block the kernel allows (CUB's histogram sizes
+ * its grid by it). */
+Test(module, many_virtual_registers_still_fit_a_block)
+{
+    static const char ptx[] =
+        ".version 9.0\n.target sm_75\n.address_size 64\n"
+        ".visible .entry wide(.param .u64 p)\n.maxntid 384, 1, 1\n{\n"
+        ".reg .b32 %r<3000>;\n.reg .b64 %rd<2>;\n"
+        "ld.param.u64 %rd1, [p];\nmov.u32 %r2999, 7;\nst.global.u32 [%rd1], %r2999;\nret;\n}\n"
+        ".visible .entry plain(.param .u64 p)\n{\n"
+        ".reg .b32 %r<3000>;\n.reg .b64 %rd<2>;\n"
+        "ld.param.u64 %rd1, [p];\nmov.u32 %r2999, 7;\nst.global.u32 [%rd1], %r2999;\nret;\n}\n";
+    CUmodule m;
+    OK(cuModuleLoadData(&m, ptx));
+    CUfunction f;
+    int regs, blocks;
+    OK(cuModuleGetFunction(&f, m, "wide"));
+    OK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+    cr_expect(regs >= 1 && regs * 384 <= 65536, "%d registers", regs);
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 384, 0));
+    cr_expect_eq(blocks, 1);
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 512, 0));
+    cr_expect_eq(blocks, 0, "more threads than .maxntid");
+    OK(cuModuleGetFunction(&f, m, "plain"));
+    OK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+    cr_expect(regs >= 1 && regs * 1024 <= 65536, "%d registers", regs);
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 1024, 0));
+    cr_expect_eq(blocks, 1);
+    OK(cuModuleUnload(m));
+}
