@@ -6,6 +6,10 @@
 #   make fuzz       build the libFuzzer harnesses (clang), not part of check
 #   V=1             show the commands
 
+# Every core by default (CI calls a plain `make check`, and the nvcc-built
+# test programs dominate a clean build); a -j on the command line wins.
+MAKEFLAGS += -j$(shell nproc)
+
 CUDA_HOME ?= /usr/local/cuda
 CC        ?= cc
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
