@@ -14,7 +14,10 @@
 void ptx_fail(ptx_parser *p, CUresult err, uint32_t line, const char *fmt, ...)
 {
     va_list ap;
-    int n = snprintf(p->msg, p->msglen, "line %u: ", line);
+    /* The kernel or function whose body fails, for a refusal to name it. */
+    int n = p->fn && p->fn->name ? snprintf(p->msg, p->msglen, "line %u, in %s %s: ", line,
+                                            p->fn->is_entry ? "kernel" : "function", p->fn->name)
+                                 : snprintf(p->msg, p->msglen, "line %u: ", line);
     va_start(ap, fmt);
     if (n >= 0 && (size_t)n < p->msglen)
         vsnprintf(p->msg + n, p->msglen - (size_t)n, fmt, ap);
