@@ -134,6 +134,7 @@ static void load_module(job *j, uint32_t op, wire_reader *r)
     bool library = op == CUDA_OP_cuLibraryLoadData;
     CUresult rc = job_use_device(j, library ? (j->current >= 0 ? j->current : 0) : (int)device);
     agent_obj *o = NULL;
+    char log[600] = "";
     if (rc == CUDA_SUCCESS) {
         o = objects_put(&j->objs, id, library ? AOBJ_LIBRARY : AOBJ_MODULE, (int)device);
         if (!o) {
@@ -142,23 +143,37 @@ static void load_module(job *j, uint32_t op, wire_reader *r)
             job_refuse(j, "object %llu is taken or invalid", (unsigned long long)id);
             return;
         }
+        /* The driver's own reason for a refusal (softgpu's names the kernel,
+         * instruction and PTX line; a GPU driver's is its JIT's error log). */
+        CUjit_option opts[2] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+        void *vals[2] = { log, (void *)(uintptr_t)sizeof log };
         if (library)
-            rc = j->b->drv.fn_cuLibraryLoadData(&o->u.library.real, copy, NULL, NULL, 0, NULL, NULL, 0);
+            rc = j->b->drv.fn_cuLibraryLoadData(&o->u.library.real, copy, opts, vals, 2, NULL, NULL, 0);
         else
-            rc = j->b->drv.fn_cuModuleLoadData(&o->u.module.real, copy);
+            rc = j->b->drv.fn_cuModuleLoadDataEx(&o->u.module.real, copy, 2, opts, vals);
         if (rc)
             objects_remove(&j->objs, id);
     }
     free(copy);
     if (rc == CUDA_ERROR_NOT_SUPPORTED || rc == CUDA_ERROR_NO_BINARY_FOR_GPU || rc == CUDA_ERROR_INVALID_PTX ||
         rc == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || rc == CUDA_ERROR_INVALID_IMAGE) {
-        /* The reason the program will see in its log: the driver keeps its
-         * own message to itself (or to this agent's stderr). */
-        char why[300];
-        int n = snprintf(why, sizeof why, "the agent's driver (%s) has no code it can run in this module%s",
-                         j->b->kind,
-                         strcmp(j->b->kind, "softgpu") == 0 ? " (softgpu runs PTX up to its ISA, not SASS)" : "");
-        uint8_t out[320];
+        /* The reason the program will see in its log: the driver's error
+         * log when it wrote one, else what the result code means. */
+        char why[900];
+        log[sizeof log - 1] = '\0';
+        size_t ln = strlen(log);
+        while (ln > 0 && (log[ln - 1] == '\n' || log[ln - 1] == ' '))
+            log[--ln] = '\0';
+        /* Without PTX (SASS only) softgpu has nothing to try: say why. */
+        const char *hint = strcmp(j->b->kind, "softgpu") == 0 && rc != CUDA_ERROR_NOT_SUPPORTED &&
+                                   rc != CUDA_ERROR_INVALID_PTX
+                               ? " (softgpu runs PTX up to its ISA, not SASS)"
+                               : "";
+        int n = ln ? snprintf(why, sizeof why, "the agent's driver (%s) cannot load this module: %s%s", j->b->kind,
+                              log, hint)
+                   : snprintf(why, sizeof why, "the agent's driver (%s) has no code it can run in this module%s",
+                              j->b->kind, strcmp(j->b->kind, "softgpu") == 0 ? " (softgpu runs PTX up to its ISA, not SASS)" : "");
+        uint8_t out[920];
         wire_writer w = wire_writer_init(out, sizeof out);
         wire_put_string(&w, why, (size_t)n < sizeof why ? (size_t)n : sizeof why - 1);
         job_answer(j, rc, out, w.off);
@@ -631,6 +646,20 @@ void replay_request(job *j, const frame *f)
         CUresult rc = job_function_on(j, fn, (int)device, &f);
         if (rc == CUDA_SUCCESS)
             rc = j->b->drv.fn_cuFuncSetAttribute(f, (CUfunction_attribute)attrib, (int)value);
+        job_answer(j, rc, NULL, 0);
+        return;
+    }
+    case CUDA_OP_cuCtxSetLimit: {
+        /* u32 device, u32 limit, u64 value (shim/context.c): the device heap's size */
+        uint32_t device = wire_get_u32(&r), limit = wire_get_u32(&r);
+        uint64_t value = wire_get_u64(&r);
+        if (wire_reader_finish(&r) || limit != CU_LIMIT_MALLOC_HEAP_SIZE) {
+            job_refuse(j, "malformed limit request");
+            return;
+        }
+        CUresult rc = job_use_device(j, (int)device);
+        if (rc == CUDA_SUCCESS)
+            rc = j->b->drv.fn_cuCtxSetLimit((CUlimit)limit, (size_t)value);
         job_answer(j, rc, NULL, 0);
         return;
     }

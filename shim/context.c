@@ -3,8 +3,11 @@
  * are what separate work there). Local contexts belong to the real driver. */
 #include <string.h>
 
+#include "proto/cuda_ops.h"
+#include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/graph.h"
+#include "shim/link.h"
 #include "shim/export_tables.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -482,12 +485,42 @@ SHIM_EXPORT(cuCtxGetLimit)
     return CUDA_SUCCESS;
 }
 
+/* The device heap's size reaches the agent's context, which makes the heap
+ * for device malloc (and refuses a new size once a kernel used it). */
+static CUresult set_heap_limit(int device, size_t value)
+{
+    shim_device *d = shim_device_at(device);
+    if (!d || !d->proxy)
+        return CUDA_ERROR_INVALID_DEVICE;
+    uint8_t body[20];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    wire_put_u32(&w, CUDA_OP_cuCtxSetLimit);   /* layout read in agent/request.c */
+    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
+    wire_put_u32(&w, CU_LIMIT_MALLOC_HEAP_SIZE);
+    wire_put_u64(&w, value);
+    struct iovec iov[1] = { { body, w.off } };
+    frame f;
+    const uint8_t *o;
+    size_t on;
+    CUresult rc = link_request(d->link, iov, 1, &f, &o, &on);
+    if (rc == CUDA_SUCCESS && on)
+        rc = link_malformed(d->link, "an answer to a limit with %zu bytes of outputs where none were due", on);
+    frame_release(&f);
+    return rc;
+}
+
 SHIM_EXPORT(cuCtxSetLimit)
 {
-    if (!shim_proxy_current())
+    proxy_obj *c = shim_proxy_current();
+    if (!c)
         return SHIM_LOCAL(cuCtxSetLimit);
     if ((unsigned)limit >= CU_LIMIT_MAX)
         return CUDA_ERROR_INVALID_VALUE;
+    if (limit == CU_LIMIT_MALLOC_HEAP_SIZE) {
+        CUresult rc = set_heap_limit(c->device, value);
+        if (rc)
+            return rc;
+    }
     proxy_limits[limit] = value;
     return CUDA_SUCCESS;
 }

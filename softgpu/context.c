@@ -102,6 +102,7 @@ static void ctx_clear(struct CUctx_st *c)
     atomic_store(&c->pts_key, soft_unique());
     soft_module_drop_ctx(c);
     soft_range_drop_ctx(c, free_range);
+    soft_heap_drop(c);
     atomic_store(&c->sticky, CUDA_SUCCESS);
     atomic_store(&c->peers, 0);
 }
@@ -425,6 +426,9 @@ SOFT_API CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
     if (limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED)
         return CUDA_ERROR_INVALID_VALUE;   /* query only */
+    /* As on a GPU: the heap's size is fixed once a kernel used malloc. */
+    if (limit == CU_LIMIT_MALLOC_HEAP_SIZE && soft_heap_made(c))
+        return CUDA_ERROR_INVALID_VALUE;
     c->limits[limit] = value;
     return CUDA_SUCCESS;
 }

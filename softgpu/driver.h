@@ -97,6 +97,16 @@ bool soft_handle_add(const void *p, soft_kind k);
 bool soft_handle_valid(const void *p, soft_kind k);
 void soft_handle_remove(const void *p);
 
+/* ---- device malloc's heap (heap.c) ---- */
+struct CUctx_st;
+/* The engine's soft_launch.heap_alloc and heap_free, ctx the context. */
+uint64_t soft_heap_alloc(void *ctx, uint64_t bytes);
+void soft_heap_free(void *ctx, uint64_t addr);
+/* True once a kernel made the heap: its size is fixed from then on. */
+bool soft_heap_made(struct CUctx_st *c);
+/* Forgets the heap; its range goes with the context's other ranges. */
+void soft_heap_drop(struct CUctx_st *c);
+
 /* ---- contexts (context.c) ---- */
 struct soft_pts;
 struct CUctx_st {
@@ -115,6 +125,7 @@ struct CUctx_st {
     CUfunc_cache cache_config;
     _Atomic unsigned long long peers;   /* bit d: peer access to device d's contexts enabled */
     _Atomic unsigned attached;          /* cuCtxAttach's count beyond creation */
+    struct soft_heap *heap;             /* device malloc's heap (heap.c), NULL until used */
 };
 /* The calling thread's current context: CUDA_ERROR_INVALID_CONTEXT when none,
  * CUDA_ERROR_CONTEXT_IS_DESTROYED when it was destroyed. */

@@ -101,6 +101,12 @@ typedef struct soft_launch {
      * (a kernel using it faults). nrefs 0: none given. */
     const soft_image *refs;
     uint32_t nrefs;
+    /* Added: device malloc and free on the context's heap, called from any
+     * block thread at once; heap_alloc returns 0 when the heap is full.
+     * NULL: malloc returns NULL, free does nothing. */
+    uint64_t (*heap_alloc)(void *ctx, uint64_t size);
+    void (*heap_free)(void *ctx, uint64_t addr);
+    void *heap_ctx;
 } soft_launch;
 
 /* Parses PTX text (len bytes, NUL not required). On failure returns

@@ -37,6 +37,9 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
         .image = soft_image_find,
         .refs = op->u.launch.refs,
         .nrefs = op->u.launch.nrefs,
+        .heap_alloc = soft_heap_alloc,
+        .heap_free = soft_heap_free,
+        .heap_ctx = ctx,
     };
     memcpy(l.grid, op->u.launch.grid, sizeof l.grid);
     memcpy(l.block, op->u.launch.block, sizeof l.block);

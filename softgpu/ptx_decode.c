@@ -247,7 +247,7 @@ static uint32_t src(ptx_parser *p, const mods *m, const ptx_opd *o, ptx_type t)
     case OPD_REG:
         if (o->has_reg2)
             invalid(p, m, "unexpected '|'");
-        if (o->reg == SR_CLOCK || o->reg == SR_CLOCK64)
+        if (o->reg == SR_CLOCK || o->reg == SR_CLOCK64 || o->reg == SR_CLOCK_HI)
             unsupported(p, m, "%clock outside mov");
         return o->reg;
     case OPD_INT:
@@ -364,8 +364,10 @@ static void dec_mov(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
         }
         return;
     }
-    if (o[1].kind == OPD_REG && (o[1].reg == SR_CLOCK || o[1].reg == SR_CLOCK64)) {
+    if (o[1].kind == OPD_REG &&
+        (o[1].reg == SR_CLOCK || o[1].reg == SR_CLOCK64 || o[1].reg == SR_CLOCK_HI)) {
         in->op = OP_CLOCK;
+        in->mode = o[1].reg == SR_CLOCK ? 1 : o[1].reg == SR_CLOCK_HI ? 2 : 0;
         return;
     }
     if (o[1].kind == OPD_SYM && o[1].sym && o[1].sym->kind == SYM_LOCAL) {
@@ -1557,6 +1559,24 @@ void ptx_decode_call(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool gu
             in.b = (uint32_t)args[1]->offset;
             in.c = nrets ? (uint32_t)rets[0]->offset : UINT32_MAX;
             in.e = nrets ? rets[0]->size : 0;
+            ptx_emit(p, &in);
+            return;
+        }
+        /* Device malloc and free: the driver layer's heap. */
+        if (strcmp(f->name, "malloc") == 0) {
+            if (nargs != 1 || nrets != 1 || f->param_size[0] != 8 || f->ret_size[0] != 8)
+                invalid(p, m, "malloc takes a size and returns a pointer");
+            in.op = OP_MALLOC;
+            in.a = (uint32_t)args[0]->offset;
+            in.c = (uint32_t)rets[0]->offset;
+            ptx_emit(p, &in);
+            return;
+        }
+        if (strcmp(f->name, "free") == 0) {
+            if (nargs != 1 || nrets != 0 || f->param_size[0] != 8)
+                invalid(p, m, "free takes a pointer");
+            in.op = OP_FREE;
+            in.a = (uint32_t)args[0]->offset;
             ptx_emit(p, &in);
             return;
         }

@@ -1316,7 +1316,10 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             uint64_t v = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-            if (type != T_U64)
+            /* mode: 0 the 64-bit count, 1 its low half (%clock), 2 its high half */
+            if (in->mode == 2)
+                v >>= 32;
+            else if (in->mode == 1 || ptx_type_size((ptx_type)type) < 8)
                 v = (uint32_t)v;
             EACH(D[l] = v);
             break;
@@ -1549,6 +1552,24 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             if (m && !ptx_image_exec(k, w, in, m))
                 { status = WARP_FAULT; goto done; }
             break;
+        case OP_MALLOC:
+        case OP_FREE: {
+            const soft_launch *L = run->launch;
+            for (uint32_t r = m; r; r &= r - 1) {
+                unsigned l = (unsigned)__builtin_ctz(r);
+                uint8_t *pm = k->pmem + (size_t)(w->index * PTX_WARP + l) * run->pstride;
+                uint64_t v;
+                memcpy(&v, pm + in->a, 8);
+                if (in->op == OP_FREE) {
+                    if (v && L->heap_free)
+                        L->heap_free(L->heap_ctx, v);
+                    continue;
+                }
+                v = L->heap_alloc ? L->heap_alloc(L->heap_ctx, v) : 0;
+                memcpy(pm + in->c, &v, 8);
+            }
+            break;
+        }
         case OP_VPRINTF:
             if (do_printf(k, w, in, m) < 0)
                 { status = WARP_FAULT; goto done; }

@@ -63,7 +63,8 @@ static inline bool ptx_type_float(ptx_type t)
     X(COPYSIGN) X(RCP) X(SQRT) X(RSQRT) X(EX2) X(LG2) X(SIN) X(COS) \
     X(TANH) X(FMA) X(TESTP) X(CLOCK) X(DEPOT) X(LOP3) X(MUL24) X(MAD24) \
     X(SAD) X(FNS) X(DP4A) X(SHF) X(MATCH) X(REDUX) X(ISSPACEP) \
-    X(TEX) X(TLD4) X(TXQ) X(SULD) X(SUST) X(SUQ) X(LD_KPARAM_REG) X(BMSK)
+    X(TEX) X(TLD4) X(TXQ) X(SULD) X(SUST) X(SUQ) X(LD_KPARAM_REG) X(BMSK) \
+    X(MALLOC) X(FREE)
 
 typedef enum ptx_op {
 #define PTX_OP_ENUM(n) OP_##n,
@@ -198,7 +199,8 @@ enum {
     SR_LANEMASK_EQ, SR_LANEMASK_LE, SR_LANEMASK_LT, SR_LANEMASK_GE,
     SR_LANEMASK_GT, SR_DYN_SMEM, SR_TOTAL_SMEM,
     SR_ENVREG1, SR_ENVREG2,  /* a cooperative launch's grid workspace, high and low halves */
-    SR_CLOCK, SR_CLOCK64,    /* never read: mov from them decodes to OP_CLOCK */
+    SR_ONE,      /* always 1: a cluster's size in CTAs (every CTA is its own cluster) */
+    SR_CLOCK, SR_CLOCK64, SR_CLOCK_HI, /* never read: mov from them decodes to OP_CLOCK */
     SR_COUNT
 };
 

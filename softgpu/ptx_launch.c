@@ -163,6 +163,7 @@ static void launch_rows(ptx_worker *k, unsigned worker_index)
             R[SR_LANEMASK_GE][l] = (uint32_t)(~0ull << l);
         }
         set_row(R[SR_ZERO], 0);
+        set_row(R[SR_ONE], 1);
         set_row(R[SR_NTID_X], bd[0]);
         set_row(R[SR_NTID_Y], bd[1]);
         set_row(R[SR_NTID_Z], bd[2]);

@@ -14,7 +14,10 @@
 void ptx_fail(ptx_parser *p, CUresult err, uint32_t line, const char *fmt, ...)
 {
     va_list ap;
-    int n = snprintf(p->msg, p->msglen, "line %u: ", line);
+    /* The kernel or function whose body fails, for a refusal to name it. */
+    int n = p->fn && p->fn->name ? snprintf(p->msg, p->msglen, "line %u, in %s %s: ", line,
+                                            p->fn->is_entry ? "kernel" : "function", p->fn->name)
+                                 : snprintf(p->msg, p->msglen, "line %u: ", line);
     va_start(ap, fmt);
     if (n >= 0 && (size_t)n < p->msglen)
         vsnprintf(p->msg + n, p->msglen - (size_t)n, fmt, ap);
@@ -753,6 +756,12 @@ static void parse_scalar(ptx_parser *p, ptx_opd *o)
     if (t->s[0] == '%' && !s)
         ptx_fail(p, CUDA_ERROR_INVALID_PTX, t->line, "unknown register '%.*s'",
                  (int)(t->len > 40 ? 40 : t->len), t->s);
+    /* The ISA's one predefined constant: the warp size. */
+    if (!s && t->len == 7 && memcmp(t->s, "WARP_SZ", 7) == 0) {
+        o->kind = OPD_INT;
+        o->bits = PTX_WARP;
+        return;
+    }
     o->kind = OPD_SYM;
     o->name = t;
     o->sym = s;
@@ -1255,7 +1264,29 @@ static void add_specials(ptx_parser *p)
         { "%dynamic_smem_size", SR_DYN_SMEM, T_U32 },
         { "%total_smem_size", SR_TOTAL_SMEM, T_U32 },
         { "%clock", SR_CLOCK, T_U32 }, { "%clock64", SR_CLOCK64, T_U64 },
-        { "%globaltimer", SR_CLOCK64, T_U64 },
+        { "%clock_hi", SR_CLOCK_HI, T_U32 },
+        /* The global timer counts nanoseconds, as the clock here does. */
+        { "%globaltimer", SR_CLOCK64, T_U64 }, { "%globaltimer_lo", SR_CLOCK, T_U32 },
+        { "%globaltimer_hi", SR_CLOCK_HI, T_U32 },
+        /* No shared memory is reserved for the driver: the reserved region is
+         * empty and lies past the CTA's own. */
+        { "%aggr_smem_size", SR_TOTAL_SMEM, T_U32 },
+        { "%reserved_smem_offset_begin", SR_TOTAL_SMEM, T_U32 },
+        { "%reserved_smem_offset_end", SR_TOTAL_SMEM, T_U32 },
+        { "%reserved_smem_offset_cap", SR_ZERO, T_U32 },
+        { "%reserved_smem_offset_0", SR_TOTAL_SMEM, T_U32 },
+        { "%reserved_smem_offset_1", SR_TOTAL_SMEM, T_U32 },
+        /* Every CTA is a cluster of one, launched without cluster dimensions. */
+        { "%clusterid.x", SR_CTAID_X, T_U32 }, { "%clusterid.y", SR_CTAID_Y, T_U32 },
+        { "%clusterid.z", SR_CTAID_Z, T_U32 }, { "%nclusterid.x", SR_NCTAID_X, T_U32 },
+        { "%nclusterid.y", SR_NCTAID_Y, T_U32 }, { "%nclusterid.z", SR_NCTAID_Z, T_U32 },
+        { "%cluster_ctaid.x", SR_ZERO, T_U32 }, { "%cluster_ctaid.y", SR_ZERO, T_U32 },
+        { "%cluster_ctaid.z", SR_ZERO, T_U32 }, { "%cluster_nctaid.x", SR_ONE, T_U32 },
+        { "%cluster_nctaid.y", SR_ONE, T_U32 }, { "%cluster_nctaid.z", SR_ONE, T_U32 },
+        { "%cluster_ctarank", SR_ZERO, T_U32 }, { "%cluster_nctarank", SR_ONE, T_U32 },
+        { "%is_explicit_cluster", SR_ZERO, T_PRED },
+        /* No graph launches from the device. */
+        { "%current_graph_exec", SR_ZERO, T_U64 },
         { "%envreg1", SR_ENVREG1, T_U32 }, { "%envreg2", SR_ENVREG2, T_U32 },
     };
     for (uint32_t i = 0; i < SR_COUNT; i++)
@@ -1272,6 +1303,13 @@ static void add_specials(ptx_parser *p)
     };
     for (size_t i = 0; i < sizeof envregs / sizeof envregs[0]; i++)
         add_special(p, envregs[i], SR_ZERO, T_U32);
+    /* Performance monitor counters: nothing is counted. */
+    static const char *const pms[] = {
+        "%pm0", "%pm1", "%pm2", "%pm3", "%pm4", "%pm5", "%pm6", "%pm7",
+        "%pm0_64", "%pm1_64", "%pm2_64", "%pm3_64", "%pm4_64", "%pm5_64", "%pm6_64", "%pm7_64",
+    };
+    for (size_t i = 0; i < sizeof pms / sizeof pms[0]; i++)
+        add_special(p, pms[i], SR_ZERO, i < 8 ? T_U32 : T_U64);
 }
 
 static void parse_module(ptx_parser *p)

@@ -656,3 +656,54 @@ Test(ptx_isa, kernel_parameter_address_out_of_bounds)
     cr_assert(strstr(msg, "illegal address 0x10 (param load of 8 bytes, PTX line 8)"), "%s", msg);
     soft_program_free(p);
 }
+
+/* The special registers beyond the thread's coordinates, WARP_SZ as an
+ * operand, and clocks that advance: a loop spinning until %clock64 passes a
+ * bound ends. Registers that must read 0 are or-ed into one word. */
+Test(ptx_isa, special_registers_and_clocks)
+{
+    slot in[NT * 2] = { 0 }, out[NT * 2] = { 0 };
+    run_body(
+        "mov.u32 %r4, WARP_SZ;\nadd.u32 %r5, %laneid, WARP_SZ;\n"
+        "mov.u32 %r6, %lanemask_ge;\nmov.u32 %r7, %lanemask_gt;\n"
+        "mov.u32 %r8, %lanemask_le;\nmov.u32 %r9, %lanemask_eq;\n"
+        "mov.u32 %r10, %nwarpid;\nmov.u32 %r11, %nsmid;\nshl.b32 %r11, %r11, 8;\nor.b32 %r10, %r10, %r11;\n"
+        "mov.u32 %r11, %cluster_nctarank;\nshl.b32 %r11, %r11, 16;\nor.b32 %r10, %r10, %r11;\n"
+        "mov.u32 %r11, %cluster_nctaid.y;\nshl.b32 %r11, %r11, 24;\nor.b32 %r10, %r10, %r11;\n"
+        "mov.u32 %r12, %clusterid.x;\nmov.u32 %r13, %nclusterid.x;\nshl.b32 %r13, %r13, 16;\nor.b32 %r12, %r12, %r13;\n"
+        "mov.u32 %r14, %cluster_ctarank;\nmov.u32 %r15, %pm3;\nor.b32 %r14, %r14, %r15;\n"
+        "mov.u32 %r15, %envreg5;\nor.b32 %r14, %r14, %r15;\n"
+        "mov.u32 %r16, %aggr_smem_size;\nmov.u32 %r17, %total_smem_size;\nxor.b32 %r16, %r16, %r17;\nor.b32 %r14, %r14, %r16;\n"
+        "mov.u32 %r16, %reserved_smem_offset_1;\nxor.b32 %r16, %r16, %r17;\nor.b32 %r14, %r14, %r16;\n"
+        "mov.u64 %rd9, %pm5_64;\ncvt.u32.u64 %r16, %rd9;\nor.b32 %r14, %r14, %r16;\n"
+        "mov.pred %p3, %is_explicit_cluster;\nselp.u32 %r20, 7, 9, %p3;\n"
+        "mov.u64 %rd5, %clock64;\nadd.u64 %rd6, %rd5, 200000;\n"
+        "$spin:\nmov.u64 %rd7, %clock64;\nsetp.lt.u64 %p4, %rd7, %rd6;\n@%p4 bra $spin;\n"
+        "mov.u64 %rd8, %globaltimer;\nmov.u32 %r23, %globaltimer_hi;\nmov.u32 %r24, %clock_hi;\n"
+        "st.global.v4.u32 [%rd27], {%r4, %r5, %r6, %r7};\n"
+        "st.global.v4.u32 [%rd27+16], {%r8, %r9, %r10, %r12};\n"
+        "st.global.v4.u32 [%rd27+32], {%r14, %r20, %r23, %r24};\n"
+        "sub.u64 %rd10, %rd7, %rd5;\nst.global.u64 [%rd27+48], %rd10;\n"
+        "st.global.u64 [%rd27+56], %rd8;\n",
+        in, out, 2);
+    for (int t = 0; t < NT * 2; t++) {
+        const uint32_t *w = out[t].w;
+        unsigned l = (unsigned)(t % 32);
+        cr_assert_eq(w[0], 32u, "WARP_SZ");
+        cr_assert_eq(w[1], l + 32, "add with WARP_SZ");
+        cr_assert_eq(w[2], (uint32_t)(~0ull << l), "lanemask_ge");
+        cr_assert_eq(w[3], (uint32_t)(~0ull << (l + 1)), "lanemask_gt");
+        cr_assert_eq(w[4], (uint32_t)((2ull << l) - 1), "lanemask_le");
+        cr_assert_eq(w[5], 1u << l, "lanemask_eq");
+        cr_assert_eq(w[6], 2u | 1u << 8 | 1u << 16 | 1u << 24,
+                     "nwarpid 2, nsmid 1, a cluster of one CTA: %#x", w[6]);
+        cr_assert_eq(w[7], (uint32_t)(t / NT) | 2u << 16, "clusterid is the ctaid, nclusterid the grid");
+        cr_assert_eq(w[8], 0u, "ctarank, pm3, envreg5, pm5_64 read 0; aggregate and reserved offset are the total");
+        cr_assert_eq(w[9], 9u, "no explicit cluster");
+        cr_assert_geq(out[t].u[6], 200000u, "%%clock64 advanced past the bound");
+        uint64_t gt = out[t].u[7];
+        cr_assert(gt > 0, "globaltimer runs");
+        cr_assert(w[10] == (uint32_t)(gt >> 32) || w[10] == (uint32_t)(gt >> 32) + 1, "globaltimer_hi");
+        cr_assert(w[11] == (uint32_t)(gt >> 32) || w[11] == (uint32_t)(gt >> 32) + 1, "clock_hi");
+    }
+}

@@ -37,6 +37,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("graphmemop"), BUILDS("graphmem"),
         BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"), BUILDS("texref"),
         BUILDS("thrustalgo"), BUILDS("cubsort"), BUILDS("cubalgo"),
+        BUILDS("devmalloc"), BUILDS("refusedptx"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -215,8 +216,24 @@ Test(remote, cublas_gets_through_create_then_names_the_kernel_softgpu_cannot_run
     /* Capture queries (cuBLAS asks before its work) are answered, not refused. */
     cr_assert_null(strstr(r.output, "Captur"), "a capture query was refused:\n%s", r.output);
     cr_assert(strstr(r.output, "rig: kernel ") && strstr(r.output, "CUDA_ERROR_NOT_SUPPORTED") &&
-                  strstr(r.output, "softgpu runs PTX up to its ISA, not SASS"),
+                  (strstr(r.output, "softgpu runs PTX up to its ISA, not SASS") ||
+                   strstr(r.output, "(softgpu) cannot load this module: ")),
               "a clear line naming the kernel:\n%s", r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+}
+
+Test(remote, a_refused_module_names_the_instruction_and_line, .timeout = 90)
+{
+    /* softgpu's own reason reaches the program's log, not only the agent's. */
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    program_result r = run_through(&a, 1, "refusedptx", "static", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    cr_assert(strstr(r.output, "refusedptx: ok"), "%s", r.output);
+    cr_assert(strstr(r.output, "rig: module load on ") && strstr(r.output, "(softgpu) cannot load this module") &&
+                  strstr(r.output, "line 8, in kernel refused") && strstr(r.output, "'frobnicate.b32'"),
+              "the shim's line names the kernel, PTX line and instruction:\n%s", r.output);
     program_result_free(&r);
     agent_stop(&a);
 }
