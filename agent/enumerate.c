@@ -11,8 +11,6 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 
-/* More kernels than any real module holds (cuBLAS's largest: thousands). */
-#define ENUMERATE_MAX 65536
 
 void replay_enumerate(job *j, uint32_t op, wire_reader *r)
 {
@@ -33,10 +31,9 @@ void replay_enumerate(job *j, uint32_t op, wire_reader *r)
     if (rc == CUDA_SUCCESS)
         rc = library ? d->fn_cuLibraryGetKernelCount(&count, m->u.library.real)
                      : d->fn_cuModuleGetFunctionCount(&count, m->u.module.real);
-    if (rc == CUDA_SUCCESS && count > ENUMERATE_MAX) {
-        job_refuse(j, "a module of %u kernels, more than rig enumerates (%d)", count, ENUMERATE_MAX);
-        return;
-    }
+    /* The driver's own count: too many is an answer, not the controller's fault. */
+    if (rc == CUDA_SUCCESS && count > JOB_ENUMERATE_MAX)
+        rc = CUDA_ERROR_NOT_SUPPORTED;
     void **handles = rc == CUDA_SUCCESS ? calloc(count ? count : 1, sizeof *handles) : NULL;
     if (rc == CUDA_SUCCESS && !handles)
         rc = CUDA_ERROR_OUT_OF_MEMORY;

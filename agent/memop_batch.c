@@ -4,16 +4,16 @@
 #include <string.h>
 
 #include "agent/job.h"
+#include "proto/job.h"
 #include "proto/cuda_ops.h"
 #include "proto/wire.h"
 
-#define BATCH_MAX 256
 
 void replay_memop_batch(job *j, wire_reader *r)
 {
     agent_obj *s = objects_get(&j->objs, wire_get_u64(r), AOBJ_STREAM);
     uint32_t flags = wire_get_u32(r), count = wire_get_u32(r);
-    const uint8_t *bytes = count <= BATCH_MAX ? wire_get_view(r, (size_t)count * sizeof(CUstreamBatchMemOpParams)) : NULL;
+    const uint8_t *bytes = count <= JOB_BATCH_MAX ? wire_get_view(r, (size_t)count * sizeof(CUstreamBatchMemOpParams)) : NULL;
     if (wire_reader_finish(r) || !s || !bytes) {
         job_refuse(j, "malformed memory operation batch");
         return;

@@ -85,6 +85,8 @@ enum job_op {
 #define JOB_GRAPH_NODES_MAX 65536
 #define JOB_GRAPH_DEPS_MAX 65536
 #define JOB_GRAPH_BATCH_MAX 256        /* operations in one batch node, the driver's limit */
+#define JOB_BATCH_MAX JOB_GRAPH_BATCH_MAX   /* operations in one cuStreamBatchMemOp request */
+#define JOB_ENUMERATE_MAX 65536        /* kernel names in one enumeration answer */
 
 #define JOB_LINK_INPUTS_MAX 256
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/job.h"
 #include "shim/core.h"
 #include "shim/graph.h"
 #include "shim/log.h"
@@ -491,12 +492,11 @@ CUresult node_from_memset(shim_node *nd, const CUDA_MEMSET_NODE_PARAMS *p)
 }
 
 /* The driver's own limit on one batch. */
-#define BATCH_MAX 256
 
 CUresult node_from_batch(shim_node *nd, int dev, const CUstreamBatchMemOpParams *ops, unsigned count,
                          unsigned flags)
 {
-    if (flags || (count && !ops) || count > BATCH_MAX)
+    if (flags || (count && !ops) || count > JOB_BATCH_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < count; i++) {
         const CUstreamBatchMemOpParams *p = &ops[i];

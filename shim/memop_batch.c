@@ -24,12 +24,10 @@
 
 _Static_assert(sizeof(CUstreamBatchMemOpParams) == 48, "the wire carries 48 bytes an operation");
 
-/* The driver's own limit on one batch. */
-#define BATCH_MAX 256
 
 static CUresult batch(proxy_obj *s, unsigned count, const CUstreamBatchMemOpParams *ops, unsigned flags)
 {
-    if ((count && !ops) || count > BATCH_MAX)
+    if ((count && !ops) || count > JOB_BATCH_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     bool captured;
     CUresult rc = capture_check(s, &captured);

@@ -17,8 +17,6 @@
 #include "shim/module.h"
 #include "shim/proxy.h"
 
-/* Bounds the agent's list as agent/enumerate.c does. */
-#define ENUMERATE_MAX 65536
 
 /* The device whose agent answers for m: a module's own; for a library, the
  * current proxy context's, else the first proxy device. */
@@ -60,7 +58,7 @@ static CUresult kernel_names(proxy_obj *m, unsigned *count, const uint8_t ***nam
     }
     wire_reader r = wire_reader_init(o, n);
     uint32_t c = wire_get_u32(&r);
-    if (r.err || c > ENUMERATE_MAX) {
+    if (r.err || c > JOB_ENUMERATE_MAX) {
         frame_release(fr);
         return link_malformed(d->link, "a list of %u kernel names", c);
     }
