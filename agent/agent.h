@@ -27,6 +27,10 @@ typedef struct backend {
 /* Loads the driver (path from --driver, else the system's libcuda when it
  * has a device, else softgpu next to this program) and opens its devices. */
 int backend_open(backend *b, const char *path, char *why, size_t whylen);
+/* What a worker's exit does for the next job: the pooled staging buffers
+ * freed and every primary context reset (objects freed, a kernel's sticky
+ * fault cleared). For a process that serves several jobs on one driver. */
+void backend_reset(backend *b);
 
 /* ---- staging.c: page-locked buffers for copies into the program ---- */
 /* A buffer of at least n bytes, reused when one is free. */
@@ -34,6 +38,8 @@ CUresult staging_get(backend *b, size_t n, void **out);
 /* Gives back a buffer staging_get returned for n bytes; never calls the
  * driver (a buffer past the pool's size is freed on a thread of its own). */
 void staging_put(backend *b, void *p, size_t n);
+/* Frees every pooled buffer (before the contexts they belong to go). */
+void staging_drop(backend *b);
 
 /* ---- objects.c: the job's objects by wire id ---- */
 typedef enum agent_obj_type {

@@ -77,3 +77,10 @@ int backend_open(backend *b, const char *path, char *why, size_t whylen)
         b->granularity = 2 << 20;
     return 0;
 }
+
+void backend_reset(backend *b)
+{
+    staging_drop(b);
+    for (int d = 0; d < b->device_count; d++)
+        b->drv.fn_cuDevicePrimaryCtxReset_v2(d);
+}

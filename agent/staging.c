@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 
@@ -27,6 +28,7 @@ static size_t pooled;
 static spare *excess;                          /* waiting for the freeing thread */
 static backend *excess_backend;
 static bool freer_started;
+static int freeing;                            /* buffers the freeing thread holds */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t excess_ready = PTHREAD_COND_INITIALIZER;
 
@@ -51,11 +53,13 @@ static void *freer_main(void *arg)
             pthread_cond_wait(&excess_ready, &lock);
         spare *s = excess;
         excess = s->next;
+        freeing++;
         backend *b = excess_backend;
         pthread_mutex_unlock(&lock);
         b->drv.fn_cuMemFreeHost(s->p);
         free(s);
         pthread_mutex_lock(&lock);
+        freeing--;
     }
     return NULL;
 }
@@ -107,6 +111,26 @@ void staging_put(backend *b, void *p, size_t n)
             pthread_attr_destroy(&attr);
         }
         pthread_cond_signal(&excess_ready);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void staging_drop(backend *b)
+{
+    pthread_mutex_lock(&lock);
+    for (int c = 0; c < STAGING_CLASSES; c++)
+        while (pool[c]) {
+            spare *s = pool[c];
+            pool[c] = s->next;
+            b->drv.fn_cuMemFreeHost(s->p);
+            free(s);
+        }
+    pooled = 0;
+    /* The freeing thread frees outside the lock: wait until it has none. */
+    while (excess || freeing) {
+        pthread_mutex_unlock(&lock);
+        usleep(1000);
+        pthread_mutex_lock(&lock);
     }
     pthread_mutex_unlock(&lock);
 }

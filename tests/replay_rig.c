@@ -134,6 +134,10 @@ void replay_rig_free(replay_rig *r)
 {
     job_free(r->j);              /* closes its end: the reader sees the end */
     pthread_join(r->reader, NULL);
+    /* The agent gives each job its own worker process, so a kernel's fault
+     * (sticky on its context) ends with the job; jobs here share one driver,
+     * reset to the same effect. */
+    backend_reset(&softgpu);
     close(r->peer);
     for (int k = 0; k < KEPT_BYTES; k++)
         free(r->bytes[k].data);

@@ -51,7 +51,7 @@ static unsigned test_seed(void)
 }
 
 /* A fresh job with the script's frames before k replayed as they were. */
-static replay_rig *rig_before(const replay_script *s, int k)
+static replay_rig *rig_before(const replay_script *s, int k, unsigned seed)
 {
     replay_rig *r = rig_or_die();
     uint64_t requests = 1;   /* the open */
@@ -59,8 +59,9 @@ static replay_rig *rig_before(const replay_script *s, int k)
         replay_rig_frame(r, s->kind[i], s->frame[i], s->len[i]);
         requests += s->kind[i] == FRAME_REQUEST;
     }
-    cr_assert_eq(replay_rig_answers(r, requests, 5000), requests, "the frames before %d were not all answered", k);
-    cr_assert_str_empty(replay_rig_cause(r), "the valid frames before %d failed the job", k);
+    cr_assert_eq(replay_rig_answers(r, requests, 5000), requests, "the frames before %d were not all answered (seed %u)", k, seed);
+    cr_assert_str_empty(replay_rig_cause(r), "the valid frames before %d failed the job: %s (seed %u)", k,
+                        replay_rig_cause(r), seed);
     return r;
 }
 
@@ -117,7 +118,7 @@ ParameterizedTest(int *k, agent_replay, mutated_frame, .timeout = 240)
     size_t failed = 0, refused = 0;
     for (size_t i = 0; i < nm; i++) {
         if (!cur)
-            cur = rig_before(&s, *k);
+            cur = rig_before(&s, *k, seed);
         memcpy(buf, s.frame[*k], s.len[*k]);
         if (m[i].flip >= 0)
             buf[m[i].flip / 8] ^= (uint8_t)(1u << (m[i].flip % 8));
@@ -147,7 +148,7 @@ ParameterizedTest(int *k, agent_replay, mutated_frame, .timeout = 240)
     /* Some of these bytes must be noticed (the job failed, or the request
      * refused or answered with an error): a walk the agent took without
      * noticing anything would test nothing. */
-    cr_expect(failed + refused > 0, "frame %d: %zu mutations, none noticed", *k, nm);
+    cr_expect(failed + refused > 0, "frame %d: %zu mutations, none noticed (seed %u)", *k, nm, seed);
     cr_log_info("frame %d: %zu mutations, %zu failed the job, %zu refused or in error", *k, nm, failed, refused);
     free(buf);
     replay_script_free(&s);
