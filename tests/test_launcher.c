@@ -799,20 +799,42 @@ Test(launcher, json_reads_a_probe_answer, .timeout = 10)
 }
 
 /* The answer comes from another machine: no prefix and no bit flip makes
- * the reader read past its input or crash. */
+ * the reader read past its input or crash (SAN=1), a cut answer is never
+ * taken for a whole one, and what a flip leaves valid is still an object. */
+typedef struct json_walk {
+    size_t full;                 /* the answer's length, its newline included */
+    size_t flips_taken, flips_refused;
+} json_walk;
+
 static void parse_mutation(const uint8_t *p, size_t n, void *ctx)
 {
-    (void)ctx;
+    json_walk *w = ctx;
     char *text = malloc(n + 1);
+    cr_assert_not_null(text);
     memcpy(text, p, n);
     text[n] = '\0';
-    json_free(json_parse(text));
+    json *j = json_parse(text);
+    if (n + 1 < w->full)
+        cr_expect_null(j, "the answer cut to %zu bytes was taken", n);
+    else if (n + 1 == w->full)
+        cr_expect(j && j->type == JSON_OBJECT, "the answer without its newline was refused");
+    else if (j) {
+        w->flips_taken++;
+        cr_expect_eq(j->type, JSON_OBJECT, "a bit flip made the answer a value of type %d", j->type);
+    } else {
+        w->flips_refused++;
+    }
+    json_free(j);
     free(text);
 }
 
 Test(launcher, json_survives_every_truncation_and_bit_flip, .timeout = 60)
 {
-    support_each_mutation((const uint8_t *)probe_answer, sizeof probe_answer - 1, parse_mutation, NULL);
+    json_walk w = { .full = sizeof probe_answer - 1 };
+    support_each_mutation((const uint8_t *)probe_answer, w.full, parse_mutation, &w);
+    /* Flips inside strings leave valid JSON; flips of structure do not. */
+    cr_expect_gt(w.flips_taken, 0);
+    cr_expect_gt(w.flips_refused, 0);
 }
 
 /* ---- in-process: shell quoting ---- */
