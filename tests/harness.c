@@ -133,6 +133,11 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
         /* Criterion marks its workers; a program that is itself a Criterion
          * runner must not take that mark for its own. */
         unsetenv("BXFI_MAP");
+        /* The programs draw their data from SEED (and print it): the
+         * suite's RIG_TEST_SEED repeats their runs too. */
+        const char *seed = getenv("RIG_TEST_SEED");
+        if (seed && *seed)
+            setenv("SEED", seed, 1);
         for (size_t i = 0; env_add && env_add[i]; i++)
             putenv(env_add[i]);
         /* Programs are not ours: their leaks are not findings. */

@@ -33,6 +33,7 @@
 #include "proto/error.h"
 #include "tests/harness.h"
 #include "tests/support.h"
+#include "tests/seed.h"
 
 #define RIG RIG_BUILD_DIR "/rig"
 #define VECADD PLAIN_BUILD "/programs/vecadd.static"
@@ -919,9 +920,7 @@ Test(launcher, shell_quote_round_trips_hostile_and_random_words_through_sh, .tim
     snprintf(ran, sizeof ran, "%s/ran", s.dir);
     cr_expect_neq(access(ran, F_OK), 0, "a quoted word ran a command");
 
-    unsigned seed = (unsigned)time(NULL);
-    srand(seed);
-    cr_log_info("seed %u", seed);
+    unsigned seed = test_srand();
     static const char alphabet[] = "'\"\\$`()!*?[]{};&|<>~# \t\n\r%-=:/.aZ09";
     for (int round = 0; round < 20; round++) {
         char *words[40];

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "tests/seed.h"
 
 #define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
 
@@ -14,9 +15,7 @@ static CUcontext ctx;
 
 static void setup(void)
 {
-    unsigned seed = (unsigned)time(NULL) ^ (unsigned)clock();
-    srand(seed);
-    cr_log_info("seed %u", seed);
+    test_srand();
     cr_assert_eq(cuInit(0), CUDA_SUCCESS);
     cr_assert_eq(cuCtxCreate(&ctx, NULL, 0, 0), CUDA_SUCCESS);
 }
