@@ -840,35 +840,14 @@ Test(launcher, json_survives_every_truncation_and_bit_flip, .timeout = 60)
 
 /* ---- in-process: shell quoting ---- */
 
-/* Runs `sh -c cmd` and returns its standard output (malloc'd, *len bytes). */
+/* Runs `sh -c cmd` and returns its output (malloc'd, *len bytes). */
 static char *sh_output(const char *cmd, size_t *len)
 {
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(p[1], 1);
-        close(p[0]);
-        close(p[1]);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    close(p[1]);
-    size_t cap = 1 << 16, n = 0;
-    char *out = malloc(cap);
-    for (ssize_t r; (r = read(p[0], out + n, cap - n)) > 0;) {
-        n += (size_t)r;
-        if (n == cap)
-            cr_assert_not_null(out = realloc(out, cap *= 2));
-    }
-    close(p[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sh -c failed (status %#x) on: %.300s", st, cmd);
-    *len = n;
-    return out;
+    char *argv[] = { "/bin/sh", "-c", (char *)cmd, NULL };
+    program_result r = program_run(argv, NULL, 30);
+    cr_assert_eq(r.status, 0, "sh -c exited %d on: %.300s\n%s", r.status, cmd, r.output);
+    *len = r.len;
+    return r.output;
 }
 
 /* Builds `printf '%s\0' WORDS...` with shell_join, has /bin/sh run it, and
