@@ -92,6 +92,21 @@ enum job_op {
     JOB_OP_GRAPH_LAUNCH = 0x8021,
 };
 
+/* Requests of CUDA operations whose layouts only the shim's and the
+ * agent's own code write and read (u32 op first; devices are the agent's
+ * ordinals; docs/wire.md lists every one):
+ *   cuStreamGetAttribute    u64 stream, u32 attribute -> 64-byte CUstreamAttrValue
+ *   cuStreamSetAttribute    u64 stream, u32 attribute, 64-byte CUstreamAttrValue
+ *   cuStreamCopyAttributes  u64 destination stream, u64 source stream
+ *   cuOccupancyMaxActiveClusters, cuOccupancyMaxPotentialClusterSize
+ *                           u64 function, u32 device, 7 x u32 (grid, block,
+ *                           shared bytes), 3 x u32 cluster (0s: none) -> i32
+ *   cuDeviceGetP2PAtomicCapabilities
+ *                           u32 src, u32 dst, u32 count, count x u32
+ *                           CUatomicOperation -> count x u32 capabilities
+ * (shim/stream_attr.c, shim/module.c cluster_query, shim/peer.c write them;
+ * agent/stream_attr.c and agent/request.c read them.) */
+
 #define JOB_GRAPH_NODES_MAX 65536
 #define JOB_GRAPH_DEPS_MAX 65536
 #define JOB_GRAPH_BATCH_MAX 256        /* operations in one batch node, the driver's limit */
