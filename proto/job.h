@@ -104,8 +104,17 @@ enum job_op {
  *   cuDeviceGetP2PAtomicCapabilities
  *                           u32 src, u32 dst, u32 count, count x u32
  *                           CUatomicOperation -> count x u32 capabilities
- * (shim/stream_attr.c, shim/module.c cluster_query, shim/peer.c write them;
- * agent/stream_attr.c and agent/request.c read them.) */
+ *   cuDeviceCanAccessPeer   u32 device, u32 peer -> i32
+ *   cuDeviceGetP2PAttribute u32 attribute, u32 src, u32 dst -> i32
+ *   cuCtxEnablePeerAccess   u32 device, u32 peer, u32 flags
+ *   cuCtxDisablePeerAccess  u32 device, u32 peer
+ *   cuStreamBatchMemOp_v2   u64 stream, u32 flags, u32 count (<= JOB_BATCH_MAX),
+ *                           count x 48-byte CUstreamBatchMemOpParams
+ *   cuModuleEnumerateFunctions, cuLibraryEnumerateKernels
+ *                           u64 module or library -> u32 count, count x string
+ * (shim/stream_attr.c, shim/module.c cluster_query, shim/peer.c,
+ * shim/memop_batch.c, shim/module_enum.c write them; agent/stream_attr.c,
+ * agent/request.c, agent/memop_batch.c, agent/enumerate.c read them.) */
 
 #define JOB_GRAPH_NODES_MAX 65536
 #define JOB_GRAPH_DEPS_MAX 65536
