@@ -1523,11 +1523,18 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         } else {
             if (!sync)
                 unsupported(p, m, NULL);
-            if (n < 1 || n > 2 || o[0].kind != OPD_INT || o[0].bits != 0)
+            /* -G builds name the barrier in a register (cooperative groups'
+             * block sync): checked to be 0 when it runs */
+            bool reg = n >= 1 && o[0].kind == OPD_REG;
+            if (n < 1 || n > 2 || (!reg && (o[0].kind != OPD_INT || o[0].bits != 0)))
                 unsupported(p, m, "barriers other than 0");
             if (n == 2)
                 unsupported(p, m, "a thread count");
             in.op = OP_BAR;
+            if (reg) {
+                in.vec = 1;
+                in.e = src(p, m, &o[0], T_U32);
+            }
         }
     } else if (IS("shf")) {
         bool left = take(m, "l"), right = take(m, "r");
@@ -1576,7 +1583,9 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
     } else if (IS("nanosleep") || IS("pmevent")) {
         take_type(m);
         finish_mods(p, m);
-        in.op = OP_NOP;
+        /* a sleeping thread lets the block's other warps run: spin-waits
+         * on shared memory (libcu++'s barrier before sm_80) back off so */
+        in.op = IS("nanosleep") ? OP_SLEEP : OP_NOP;
     } else if (IS("atom")) {
         dec_atom(p, m, &in, o, n, false);
     } else if (IS("red")) {

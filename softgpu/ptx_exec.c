@@ -1617,6 +1617,16 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 { status = w->live ? WARP_BARRIER : WARP_EXITED; goto done; }
             continue;
         case OP_BAR:
+            if (in->vec) {   /* the barrier named by a register */
+                uint32_t bad = 0;
+                EACH(bad |= (uint32_t)R[in->e][l]);
+                if (bad) {
+                    ptx_run_fail(run, CUDA_ERROR_NOT_SUPPORTED,
+                                 "kernel %s: barrier %u: barriers other than 0 are not supported (PTX line %u)",
+                                 run->entry->name, bad, in->line);
+                    { status = WARP_FAULT; goto done; }
+                }
+            }
             if (in->mode) {   /* bar.red: fold this group's predicates in */
                 uint64_t neg = (in->flags & F_NEG_C) ? 1 : 0;
                 EACH({
@@ -1690,13 +1700,19 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 break;
             /* not complete: these lanes go on (with false) once the rest of
              * the warp and the other warps had their turn */
+            m = fail;
+            goto park;
+        }
+        case OP_SLEEP:
+            if (!m)
+                break;
+        park:   /* lanes m wait for the others: they go on after a yield */
             pc++;
             flush_group(w, pc, mask);
-            w->mwait |= fail;
+            w->mwait |= m;
             if (!pick(w, &pc, &mask, &wait_min))
                 { status = WARP_BARRIER; goto done; }
             continue;
-        }
         case OP_CPASYNC: {
             bool bulk = in->mode == 0;
             EACH({
@@ -1708,18 +1724,27 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 else if (!bulk && (uint32_t)e < size)   /* src-size: zero-fill the rest */
                     n = (uint32_t)e;
                 unsigned align = bulk ? 16 : size;
-                uint8_t *dp = (bulk && size % 16) || (da & (align - 1)) ? NULL
-                              : space_ptr(k, w, in->space, l, da, size);
+                if ((bulk && size % 16) || ((da | sa) & (align - 1))) {
+                    ptx_run_fail(run, CUDA_ERROR_MISALIGNED_ADDRESS,
+                                 "kernel %s: misaligned cp.async of %u bytes from 0x%llx to 0x%llx "
+                                 "(PTX line %u)", run->entry->name, size, (unsigned long long)sa,
+                                 (unsigned long long)da, in->line);
+                    status = WARP_FAULT;
+                    goto done;
+                }
+                uint8_t *dp = space_ptr(k, w, in->space, l, da, size);
                 if (!dp) {
                     fault_addr = da; fault_size = size; fault_what = "cp.async destination";
                     goto fault;
                 }
-                const uint8_t *sp = NULL;
-                if (n && !(sa & (align - 1)))
-                    sp = space_ptr(k, w, in->type2, l, sa, n);
+                const uint8_t *sp = n ? space_ptr(k, w, in->type2, l, sa, n) : NULL;
                 if (n && !sp) {
-                    fault_addr = sa; fault_size = n; fault_what = "cp.async source";
-                    goto fault;
+                    ptx_run_fail(run, CUDA_ERROR_ILLEGAL_ADDRESS,
+                                 "kernel %s: illegal address 0x%llx (%s cp.async source of %u bytes, "
+                                 "PTX line %u)", run->entry->name, (unsigned long long)sa,
+                                 space_name(in->type2), n, in->line);
+                    status = WARP_FAULT;
+                    goto done;
                 }
                 if (n)
                     memmove(dp, sp, n);

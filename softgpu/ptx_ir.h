@@ -64,7 +64,7 @@ static inline bool ptx_type_float(ptx_type t)
     X(TANH) X(FMA) X(TESTP) X(CLOCK) X(DEPOT) X(LOP3) X(MUL24) X(MAD24) \
     X(SAD) X(FNS) X(DP4A) X(SHF) X(MATCH) X(REDUX) X(ISSPACEP) \
     X(TEX) X(TLD4) X(TXQ) X(SULD) X(SUST) X(SUQ) X(LD_KPARAM_REG) X(BMSK) \
-    X(MALLOC) X(FREE) X(CALLI) X(CPASYNC) X(MBAR)
+    X(MALLOC) X(FREE) X(CALLI) X(CPASYNC) X(MBAR) X(SLEEP)
 
 typedef enum ptx_op {
 #define PTX_OP_ENUM(n) OP_##n,
