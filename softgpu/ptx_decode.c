@@ -1228,8 +1228,17 @@ static void dec_cp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
     }
     in->op = OP_CPASYNC;
     if (take(m, "bulk")) {
-        if (take(m, "prefetch") || take(m, "tensor") || take(m, "multicast::cluster"))
-            unsupported(p, m, "bulk tensor, multicast and prefetch forms");
+        if (take(m, "tensor") || take(m, "multicast::cluster"))
+            unsupported(p, m, "bulk tensor and multicast forms");
+        if (take(m, "prefetch")) {   /* cp.async.bulk.prefetch.L2.global [a], size: a hint */
+            take(m, "L2");
+            take(m, "global");
+            finish_mods(p, m);
+            if (n < 2 || n > 3 || o[0].kind != OPD_ADDR)
+                invalid(p, m, "expected an address and a size");
+            in->op = OP_NOP;
+            return;
+        }
         bool hint = take(m, "L2::cache_hint");
         bool tx = take(m, "mbarrier::complete_tx::bytes");
         bool group = take(m, "bulk_group");
@@ -1303,6 +1312,7 @@ static void dec_mbarrier(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsig
     int op = take_one(m, ops, 9);
     bool parity = take(m, "parity");
     bool expect = take(m, "expect_tx");
+    take(m, "cluster");   /* scope: a cluster is this CTA alone */
     take(m, "noComplete");   /* the program promises no completion: an ordinary arrive */
     int space = take_shared(m);
     ptx_type t = take_type(m);

@@ -438,7 +438,7 @@ Test(ptx_errors, device_assert)
 Test(ptx_errors, indirect_calls_and_async_copies)
 {
     const char *text =
-        ".version 9.0\n.target sm_80\n.address_size 64\n"
+        ".version 9.0\n.target sm_90\n.address_size 64\n"
         ".func (.param .b32 r) twice(.param .b32 x)\n{\n.reg .b32 %r<3>;\n"
         "ld.param.b32 %r1, [x];\nadd.s32 %r2, %r1, %r1;\nst.param.b32 [r], %r2;\nret;\n}\n"
         ".func (.param .b64 r) wide(.param .b32 x)\n{\n.reg .b64 %rd<2>;\n"

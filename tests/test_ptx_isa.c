@@ -807,12 +807,13 @@ Test(ptx_isa, cp_async_bulk)
     run_body(
         ".shared .align 16 .b8 bulkbuf[4096];\n.shared .align 8 .b64 bmb;\n"
         "mov.u32 %r4, bulkbuf;\nmov.u32 %r5, bmb;\nsetp.eq.u32 %p1, %r31, 0;\n"
-        "@%p1 mbarrier.init.shared::cta.b64 [%r5], 1;\nbar.sync 0;\n"
+        "@%p1 mbarrier.init.shared::cta.b64 [%r5], 1;\nfence.mbarrier_init.release.cluster;\nbar.sync 0;\n"
+        "@%p1 cp.async.bulk.prefetch.L2.global [%rd31], 4096;\n"
         "@%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r5], 4096;\n"
         "@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r4], [%rd31], 4096, [%r5];\n"
-        "$w:\nmbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;\n@!%p2 bra $w;\n"
+        "$w:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p2, [%r5], 0;\n@!%p2 bra $w;\n"
         "mad.lo.u32 %r6, %r31, 64, %r4;\nld.shared.u32 %r7, [%r6+60];\nnot.b32 %r7, %r7;\n"
-        "st.shared.u32 [%r6+60], %r7;\nbar.sync 0;\n"
+        "st.shared.u32 [%r6+60], %r7;\nfence.proxy.async.shared::cta;\nbar.sync 0;\n"
         "@%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd30], [%r4], 4096;\n"
         "cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n",
         in, out, 1);
