@@ -61,13 +61,15 @@ static ptx_type take_type(mods *m)
     return T_NONE;
 }
 
+/* shared::cluster is shared: every cluster here is one CTA, whose own
+ * shared addresses are the same in both windows. */
 static int take_space(mods *m)
 {
     static const char *const names[] = { "global", "shared", "local", "const", "param",
-                                         "shared::cta" };
+                                         "shared::cta", "shared::cluster" };
     static const int spaces[] = { SP_GLOBAL, SP_SHARED, SP_LOCAL, SP_CONST, SP_PARAM,
-                                  SP_SHARED };
-    int k = take_one(m, names, 6);
+                                  SP_SHARED, SP_SHARED };
+    int k = take_one(m, names, 7);
     return k < 0 ? SP_GENERIC : spaces[k];
 }
 

@@ -799,7 +799,8 @@ Test(ptx_isa, cp_async_sizes_and_zero_fill)
 
 /* cp.async.bulk: one thread copies the block's 4 KiB into shared memory,
  * completing an mbarrier's expected bytes; everyone waits on it; then one
- * bulk copy back out to global memory in a bulk group. */
+ * bulk copy back out to global memory in a bulk group. The one-CTA
+ * cluster's shared::cluster addresses are the CTA's shared ones. */
 Test(ptx_isa, cp_async_bulk)
 {
     slot in[NT], out[NT] = { 0 };
@@ -813,13 +814,18 @@ Test(ptx_isa, cp_async_bulk)
         "@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r4], [%rd31], 4096, [%r5];\n"
         "$w:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p2, [%r5], 0;\n@!%p2 bra $w;\n"
         "mad.lo.u32 %r6, %r31, 64, %r4;\nld.shared.u32 %r7, [%r6+60];\nnot.b32 %r7, %r7;\n"
-        "st.shared.u32 [%r6+60], %r7;\nfence.proxy.async.shared::cta;\nbar.sync 0;\n"
+        "st.shared.u32 [%r6+60], %r7;\n"
+        "cvt.u64.u32 %rd11, %r6;\ncvta.shared::cluster.u64 %rd10, %rd11;\n"
+        "isspacep.shared::cluster %p3, %rd10;\nselp.u32 %r8, 1, 0, %p3;\n"
+        "ld.shared::cluster.u32 %r9, [%r6+52];\nadd.u32 %r9, %r9, %r8;\nst.shared::cta.u32 [%r6+52], %r9;\n"
+        "fence.proxy.async.shared::cta;\nbar.sync 0;\n"
         "@%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd30], [%r4], 4096;\n"
         "cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n",
         in, out, 1);
     for (int t = 0; t < NT; t++) {
         for (int k = 0; k < 15; k++)
-            cr_assert_eq(out[t].w[k], in[t].w[k], "thread %d word %d", t, k);
+            cr_assert_eq(out[t].w[k], in[t].w[k] + (k == 13), "thread %d word %d (13: +1 if a cluster "
+                         "address of its own shared memory is shared)", t, k);
         cr_assert_eq(out[t].w[15], ~in[t].w[15], "thread %d: the last word went through shared memory", t);
     }
 }
