@@ -1247,9 +1247,10 @@ static void dec_cp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
         bool global = take(m, "global");
         bool cluster = take(m, "shared::cluster"), cta = take(m, "shared::cta");
         finish_mods(p, m);
-        /* .shared::cluster.global and .shared::cluster.shared::cta complete
-         * on an mbarrier; .global.shared::cta is a bulk group */
-        bool g2s = tx && !group && cluster && global && !cta;
+        /* .shared::cluster.global (or .shared::cta.global) and
+         * .shared::cluster.shared::cta complete on an mbarrier;
+         * .global.shared::cta is a bulk group */
+        bool g2s = tx && !group && (cluster != cta) && global;
         bool s2s = tx && !group && cluster && cta && !global;
         bool s2g = group && !tx && global && cta && !cluster;
         if (!g2s && !s2s && !s2g)
