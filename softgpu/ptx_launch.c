@@ -230,8 +230,8 @@ static bool block_run(ptx_worker *k)
         }
         if (!live)
             return true;
-        /* a warp yielded at a failed mbarrier wait: run them all again until
-         * every live lane waits at the barrier */
+        /* a warp yielded (a failed mbarrier wait, nanosleep): run them all
+         * again until every live lane waits at the barrier */
         bool yielded = false;
         for (uint32_t i = 0; i < run->nwarps; i++)
             yielded |= (k->warps[i].live & ~k->warps[i].bar) != 0;
