@@ -1,8 +1,9 @@
 /* softgpu running the remaining kernels of tests/kernels through the driver
  * API, in every mode, on fresh random inputs against CPU references: warp
  * shuffles and votes, bit operations, 64-bit and 128-bit integer math, f16,
- * float and double math, global atomics. (test_softgpu_launch has the
- * others.) */
+ * float and double math, global atomics, asynchronous copies into shared
+ * memory (cp.async and mbarriers in the sm90 mode), virtual functions and
+ * function pointers. (test_softgpu_launch has the others.) */
 #include "tests/support.h"
 
 #include <criterion/criterion.h>
