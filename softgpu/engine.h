@@ -127,7 +127,8 @@ uint32_t soft_program_global_count(const soft_program *prog);
 const soft_global_info *soft_program_global(const soft_program *prog, uint32_t i);
 /* The driver layer allocated the storage of global i at addr (host memory at
  * the device address) and copied its initialiser; kernels now use it. Every
- * global must be bound before the first launch. */
+ * global must be bound before the first launch. Initialiser words naming
+ * another variable's address are written here once both are bound. */
 void soft_program_bind_global(soft_program *prog, uint32_t i, uint64_t addr);
 
 /* Added: the module's `.global .texref` and `.global .surfref` variables
