@@ -14,7 +14,10 @@
  *    in one table (alloc.c) that the engine, copies and queries consult, and
  *    nothing in flight ever touches memory taken away (soft_mem_use_*).
  *  - cuMemAddressReserve honours the requested address exactly or fails
- *    (CUDA_ERROR_OUT_OF_MEMORY); read-only VMM access is not enforced.
+ *    (CUDA_ERROR_OUT_OF_MEMORY); read-only VMM access is not enforced, but
+ *    which devices have access is: a kernel of a device without it faults
+ *    (CUDA_ERROR_ILLEGAL_ADDRESS), a copy on its context is refused
+ *    (CUDA_ERROR_INVALID_VALUE).
  *  - A failed launch poisons its context for good (until cuCtxDestroy or
  *    cuDevicePrimaryCtxReset) and logs one line naming kernel and address.
  *  - cuStreamDestroy returns at once; cuMemFree and cuModuleUnload wait for
@@ -60,6 +63,9 @@
 /* ---- log (log.c) ---- */
 /* One line on stderr, prefixed "softgpu: ". */
 void soft_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Keeps one line (len bytes, no newline) in the driver log (logs.c), which
+ * cuLogsDumpToMemory reads and callbacks receive. */
+void soft_logs_add(const char *text, size_t len);
 
 /* ---- init and devices (device.c) ---- */
 #define SOFT_MAX_DEVICES 16
@@ -157,6 +163,7 @@ typedef struct soft_range {
     struct CUctx_st *ctx;      /* owner; NULL for library globals, VMM, pools */
     unsigned flags;            /* host allocation flags */
     struct CUmemPoolHandle_st *pool;   /* stream-ordered allocations: their pool */
+    uint32_t access;           /* VMM: bit d set when device d may touch it */
 } soft_range;
 /* Adds r; CUDA_ERROR_INVALID_VALUE if it overlaps a live range. */
 CUresult soft_range_add(const soft_range *r);
@@ -164,12 +171,21 @@ CUresult soft_range_add(const soft_range *r);
 bool soft_range_remove(uint64_t base, soft_range *out);
 /* The range holding addr: true and *out. */
 bool soft_range_find(uint64_t addr, soft_range *out);
-/* True when [addr, addr + n) lies inside one live range (n may be 0). */
+/* True when [addr, addr + n) lies inside one live range (n may be 0), or
+ * in VMM mappings that follow each other without a gap (one reservation's
+ * pieces, as PyTorch's expandable segments map them). */
 bool soft_range_covers(uint64_t addr, uint64_t n);
+/* The same, and device dev may touch all of it: VMM memory only where
+ * cuMemSetAccess granted dev access. */
+bool soft_range_covers_on(uint64_t addr, uint64_t n, int dev);
+/* The VMM range at base is now accessible to the devices in mask (nonzero). */
+void soft_range_set_access(uint64_t base, uint32_t mask);
 /* Removes every range owned by ctx and calls fn on each (may be NULL). */
 void soft_range_drop_ctx(struct CUctx_st *ctx, void (*fn)(const soft_range *));
-/* The engine's view of the table. */
+/* The engine's view of the table: any device's, and device dev's (VMM
+ * ranges it has no access to are not there). */
 extern const soft_memory soft_memory_table;
+const soft_memory *soft_memory_on(int dev);
 
 /* Forgets the advice of the managed allocation at base (managed.c). */
 void soft_managed_forget(uint64_t base);
@@ -526,6 +542,10 @@ void soft_module_free(struct CUmod_st *mod);
 /* Launch bookkeeping, so that unloading waits for kernels still queued. */
 void soft_module_hold(struct CUmod_st *mod);
 void soft_module_release(struct CUmod_st *mod);
+/* CUDA_SUCCESS when the engine can run f; else CUDA_ERROR_NOT_SUPPORTED,
+ * with its reason (kernel, instruction, PTX line) logged. Its module
+ * loaded all the same: only the kernels that cannot run are refused. */
+CUresult soft_func_runnable(const struct CUfunc_st *f);
 /* A CUfunction or CUkernel (cudart passes one for the other): the function,
  * or NULL. Kernels and functions are the same objects here. */
 struct CUfunc_st *soft_func_get(const void *h);
