@@ -90,6 +90,20 @@ bool soft_device_reserve(int dev, uint64_t bytes);
 void soft_device_unreserve(int dev, uint64_t bytes);
 uint64_t soft_device_used(int dev);
 
+/* ---- what the CUDA runtime asks of its driver beyond cuda.h
+ * (export_tables.c, integrity.c, md2.c) ---- */
+extern const void *const soft_table_runtime[];
+extern const void *const soft_table_integrity[];
+/* Table 7's slot 1: (version, unix seconds, 16 bytes out). */
+CUresult soft_integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t out[2]);
+void soft_hmac_md2(const uint8_t key[16], const void *data, size_t len, uint8_t out[16]);
+/* Runs and forgets the runtime's context-local storage of ctx (destroyed
+ * or reset). */
+struct CUctx_st;
+void soft_storage_drop(struct CUctx_st *ctx);
+/* Device dev's primary context, made if need be, not retained. */
+CUresult soft_primary_context(int dev, struct CUctx_st **out);
+
 /* ---- handles (handle.c): which pointers are live objects of which kind ---- */
 typedef enum soft_kind {
     SOFT_CTX = 1, SOFT_STREAM, SOFT_EVENT, SOFT_MODULE, SOFT_FUNC, SOFT_LIBRARY,

@@ -23,6 +23,13 @@ $(B)/softgpu/exports.map: softgpu/driver.mk
 
 ALL_TARGETS += $(SOFT_LIB)
 
+# softgpu as libcuda.so.1 in a directory of its own: LD_LIBRARY_PATH=there
+# runs a CUDA program on it directly, with no shim in front.
+$(B)/softgpu-direct/libcuda.so.1: | $(SOFT_LIB)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)ln -sfn ../libcudasoft.so $@
+ALL_TARGETS += $(B)/softgpu-direct/libcuda.so.1
+
 # Tests: test_fatbin drives the parser directly (exact-size buffers under
 # ASan); test_softgpu_* go through the library's exported API, as the agent does.
 SOFT_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard tests/test_softgpu_*.c))
