@@ -419,6 +419,18 @@ Test(module, a_kernel_it_cannot_run_is_refused_alone)
     OK(cuCtxSynchronize());
     OK(cuMemFree(d));
     OK(cuModuleUnload(m));
+    /* A library's kernel is handed out; made a function (where a lazily
+     * loading driver compiles it) it is refused. */
+    CUlibrary lib;
+    OK(cuLibraryLoadData(&lib, lazy_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CUkernel k;
+    CUfunction f;
+    OK(cuLibraryGetKernel(&k, lib, "good"));
+    OK(cuKernelGetFunction(&f, k));
+    OK(cuLibraryGetKernel(&k, lib, "bad"));
+    cr_expect_eq(cuKernelGetFunction(&f, k), CUDA_ERROR_NOT_SUPPORTED);
+    cr_expect_eq(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    OK(cuLibraryUnload(lib));
 }
 
 Test(module, driver_log_iterates_and_refuses_a_buffer_too_small)
