@@ -395,6 +395,7 @@ Test(vmm_two, a_device_without_access_finds_no_memory)
     cr_expect_eq(c[N - 1], 2 * a[N - 1]);
     OK(cuCtxSetCurrent(on[1]));
     cr_expect_eq(cuMemcpyDtoH(c, z, sizeof c), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemsetD32(z, 0, N), CUDA_ERROR_INVALID_VALUE);
     OK(cuLaunchKernel(add[1], N / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
     cr_expect_eq(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
     OK(cuCtxSetCurrent(on[0]));
