@@ -133,8 +133,17 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
         /* Criterion marks its workers; a program that is itself a Criterion
          * runner must not take that mark for its own. */
         unsetenv("BXFI_MAP");
-        for (size_t i = 0; env_add && env_add[i]; i++)
-            putenv(env_add[i]);
+        /* The programs draw their data from SEED (and print it): the
+         * suite's RIG_TEST_SEED repeats their runs too. */
+        const char *seed = getenv("RIG_TEST_SEED");
+        if (seed && *seed)
+            setenv("SEED", seed, 1);
+        for (size_t i = 0; env_add && env_add[i]; i++) {
+            if (strchr(env_add[i], '='))
+                putenv(env_add[i]);
+            else
+                unsetenv(env_add[i]);
+        }
         /* Programs are not ours: their leaks are not findings. */
         putenv("ASAN_OPTIONS=detect_leaks=0");
         execv(argv[0], argv);
@@ -144,6 +153,7 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
     close(out[1]);
     size_t cap = 1 << 16, have = 0;
     r.output = malloc(cap);
+    cr_assert_not_null(r.output);
     bool timed_out = false;
     for (;;) {
         int left = (int)((start + timeout_s - now_s()) * 1000);
@@ -155,14 +165,25 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
         struct pollfd p = { out[0], POLLIN, 0 };
         if (poll(&p, 1, left) <= 0)
             continue;
-        if (have + 4096 > cap)
-            r.output = realloc(r.output, cap *= 2);
+        if (have + 4096 > cap) {
+            char *more = realloc(r.output, cap * 2);
+            if (!more) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                close(out[0]);
+                free(r.output);
+                cr_assert_fail("no memory for %zu bytes of %s's output", cap * 2, argv[0]);
+            }
+            r.output = more;
+            cap *= 2;
+        }
         ssize_t n = read(out[0], r.output + have, cap - have - 1);
         if (n <= 0)
             break;
         have += (size_t)n;
     }
     r.output[have] = '\0';
+    r.len = have;
     close(out[0]);
     int status;
     waitpid(pid, &status, 0);

@@ -23,7 +23,7 @@ check-vectors:
 	  { echo "tests/vectors/handshake.txt differs from scripts/gen-handshake-vectors' output" >&2; exit 1; }
 CHECK_STEPS += check-vectors
 
--include tests/fuzz/module.mk
+include tests/fuzz/module.mk
 
 # The CUDA operation table must be what the generator writes from the
 # toolkit's headers today.

@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
-
 static void setup(void)
 {
     cr_assert_eq(cuInit(0), CUDA_SUCCESS);
@@ -70,6 +68,7 @@ Test(fault, primary_context_reset_clears_the_sticky_error)
 
 #include <sys/wait.h>
 #include <unistd.h>
+#include "tests/cuda_ok.h"
 
 Test(fault, a_forked_child_gets_errors_not_a_hang, .timeout = 30)
 {

@@ -14,8 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
-
 static CUcontext ctx;
 
 static void setup(void)
@@ -443,6 +441,7 @@ Test(stream, wait_and_write_value)
 }
 
 #include <dirent.h>
+#include "tests/cuda_ok.h"
 
 static int threads_now(void)
 {
