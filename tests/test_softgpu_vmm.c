@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "tests/cuda_ok.h"
+
 #define WINDOW 0x7e0000000000ull
 #define WSIZE (256ull << 30)   /* a whole agent window */
 
@@ -252,7 +254,6 @@ Test(vmm, unmapped_under_queued_work_is_an_error_not_a_crash)
 
 #include "tests/support.h"
 #include <stdio.h>
-#include "tests/cuda_ok.h"
 
 Test(vmm, kernels_run_on_mapped_memory)
 {
