@@ -26,6 +26,10 @@
  *    parameter and that rounded up to the largest alignment (8 at least).
  *  - The PTX entry for the highest compute capability up to 7.5 is chosen,
  *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED.
+ *  - A kernel reaching an instruction the engine cannot run is refused
+ *    alone (cuModuleGetFunction, cuKernelGetFunction and launches:
+ *    CUDA_ERROR_NOT_SUPPORTED, one line naming kernel, instruction and PTX
+ *    line); its module loads, where a GPU's JIT would refuse it whole.
  *  - A graph launch runs its nodes one after another, in an order that
  *    respects their dependencies, on the stream's worker (independent
  *    branches do not overlap); memcpy nodes take any 3-D copy, arrays
