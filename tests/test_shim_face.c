@@ -776,8 +776,8 @@ Test(programs_on_softgpu, refusals_name_the_kernel_instruction_and_line, .timeou
 }
 
 /* softgpu as the program's own libcuda.so.1, no shim in front: the CUDA
- * runtime initialises on it (export tables, integrity check); driver-API
- * programs run too. */
+ * runtime initialises on it (export tables, integrity check), thrust and
+ * CUB run; driver-API programs too. */
 #define DIRECT(prog, build, text)                                                          \
     Test(programs_directly_on_softgpu, prog##_##build, .timeout = 180)                     \
     {                                                                                      \
@@ -791,6 +791,8 @@ DIRECT(multidev, static, "multidev: ok 2 devices")
 DIRECT(graphs, static, "graphs: ok")
 DIRECT(mallocasync, ptds, "mallocasync: ok")
 DIRECT(streams, static, "streams: ok")
+DIRECT(thrustalgo, static, "thrustalgo: ok")
+DIRECT(cubsort, shared, "cubsort: ok")
 DIRECT(vmmtwo, static, "vmmtwo: ok")
 DIRECT(vmmtwo, shared, "vmmtwo: ok")
 DIRECT(refusedptx, static, "refusedptx: the module loaded; its bad kernel alone was refused")
