@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "tests/cuda_ok.h"
+
 static void setup(void)
 {
     cr_assert_eq(cuInit(0), CUDA_SUCCESS);
@@ -68,7 +70,6 @@ Test(fault, primary_context_reset_clears_the_sticky_error)
 
 #include <sys/wait.h>
 #include <unistd.h>
-#include "tests/cuda_ok.h"
 
 Test(fault, a_forked_child_gets_errors_not_a_hang, .timeout = 30)
 {

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/cuda_ok.h"
+
 static CUcontext ctx;
 
 static void setup(void)
@@ -441,7 +443,6 @@ Test(stream, wait_and_write_value)
 }
 
 #include <dirent.h>
-#include "tests/cuda_ok.h"
 
 static int threads_now(void)
 {
