@@ -40,9 +40,9 @@ $(SOFT_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(B)/tests/support.o $(SOF
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SOFT_LIB) -Wl,-rpath,$(abspath $(B)) -lcriterion -lpthread -ldl -lm
 
-$(B)/tests/test_fatbin: $(B)/tests/test_fatbin.o $(B)/tests/support.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o $(B)/softgpu-tests/sass_only.fatbin $(KERNEL_FATBINS)
+$(B)/tests/test_fatbin: $(B)/tests/test_fatbin.o $(B)/tests/support.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o $(B)/softgpu/logs.o $(B)/softgpu-tests/sass_only.fatbin $(KERNEL_FATBINS)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion -lzstd -llz4
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion -lzstd -llz4 -lpthread
 
 # A module with SASS only (no PTX): softgpu must refuse it clearly.
 $(B)/softgpu-tests/sass_only.fatbin: tests/softgpu/sass_only.cu
