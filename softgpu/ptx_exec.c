@@ -1841,6 +1841,14 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                         ok = t->param_size[i] == c->args[i].size;
                     for (uint32_t i = 0; ok && i < c->nrets; i++)
                         ok = t->ret_size[i] == c->rets[i].size;
+                    if (ok && t->refusal) {
+                        /* Its statement softgpu cannot run was left out at
+                         * load: running the rest would compute wrongly. */
+                        ptx_run_fail(run, CUDA_ERROR_ILLEGAL_INSTRUCTION,
+                                     "kernel %s: indirect call to %s, which softgpu cannot run (%s)",
+                                     run->entry->name, t->name, t->refusal);
+                        { status = WARP_FAULT; goto done; }
+                    }
                     if (!ok) {
                         ptx_run_fail(run, CUDA_ERROR_ILLEGAL_INSTRUCTION,
                                      "kernel %s: indirect call to 0x%llx, %s (PTX line %u)",

@@ -184,6 +184,8 @@ typedef struct ptx_func {
     uint32_t nparams, nrets;
     uint32_t *param_off, *param_size;
     uint32_t *ret_off, *ret_size;
+    /* why the engine cannot run it (malloc'd), NULL when it can */
+    char *refusal;
     /* .entry */
     soft_entry_info info;
     soft_param *kparams;

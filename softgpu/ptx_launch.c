@@ -369,6 +369,10 @@ CUresult soft_program_launch(soft_program *prog, const soft_launch *L, char *msg
         return CUDA_ERROR_INVALID_VALUE;
     }
     const ptx_func *entry = &prog->funcs[prog->entries[L->entry]];
+    if (entry->info.refusal) {
+        snprintf(msg, msglen, "%s", entry->info.refusal);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     uint64_t threads = (uint64_t)L->block[0] * L->block[1] * L->block[2];
     uint64_t nblocks = (uint64_t)L->grid[0] * L->grid[1] * L->grid[2];
     if (threads == 0 || nblocks == 0 || L->block[0] > 1024 || L->block[1] > 1024 ||

@@ -1093,6 +1093,33 @@ static void parse_instruction(ptx_parser *p)
     ptx_decode(p, op, guard, gneg, opds, n);
 }
 
+/* Parses one instruction of a function body. One the engine does not run
+ * refuses that function instead of the module (its first reason kept), so
+ * that the module's other kernels load and run; the statement is skipped. */
+static void parse_or_refuse(ptx_parser *p)
+{
+    const ptx_tok *const start = p->t;
+    jmp_buf outer;
+    memcpy(outer, p->fail, sizeof outer);
+    if (setjmp(p->fail) == 0) {
+        parse_instruction(p);
+        memcpy(p->fail, outer, sizeof outer);
+        return;
+    }
+    memcpy(p->fail, outer, sizeof outer);
+    if (p->err != CUDA_ERROR_NOT_SUPPORTED)
+        longjmp(p->fail, 1);
+    ptx_func *fn = &p->prog->funcs[p->fn_index];
+    if (!fn->refusal && !(fn->refusal = strdup(p->msg)))
+        ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, start->line, "out of memory");
+    p->msg[0] = 0;
+    p->err = CUDA_SUCCESS;
+    for (p->t = start; !punct(p->t, ';'); p->t++)
+        if (p->t->kind == PTX_TOK_END)
+            ptx_fail(p, CUDA_ERROR_INVALID_PTX, start->line, "unterminated statement");
+    p->t++;
+}
+
 /* ---- functions ---- */
 
 static void add_label(ptx_parser *p, const ptx_tok *name)
@@ -1168,7 +1195,7 @@ static void parse_body(ptx_parser *p)
             ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, t->line, "directive '%.*s' in a function body",
                      (int)(t->len > 40 ? 40 : t->len), t->s);
         } else {
-            parse_instruction(p);
+            parse_or_refuse(p);
         }
     }
     fn = &g->funcs[p->fn_index];
@@ -1607,17 +1634,53 @@ static uint32_t entry_shared(ptx_parser *p, uint32_t e)
     return (uint32_t)off;
 }
 
+/* Refuses f with a reason made from fmt, unless it has one. */
+__attribute__((format(printf, 3, 4)))
+static void refuse(ptx_parser *p, ptx_func *f, const char *fmt, ...)
+{
+    if (f->refusal)
+        return;
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (!(f->refusal = strdup(line)))
+        ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, 0, "out of memory");
+}
+
+/* A function calling one without a body, or one refused, is refused in
+ * turn, up to the entries: until nothing changes (call chains are short). */
+static void refuse_callers(ptx_parser *p)
+{
+    soft_program *g = p->prog;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t f = 0; f < g->nfuncs; f++) {
+            ptx_func *fn = &g->funcs[f];
+            for (uint32_t pc = fn->pc; pc < fn->end && !fn->refusal; pc++) {
+                const ptx_insn *in = &g->code[pc];
+                if (in->op != OP_CALL || in->aux >= g->ncalls || g->calls[in->aux].func >= g->nfuncs)
+                    continue;
+                const ptx_func *callee = &g->funcs[g->calls[in->aux].func];
+                const char *kind = fn->is_entry ? "kernel" : "function";
+                if (!callee->defined)
+                    refuse(p, fn, "line %u, in %s %s: call to '%s', which has no body", in->line, kind, fn->name,
+                           callee->name);
+                else if (callee->refusal)
+                    refuse(p, fn, "%s %s calls %s (line %u): %s", kind, fn->name, callee->name, in->line,
+                           callee->refusal);
+                changed |= fn->refusal != NULL;
+            }
+        }
+    }
+}
+
 /* After the whole module: callees defined, entries listed, sizes known. */
 static void finish(ptx_parser *p)
 {
     soft_program *g = p->prog;
-    for (uint32_t i = 0; i < g->ncalls; i++) {
-        if (g->calls[i].func == PTX_NO_FUNC)
-            continue;
-        ptx_func *f = &g->funcs[g->calls[i].func];
-        if (!f->defined)
-            ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, 0, "call to '%s', which has no body", f->name);
-    }
+    refuse_callers(p);
     if (g->nfuncs <= 4096)
         find_recursion(p);
     else
@@ -1633,6 +1696,7 @@ static void finish(ptx_parser *p)
         if (!f->is_entry)
             continue;
         f->info.name = f->name;
+        f->info.refusal = f->refusal;
         f->info.static_shared_bytes = entry_shared(p, i);
         f->info.local_bytes = f->depot;
         /* PTX registers are virtual: like ptxas, allocate no more than lets a

@@ -12,6 +12,7 @@ void soft_program_free(soft_program *g)
     for (uint32_t i = 0; i < g->nfuncs; i++) {
         ptx_func *f = &g->funcs[i];
         free(f->name);
+        free(f->refusal);
         free(f->param_off);
         free(f->param_size);
         free(f->ret_off);
