@@ -36,6 +36,7 @@ void soft_program_free(soft_program *g)
     free(g->globals);
     free(g->consts);
     free(g->calls);
+    free(g->mmas);
     free(g->reg_width);
     free(g);
 }
