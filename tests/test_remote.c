@@ -37,7 +37,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("graphmemop"), BUILDS("graphmem"),
         BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"), BUILDS("texref"),
         
-        BUILDS("devmalloc"), BUILDS("refusedptx"),
+        BUILDS("devmalloc"), BUILDS("refusedptx"), BUILDS("wmmagemm"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }

@@ -13,7 +13,7 @@ PROGRAM_DIR    := build/programs
 PROGRAMS       := $(foreach p,$(PROGRAM_NAMES),$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m)))
 
 PROGRAM_ARCH     := -gencode arch=compute_75,code=[sm_75,compute_75]
-PROGRAM_NVFLAGS  := $(PROGRAM_ARCH) -O2 -I$(PROGRAM_DIR) -Wno-deprecated-gpu-targets
+PROGRAM_NVFLAGS   = $(PROGRAM_ARCH) -O2 -I$(PROGRAM_DIR) -Wno-deprecated-gpu-targets
 PROGRAM_LIBS     := -L$(CUDA_HOME)/lib64/stubs -lcuda
 PFLAGS_static    := --cudart=static
 PFLAGS_shared    := --cudart=shared -Xlinker -rpath=$(CUDA_HOME)/lib64
@@ -42,6 +42,10 @@ $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/drvapi.$(m)): $(PROGRAM_DIR)/drvapi
 .PHONY: programs
 programs: $(PROGRAMS)
 ALL_TARGETS += $(PROGRAMS)
+
+# wmmagemm's bf16 tensor cores need sm_80 (softgpu takes the compute_80 PTX).
+$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/wmmagemm.$(m)): \
+	PROGRAM_ARCH := -gencode arch=compute_80,code=[sm_80,compute_80]
 
 # cublas links the toolkit's shared cuBLAS, found at run time by rpath.
 $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/cublas.$(m)): \
