@@ -38,37 +38,32 @@ static void sides(const ptx_mma *mm, int frag, unsigned *x, unsigned *y)
     *y = frag == FRAG_C ? mm->n : mm->k;
 }
 
-/* Distinct elements a lane holds of fragment frag. */
-static unsigned unique_elems(const ptx_mma *mm, int frag, unsigned es)
-{
-    unsigned x, y, p = per_lane(frag, es);
-    sides(mm, frag, &x, &y);
-    return x / 8 * (y / (4 * p)) * p;
-}
+/* Where each lane's distinct elements are: rc[l][e] is row << 8 | column in
+ * the fragment's matrix (A: MxK, B: KxN, C: MxN) of element e < u of lane
+ * l; element e >= u repeats e % u. */
+typedef struct layout {
+    unsigned u;
+    uint16_t rc[PTX_WARP][16];
+} layout;
 
-/* Row and column in the fragment's matrix (A: MxK, B: KxN, C: MxN) of
- * element e < unique_elems of lane l. */
-static void elem_pos(const ptx_mma *mm, int frag, unsigned es, unsigned l, unsigned e,
-                     unsigned *row, unsigned *col)
+static void make_layout(const ptx_mma *mm, int frag, unsigned es, layout *L)
 {
     unsigned x, y, p = per_lane(frag, es);
     sides(mm, frag, &x, &y);
     unsigned xt = x / 8, yt = y / (4 * p);
-    unsigned tile = e / p, i = e % p, tx, ty;
-    if (frag == FRAG_B) {
-        tx = tile / yt;
-        ty = tile % yt;
-    } else {
-        tx = tile % xt;
-        ty = tile / xt;
-    }
-    unsigned a = tx * 8 + l / 4, b = ty * 4 * p + (l % 4) * p + i;
-    if (frag == FRAG_B) {
-        *row = b;
-        *col = a;
-    } else {
-        *row = a;
-        *col = b;
+    bool b = frag == FRAG_B;
+    unsigned outer = b ? xt : yt, inner = b ? yt : xt;
+    L->u = xt * yt * p;
+    for (unsigned l = 0; l < PTX_WARP; l++) {
+        unsigned e = 0;
+        for (unsigned o = 0; o < outer; o++)
+            for (unsigned n = 0; n < inner; n++) {
+                unsigned tx = b ? o : n, ty = b ? n : o;
+                for (unsigned i = 0; i < p; i++, e++) {
+                    unsigned r = tx * 8 + l / 4, c = ty * 4 * p + (l % 4) * p + i;
+                    L->rc[l][e] = (uint16_t)(b ? c << 8 | r : r << 8 | c);
+                }
+            }
     }
 }
 
@@ -137,6 +132,45 @@ static uint64_t mem_index(bool col_major, unsigned row, unsigned col, uint64_t s
     return col_major ? col * stride + row : row * stride + col;
 }
 
+/* The layout of fragment frag, from a small per-thread cache: a kernel
+ * uses few shapes, and building one costs as much as a load. */
+static const layout *layout_of(const ptx_mma *mm, int frag, unsigned es)
+{
+    static _Thread_local struct { uint32_t key; layout L; } cache[8];
+    static _Thread_local unsigned next;
+    uint32_t key = (uint32_t)mm->m | (uint32_t)mm->n << 8 | (uint32_t)mm->k << 16 |
+                   (uint32_t)frag << 24 | es << 28;
+    for (unsigned i = 0; i < 8; i++)
+        if (cache[i].key == key)
+            return &cache[i].L;
+    unsigned i = next++ % 8;
+    make_layout(mm, frag, es, &cache[i].L);
+    cache[i].key = key;
+    return &cache[i].L;
+}
+
+/* Reads or writes one element of es bytes (a constant size for each:
+ * a call to memcpy per element would cost more than the rest). */
+static inline uint64_t read_elem(const uint8_t *p, unsigned es)
+{
+    switch (es) {
+    case 1: return *p;
+    case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+    default: { uint64_t v; memcpy(&v, p, 8); return v; }
+    }
+}
+
+static inline void write_elem(uint8_t *p, unsigned es, uint64_t v)
+{
+    switch (es) {
+    case 1: *p = (uint8_t)v; break;
+    case 2: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+    case 4: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    default: memcpy(p, &v, 8); break;
+    }
+}
+
 /* wmma.load (load) and wmma.store.d: every lane moves its own elements. */
 static bool wmma_ldst(ptx_worker *k, ptx_warp *w, const ptx_insn *in, const ptx_mma *mm,
                       uint32_t m, bool load)
@@ -147,28 +181,34 @@ static bool wmma_ldst(ptx_worker *k, ptx_warp *w, const ptx_insn *in, const ptx_
     unsigned es = type_bytes(t);
     unsigned nregs = load ? mm->nd : mm->nc;
     const uint32_t *regs = load ? mm->d : mm->c;
-    unsigned n = list_elems(nregs, es), u = unique_elems(mm, frag, es);
+    unsigned n = list_elems(nregs, es);
     unsigned rows = frag == FRAG_B ? mm->k : mm->m, cols = frag == FRAG_A ? mm->k : mm->n;
-    uint64_t vals[32];
+    const layout *L = layout_of(mm, frag, es);
+    uint64_t vals[32], idx[16];
     for (uint32_t r = m; r; r &= r - 1) {
         unsigned l = (unsigned)__builtin_ctz(r);
         uint64_t base = R[in->a][l] + (uint64_t)in->imm;
         uint64_t stride = in->b == UINT32_MAX ? (mm->col ? rows : cols) : (uint32_t)R[in->b][l];
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (unsigned e = 0; e < L->u; e++) {
+            idx[e] = mem_index(mm->col, L->rc[l][e] >> 8, L->rc[l][e] & 0xff, stride) * es;
+            lo = idx[e] < lo ? idx[e] : lo;
+            hi = idx[e] > hi ? idx[e] : hi;
+        }
+        /* one check for the lane's whole span; element by element when it
+         * crosses out of a range, to name the first bad address */
+        uint8_t *span = hi - lo < (1u << 30) ? ptx_lane_ptr(k, w, in->space, l, base + lo,
+                                                             (unsigned)(hi - lo) + es)
+                                             : NULL;
         for (unsigned e = 0; e < n; e++) {
-            unsigned row, col;
-            elem_pos(mm, frag, es, l, e % u, &row, &col);
-            uint64_t a = base + mem_index(mm->col, row, col, stride) * es;
-            uint8_t *p = ptx_lane_ptr(k, w, in->space, l, a, es);
+            uint64_t off = idx[e % L->u];
+            uint8_t *p = span ? span + (off - lo) : ptx_lane_ptr(k, w, in->space, l, base + off, es);
             if (!p)
-                return fault(k, in, a, es, load ? "load" : "store");
-            if (load) {
-                uint64_t v = 0;
-                memcpy(&v, p, es);
-                vals[e] = v;
-            } else {
-                uint64_t v = get_elem(R, regs, es, e, l);
-                memcpy(p, &v, es);
-            }
+                return fault(k, in, base + off, es, load ? "load" : "store");
+            if (load)
+                vals[e] = read_elem(p, es);
+            else
+                write_elem(p, es, get_elem(R, regs, es, e, l));
         }
         if (load)
             put_elems(R, regs, nregs, es, vals, l);
@@ -191,61 +231,74 @@ static double in_value(uint64_t bits, ptx_type t, bool tf32)
     }
 }
 
-/* Gathers fragment frag (elements of type t) of all lanes into mat (row
- * stride 32). */
+/* Gathers fragment frag (elements of type t) of all lanes into mat, row
+ * stride 32; transposed (column stride 32) when tr. */
 static void gather(uint64_t (*R)[PTX_WARP], const ptx_mma *mm, int frag, const uint32_t *regs,
-                   ptx_type t, double *mat)
+                   ptx_type t, bool tr, double *mat)
 {
-    unsigned es = type_bytes(t), u = unique_elems(mm, frag, es);
+    unsigned es = type_bytes(t);
+    const layout *L = layout_of(mm, frag, es);
     for (unsigned l = 0; l < PTX_WARP; l++)
-        for (unsigned e = 0; e < u; e++) {
-            unsigned row, col;
-            elem_pos(mm, frag, es, l, e, &row, &col);
-            mat[row * 32 + col] = in_value(get_elem(R, regs, es, e, l), t, mm->tf32);
+        for (unsigned e = 0; e < L->u; e++) {
+            unsigned row = L->rc[l][e] >> 8, col = L->rc[l][e] & 0xff;
+            mat[tr ? col * 32 + row : row * 32 + col] =
+                in_value(get_elem(R, regs, es, e, l), t, mm->tf32);
         }
 }
 
 static bool mma(ptx_warp *w, const ptx_mma *mm, uint32_t m)
 {
     uint64_t (*R)[PTX_WARP] = w->R;
-    double A[32 * 32], B[32 * 32], C[32 * 32];
-    gather(R, mm, FRAG_A, mm->a, (ptx_type)mm->atype, A);
-    gather(R, mm, FRAG_B, mm->b, (ptx_type)mm->btype, B);
-    gather(R, mm, FRAG_C, mm->c, (ptx_type)mm->ctype, C);
+    double A[32 * 32], BT[32 * 32], C[32 * 32];   /* BT: B transposed, N x K */
+    gather(R, mm, FRAG_A, mm->a, (ptx_type)mm->atype, false, A);
+    gather(R, mm, FRAG_B, mm->b, (ptx_type)mm->btype, true, BT);
+    gather(R, mm, FRAG_C, mm->c, (ptx_type)mm->ctype, false, C);
     ptx_type dt = (ptx_type)mm->dtype;
+    unsigned M = mm->m, N = mm->n, K = mm->k;
     uint64_t D[32 * 32];
-    for (unsigned i = 0; i < mm->m; i++)
-        for (unsigned j = 0; j < mm->n; j++) {
-            const double *a = &A[i * 32], *b = &B[j];
-            uint64_t v;
-            if (dt == T_S32) {   /* exact in 64 bits, then wrapped or saturated */
+    if (dt == T_S32) {   /* exact in 64 bits, then wrapped or saturated */
+        for (unsigned i = 0; i < M; i++)
+            for (unsigned j = 0; j < N; j++) {
                 int64_t acc = (int64_t)C[i * 32 + j];
-                for (unsigned q = 0; q < mm->k; q++)
-                    acc += (int64_t)a[q] * (int64_t)b[q * 32];
+                for (unsigned q = 0; q < K; q++)
+                    acc += (int64_t)A[i * 32 + q] * (int64_t)BT[j * 32 + q];
                 if (mm->satfinite)
                     acc = acc > INT32_MAX ? INT32_MAX : acc < INT32_MIN ? INT32_MIN : acc;
-                v = (uint32_t)acc;
-            } else if (dt == T_F64) {
-                double acc = C[i * 32 + j];
-                for (unsigned q = 0; q < mm->k; q++)
-                    acc = fma(a[q], b[q * 32], acc);
-                v = ptx_f64_bits(acc);
-            } else {   /* products of f16, bf16 and tf32 are exact in f32; sums round in f32 */
-                float acc = (float)C[i * 32 + j];
-                for (unsigned q = 0; q < mm->k; q++)
-                    acc += (float)a[q] * (float)b[q * 32];
-                v = dt == T_F16 ? ptx_float_to_half(acc) : ptx_f32_bits(acc);
+                D[i * 32 + j] = (uint32_t)acc;
             }
-            D[i * 32 + j] = v;
-        }
-    unsigned es = type_bytes(dt), u = unique_elems(mm, FRAG_C, es), n = list_elems(mm->nd, es);
+    } else if (dt == T_F64) {
+        for (unsigned i = 0; i < M; i++)
+            for (unsigned j = 0; j < N; j++) {
+                double acc = C[i * 32 + j];
+                for (unsigned q = 0; q < K; q++)
+                    acc = fma(A[i * 32 + q], BT[j * 32 + q], acc);
+                D[i * 32 + j] = ptx_f64_bits(acc);
+            }
+    } else {   /* products of f16, bf16 and tf32 are exact in f32; sums round in f32, in k order */
+        float af[32 * 32], bf[32 * 32];
+        for (unsigned i = 0; i < M; i++)
+            for (unsigned q = 0; q < K; q++)
+                af[i * 32 + q] = (float)A[i * 32 + q];
+        for (unsigned j = 0; j < N; j++)
+            for (unsigned q = 0; q < K; q++)
+                bf[j * 32 + q] = (float)BT[j * 32 + q];
+        for (unsigned i = 0; i < M; i++)
+            for (unsigned j = 0; j < N; j++) {
+                float acc = (float)C[i * 32 + j];
+                const float *a = &af[i * 32], *b = &bf[j * 32];
+                for (unsigned q = 0; q < K; q++)
+                    acc += a[q] * b[q];
+                D[i * 32 + j] = dt == T_F16 ? ptx_float_to_half(acc) : ptx_f32_bits(acc);
+            }
+    }
+    unsigned es = type_bytes(dt), n = list_elems(mm->nd, es);
+    const layout *L = layout_of(mm, FRAG_C, es);
     uint64_t vals[32];
     for (uint32_t r = m; r; r &= r - 1) {
         unsigned l = (unsigned)__builtin_ctz(r);
         for (unsigned e = 0; e < n; e++) {
-            unsigned row, col;
-            elem_pos(mm, FRAG_C, es, l, e % u, &row, &col);
-            vals[e] = D[row * 32 + col];
+            unsigned rc = L->rc[l][e % L->u];
+            vals[e] = D[(rc >> 8) * 32 + (rc & 0xff)];
         }
         put_elems(R, mm->d, mm->nd, es, vals, l);
     }
