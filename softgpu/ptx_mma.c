@@ -73,7 +73,7 @@ static unsigned type_bytes(ptx_type t)
 }
 
 /* Element e (of es bytes) of lane l in the register list regs. */
-static uint64_t get_elem(uint64_t (*R)[PTX_WARP], const uint32_t *regs, unsigned es, unsigned e,
+static inline __attribute__((always_inline)) uint64_t get_elem(uint64_t (*R)[PTX_WARP], const uint32_t *regs, unsigned es, unsigned e,
                          unsigned l)
 {
     if (es == 8)
@@ -90,7 +90,7 @@ static unsigned list_elems(unsigned n, unsigned es)
 }
 
 /* Writes elements vals[0 .. list_elems) of lane l into the list regs. */
-static void put_elems(uint64_t (*R)[PTX_WARP], const uint32_t *regs, unsigned n, unsigned es,
+static inline __attribute__((always_inline)) void put_elems(uint64_t (*R)[PTX_WARP], const uint32_t *regs, unsigned n, unsigned es,
                       const uint64_t *vals, unsigned l)
 {
     if (es == 8) {
@@ -171,14 +171,15 @@ static inline void write_elem(uint8_t *p, unsigned es, uint64_t v)
     }
 }
 
-/* wmma.load (load) and wmma.store.d: every lane moves its own elements. */
-static bool wmma_ldst(ptx_worker *k, ptx_warp *w, const ptx_insn *in, const ptx_mma *mm,
-                      uint32_t m, bool load)
+/* wmma.load (load) and wmma.store.d: every lane moves its own elements.
+ * Inlined once per element size es. */
+static inline __attribute__((always_inline)) bool wmma_ldst_es(ptx_worker *k, ptx_warp *w,
+                                                               const ptx_insn *in,
+                                                               const ptx_mma *mm, uint32_t m,
+                                                               bool load, unsigned es)
 {
     uint64_t (*R)[PTX_WARP] = w->R;
     int frag = mm->frag;
-    ptx_type t = (ptx_type)in->type;
-    unsigned es = type_bytes(t);
     unsigned nregs = load ? mm->nd : mm->nc;
     const uint32_t *regs = load ? mm->d : mm->c;
     unsigned n = list_elems(nregs, es);
@@ -216,8 +217,19 @@ static bool wmma_ldst(ptx_worker *k, ptx_warp *w, const ptx_insn *in, const ptx_
     return true;
 }
 
+static bool wmma_ldst(ptx_worker *k, ptx_warp *w, const ptx_insn *in, const ptx_mma *mm,
+                      uint32_t m, bool load)
+{
+    switch (type_bytes((ptx_type)in->type)) {
+    case 1: return wmma_ldst_es(k, w, in, mm, m, load, 1);
+    case 2: return wmma_ldst_es(k, w, in, mm, m, load, 2);
+    case 4: return wmma_ldst_es(k, w, in, mm, m, load, 4);
+    default: return wmma_ldst_es(k, w, in, mm, m, load, 8);
+    }
+}
+
 /* A multiplicand's element as the tensor core reads it. */
-static double in_value(uint64_t bits, ptx_type t, bool tf32)
+static inline __attribute__((always_inline)) double in_value(uint64_t bits, ptx_type t, bool tf32)
 {
     switch (t) {
     case T_F16: return ptx_half_to_float((uint16_t)bits);
@@ -232,18 +244,34 @@ static double in_value(uint64_t bits, ptx_type t, bool tf32)
 }
 
 /* Gathers fragment frag (elements of type t) of all lanes into mat, row
- * stride 32; transposed (column stride 32) when tr. */
-static void gather(uint64_t (*R)[PTX_WARP], const ptx_mma *mm, int frag, const uint32_t *regs,
-                   ptx_type t, bool tr, double *mat)
+ * stride 32; transposed (column stride 32) when tr. Inlined once per type
+ * below, so that element size and conversion are constants. */
+static inline __attribute__((always_inline)) void gather_t(uint64_t (*R)[PTX_WARP],
+                                                           const layout *L, const uint32_t *regs,
+                                                           ptx_type t, unsigned es, bool tf32,
+                                                           bool tr, double *mat)
 {
-    unsigned es = type_bytes(t);
-    const layout *L = layout_of(mm, frag, es);
     for (unsigned l = 0; l < PTX_WARP; l++)
         for (unsigned e = 0; e < L->u; e++) {
             unsigned row = L->rc[l][e] >> 8, col = L->rc[l][e] & 0xff;
-            mat[tr ? col * 32 + row : row * 32 + col] =
-                in_value(get_elem(R, regs, es, e, l), t, mm->tf32);
+            mat[tr ? col * 32 + row : row * 32 + col] = in_value(get_elem(R, regs, es, e, l), t, tf32);
         }
+}
+
+static void gather(uint64_t (*R)[PTX_WARP], const ptx_mma *mm, int frag, const uint32_t *regs,
+                   ptx_type t, bool tr, double *mat)
+{
+    const layout *L = layout_of(mm, frag, type_bytes(t));
+    switch (t) {
+    case T_F16: gather_t(R, L, regs, T_F16, 2, false, tr, mat); break;
+    case T_BF16: gather_t(R, L, regs, T_BF16, 2, false, tr, mat); break;
+    case T_B32: gather_t(R, L, regs, T_B32, 4, mm->tf32, tr, mat); break;
+    case T_F32: gather_t(R, L, regs, T_F32, 4, false, tr, mat); break;
+    case T_S32: gather_t(R, L, regs, T_S32, 4, false, tr, mat); break;
+    case T_F64: gather_t(R, L, regs, T_F64, 8, false, tr, mat); break;
+    case T_S8: gather_t(R, L, regs, T_S8, 1, false, tr, mat); break;
+    default: gather_t(R, L, regs, T_U8, 1, false, tr, mat); break;
+    }
 }
 
 static bool mma(ptx_warp *w, const ptx_mma *mm, uint32_t m)
