@@ -549,3 +549,81 @@ Test(ptx_mma, stmatrix_x4)
     }
     soft_program_free(p);
 }
+
+static const char *const tensor_kernel =
+    ".version 9.0\n"
+    ".target sm_80\n"
+    ".address_size 64\n"
+    ".visible .entry k(.param .u64 k_p0)\n"
+    "{\n"
+    ".reg .b32 %r<40>;\n"
+    ".reg .f32 %f<20>;\n"
+    ".reg .b64 %rd<4>;\n"
+    ".shared .align 16 .b8 sm[512];\n"
+    "ld.param.u64 %rd1, [k_p0];\n"
+    "mov.u32 %r1, 16;\n"
+    "mov.u32 %r18, sm;\n"
+    /* the instructions mutated below start here */
+    "wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r2, %r3, %r4, %r5, %r6, %r7, %r8, %r9}, [%rd1], %r1;\n"
+    "wmma.load.b.sync.aligned.col.m16n16k16.global.f16 {%r10, %r11, %r12, %r13, %r14, %r15, %r16, %r17}, [%rd1+64], %r1;\n"
+    "wmma.load.c.sync.aligned.row.m16n16k16.global.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, [%rd1], %r1;\n"
+    "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%f9, %f10, %f11, %f12, %f13, %f14, %f15, %f16}, "
+    "{%r2, %r3, %r4, %r5, %r6, %r7, %r8, %r9}, {%r10, %r11, %r12, %r13, %r14, %r15, %r16, %r17}, "
+    "{%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8};\n"
+    "wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd1], {%f9, %f10, %f11, %f12, %f13, %f14, %f15, %f16}, %r1;\n"
+    "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r20, %r21, %r22, %r23}, [%r18];\n"
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%r20, %r21, %r22, %r23}, "
+    "{%r2, %r3}, {%f1, %f2, %f3, %f4};\n"
+    "movmatrix.sync.aligned.m8n8.trans.b16 %r24, %r20;\n"
+    "stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%r18+16], {%r24, %r21};\n"
+    "cvt.rna.tf32.f32 %r25, %f1;\n"
+    "ret;\n"
+    "}\n";
+
+/* Every bit flip of the tensor instructions of a small kernel: a clear
+ * error, or a program that runs (or faults) on a 4 KiB buffer; never a
+ * crash (run under ASan/UBSan with SAN=1). */
+Test(ptx_mma, every_bit_flip)
+{
+    size_t n = strlen(tensor_kernel), from = (size_t)(strstr(tensor_kernel, "wmma") - tensor_kernel);
+    unsigned ok = 0;
+    {
+        soft_program *p = NULL;
+        char msg[256];
+        CUresult rc = soft_program_parse(tensor_kernel, n, &p, msg, sizeof msg);
+        cr_assert_eq(rc, CUDA_SUCCESS, "the unmutated kernel: %s", msg);
+        void *buf = tp_alloc(4096);
+        uint64_t ptr = (uintptr_t)buf;
+        soft_launch l = { .entry = 0, .grid = { 2, 1, 1 }, .block = { 48, 1, 1 },
+                          .params = &ptr, .memory = &tp_memory, .threads = 1 };
+        rc = soft_program_launch(p, &l, msg, sizeof msg);
+        cr_assert_eq(rc, CUDA_SUCCESS, "the unmutated kernel's launch: %s", msg);
+        soft_program_free(p);
+        tp_free_all();
+    }
+    for (size_t i = from; i < n; i++)
+        for (unsigned bit = 0; bit < 8; bit++) {
+            char *copy = malloc(n);
+            memcpy(copy, tensor_kernel, n);
+            copy[i] ^= (char)(1u << bit);
+            soft_program *p = NULL;
+            char msg[256];
+            CUresult rc = soft_program_parse(copy, n, &p, msg, sizeof msg);
+            free(copy);
+            if (rc != CUDA_SUCCESS) {
+                cr_assert(rc == CUDA_ERROR_INVALID_PTX || rc == CUDA_ERROR_NOT_SUPPORTED,
+                          "flip %zu.%u: result %d", i, bit, rc);
+                cr_assert(msg[0], "flip %zu.%u: no message", i, bit);
+                continue;
+            }
+            ok++;
+            void *buf = tp_alloc(4096);
+            uint64_t ptr = (uintptr_t)buf;
+            soft_launch l = { .entry = 0, .grid = { 2, 1, 1 }, .block = { 48, 1, 1 },
+                              .params = &ptr, .memory = &tp_memory, .threads = 1 };
+            soft_program_launch(p, &l, msg, sizeof msg);
+            soft_program_free(p);
+            tp_free_all();
+        }
+    cr_assert(ok > 0);
+}
