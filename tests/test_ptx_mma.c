@@ -315,6 +315,36 @@ Test(ptx_mma, wmma_s8)
     }
 }
 
+Test(ptx_mma, wmma_u8_m32n8k16)
+{
+    FOR_MODES(mode) {
+        soft_program *p = tp_load("wmma", mode);
+        uint8_t *a = tp_alloc(32 * 16), *b = tp_alloc(16 * 8);
+        int *c = tp_alloc(32 * 8 * 4), c0[256];
+        for (int i = 0; i < 32 * 16; i++)
+            a[i] = (uint8_t)tp_rand();
+        for (int i = 0; i < 16 * 8; i++)
+            b[i] = (uint8_t)tp_rand();   /* column-major: b[j * 16 + k] */
+        for (int i = 0; i < 256; i++)
+            c[i] = c0[i] = (int)(tp_rand() % 2001) - 1000;
+        tp_args args = { 0 };
+        TP_ARG(&args, a);
+        TP_ARG(&args, b);
+        TP_ARG(&args, c);
+        tp_launch(p, "wmma_u8", mode, 1, 1, 32, 1, 0, &args);
+        for (int i = 0; i < 32; i++)
+            for (int j = 0; j < 8; j++) {
+                int want = c0[i * 8 + j];
+                for (int k = 0; k < 16; k++)
+                    want += a[i * 16 + k] * b[j * 16 + k];
+                cr_assert_eq(c[i * 8 + j], want, "%s: C[%d][%d] = %d, want %d", mode, i, j,
+                             c[i * 8 + j], want);
+            }
+        soft_program_free(p);
+        tp_free_all();
+    }
+}
+
 /* ---- mma.sync, ldmatrix, movmatrix ---- */
 
 Test(ptx_mma, mma_isa_fragments)

@@ -372,3 +372,16 @@ extern "C" __global__ void stmatrix_x4(const unsigned short *m, unsigned short *
         out[i] = s[i];
 #endif
 }
+
+// u8 -> s32 in m32n8k16: C (32x8, row) = A (32x16 u8, row) * B (16x8 u8, col) + C.
+extern "C" __global__ void wmma_u8(const unsigned char *a, const unsigned char *b, int *c)
+{
+    wmma::fragment<wmma::matrix_a, 32, 8, 16, unsigned char, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 32, 8, 16, unsigned char, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 32, 8, 16, int> fc;
+    wmma::load_matrix_sync(fc, c, 8, wmma::mem_row_major);
+    wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c, fc, 8, wmma::mem_row_major);
+}
