@@ -1194,8 +1194,6 @@ static ptx_type mma_type_at(const mods *m, unsigned i, bool *tf32)
     switch (t) {
     case T_F16: case T_BF16: case T_F32: case T_F64: case T_S8: case T_U8: case T_S32:
         return t;
-    case T_B16:
-        return T_B16;
     default:
         return T_NONE;
     }
