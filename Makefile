@@ -8,7 +8,11 @@
 
 # Every core by default (CI calls a plain `make check`, and the nvcc-built
 # test programs dominate a clean build); a -j on the command line wins.
+# Sub-makes share the top one's jobs instead of forcing their own.
+ifndef RIG_SUBMAKE
 MAKEFLAGS += -j$(shell nproc)
+export RIG_SUBMAKE := 1
+endif
 
 CUDA_HOME ?= /usr/local/cuda
 CC        ?= cc
@@ -48,7 +52,7 @@ FUZZ_TARGETS :=
 all: build-all
 
 include proto/module.mk
--include softgpu/module.mk
+include softgpu/module.mk
 include shim/module.mk
 include agent/module.mk
 include tests/module.mk

@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define BIT(l) (1u << (l))
 
@@ -148,6 +151,43 @@ static inline void store_n(uint8_t *p, unsigned n, uint64_t v)
     case 2: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
     case 4: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
     default: memcpy(p, &v, 8); break;
+    }
+}
+
+/* A vector access of 8 or 16 aligned bytes moves as one: CUB's decoupled
+ * look-back publishes a tile's status and value with one st.v2 and reads
+ * them with one ld.v2 from other blocks, and must never see one half new. */
+static inline void load_whole(uint8_t *to, const uint8_t *p, unsigned bytes)
+{
+    if (bytes == 8 && ((uintptr_t)p & 7) == 0) {
+        uint64_t v = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+        memcpy(to, &v, 8);
+#ifdef __SSE2__
+    } else if (bytes == 16 && ((uintptr_t)p & 15) == 0) {
+        /* An aligned 16-byte SSE access is single-copy atomic on x86 CPUs
+         * with AVX (Intel SDM 3A 9.1.1; AMD likewise). */
+        __m128i v = *(const volatile __m128i *)p;
+        memcpy(to, &v, 16);
+#endif
+    } else {
+        memcpy(to, p, bytes);
+    }
+}
+
+static inline void store_whole(uint8_t *p, const uint8_t *from, unsigned bytes)
+{
+    if (bytes == 8 && ((uintptr_t)p & 7) == 0) {
+        uint64_t v;
+        memcpy(&v, from, 8);
+        __atomic_store_n((uint64_t *)p, v, __ATOMIC_RELAXED);
+#ifdef __SSE2__
+    } else if (bytes == 16 && ((uintptr_t)p & 15) == 0) {
+        __m128i v;
+        memcpy(&v, from, 16);
+        *(volatile __m128i *)p = v;
+#endif
+    } else {
+        memcpy(p, from, bytes);
     }
 }
 
@@ -694,8 +734,15 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                     fault_addr = a; fault_size = es * n; fault_what = "load";
                     goto fault;
                 }
-                for (unsigned e = 0; e < n; e++)
-                    R[in->v[e]][l] = extend(load_n(p + e * es, es), es, sign, dw);
+                if (n > 1) {
+                    uint8_t whole[32];
+                    load_whole(whole, p, es * n);
+                    p = whole;
+                    for (unsigned e = 0; e < n; e++)
+                        R[in->v[e]][l] = extend(load_n(p + e * es, es), es, sign, dw);
+                } else {
+                    R[in->v[0]][l] = extend(load_n(p, es), es, sign, dw);
+                }
             });
             break;
         }
@@ -723,8 +770,14 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                     fault_addr = a; fault_size = es * n; fault_what = "store";
                     goto fault;
                 }
-                for (unsigned e = 0; e < n; e++)
-                    store_n(p + e * es, es, R[in->v[e]][l]);
+                if (n > 1) {
+                    uint8_t whole[32];
+                    for (unsigned e = 0; e < n; e++)
+                        store_n(whole + e * es, es, R[in->v[e]][l]);
+                    store_whole(p, whole, es * n);
+                } else {
+                    store_n(p, es, R[in->v[0]][l]);
+                }
             });
             break;
         }

@@ -17,6 +17,7 @@
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "tests/replay_rig.h"
+#include "tests/seed.h"
 
 #define SOFTGPU RIG_BUILD_DIR "/libcudasoft.so"
 #define HEAD_BYTES 64        /* every bit of the first bytes is flipped */
@@ -42,12 +43,6 @@ Test(agent_replay, valid_job_computes)
         replay_script_free(&s);
         replay_rig_free(r);
     }
-}
-
-static unsigned test_seed(void)
-{
-    const char *v = getenv("RIG_TEST_SEED");
-    return v && *v ? (unsigned)strtoul(v, NULL, 0) : (unsigned)time(NULL);
 }
 
 /* A fresh job with the script's frames before k replayed as they were. */

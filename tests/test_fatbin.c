@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "tests/seed.h"
 
 static const char *kernels[] = { "vecadd", "saxpy", "reduce", "matmul", "globals", "printf", "histogram",
                                  "shuffle", "warpreduce", "structparam", "gridstride", "math", "int64",
@@ -280,9 +281,7 @@ Test(fatbin, truncations_and_bit_flips_default) { mutate("structparam", "default
 
 Test(fatbin, seeded_random_containers)
 {
-    unsigned seed = (unsigned)time(NULL);
-    srand(seed);
-    cr_log_info("seed %u", seed);
+    test_srand();
     uint8_t buf[256];
     for (int i = 0; i < 20000; i++) {
         size_t n = (size_t)(rand() % 200);

@@ -7,13 +7,13 @@
 #include "tests/test_ptx_util.h"
 
 #include <math.h>
-#include <time.h>
+#include "tests/seed.h"
 
 static uint64_t seed;
 
 static void setup(void)
 {
-    seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    seed = test_seed();
     tp_state = seed;
 }
 

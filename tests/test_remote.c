@@ -36,8 +36,8 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("graphs"), BUILDS("torchgraph"), BUILDS("graphbuild"), BUILDS("graphattr"), BUILDS("graphuser"),
         BUILDS("graphmemop"), BUILDS("graphmem"),
         BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"), BUILDS("texref"),
-        
-        BUILDS("devmalloc"), BUILDS("refusedptx"), BUILDS("wmmagemm"),
+        BUILDS("devmalloc"), BUILDS("refusedptx"), BUILDS("thrustalgo"), BUILDS("cubsort"), BUILDS("cubalgo"),
+        BUILDS("wmmagemm"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -269,13 +269,32 @@ Test(remote, wrong_key_is_a_clear_error, .timeout = 60)
  * about softgpu in-process (a fault leaving other contexts usable, device
  * memory read as host memory) and do not apply to proxies, where a job
  * fails whole and device memory is remote. */
-static void run_suite_through(const char *binary, const char *filter)
+/* The tests a Criterion binary lists (its --list ignores --filter). */
+static int listed_tests(const char *path)
+{
+    char *argv[] = { (char *)path, "--list", NULL };
+    char *env[] = { NULL };
+    program_result r = program_run(argv, env, 60);
+    cr_assert_eq(r.status, 0, "%s --list exited %d:\n%s", path, r.status, r.output);
+    int n = 0;
+    for (const char *p = r.output; (p = strstr(p, "\xe2\x94\x80\xe2\x94\x80 ")); p++)   /* "── " */
+        n++;
+    program_result_free(&r);
+    return n;
+}
+
+/* Runs a suite with filter through the shim and an agent; every test but
+ * the excluded ones must run and pass (a filter that selects nothing also
+ * prints "Failing: 0"). */
+static void run_suite_through(const char *binary, const char *filter, int excluded)
 {
     agent_proc a;
     agent_start(&a, NULL, NULL);
     char path[256], agents_var[256], key[96], preload[300];
     snprintf(path, sizeof path, SHIM_BUILD "/tests/%s", binary);
     cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
+    int want = listed_tests(path) - excluded;
+    cr_assert_gt(want, 0, "%s lists no tests to run", binary);
     agents_env(&a, 1, agents_var, sizeof agents_var);
     snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a.key_hex);
     shim_env(preload, sizeof preload);
@@ -285,20 +304,22 @@ static void run_suite_through(const char *binary, const char *filter)
     char *env[] = { preload, agents_var, key, "RIG_LOCAL_DRIVER=none", NULL };
     program_result r = program_run(argv, env, 240);
     cr_expect_eq(r.status, 0, "%s through the shim exited %d:\n%s", binary, r.status, r.output);
-    cr_expect(strstr(r.output, "Failing: 0 | Crashing: 0"), "%s", r.output);
+    char summary[128];
+    snprintf(summary, sizeof summary, "Tested: %d | Passing: %d | Failing: 0 | Crashing: 0", want, want);
+    cr_expect(strstr(r.output, summary), "want \"%s\":\n%s", summary, r.output);
     program_result_free(&r);
     agent_stop(&a);
 }
 
 Test(remote, softgpu_kernel_tests_through_the_shim, .timeout = 300)
 {
-    run_suite_through("test_softgpu_kernels", NULL);
+    run_suite_through("test_softgpu_kernels", NULL, 0);
 }
 
 Test(remote, softgpu_launch_tests_through_the_shim, .timeout = 300)
 {
     run_suite_through("test_softgpu_launch",
-                      "*/!(illegal_address_is_sticky_and_named|library_kernel_as_function_and_launch_ex)");
+                      "*/!(illegal_address_is_sticky_and_named|library_kernel_as_function_and_launch_ex)", 2);
 }
 
 /* The shim takes the job's variables out of the environment once cuInit

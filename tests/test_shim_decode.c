@@ -12,6 +12,7 @@
 #include "proto/wire.h"
 #include "shim/decode.h"
 #include "tests/support.h"
+#include "tests/seed.h"
 
 /* ---- valid encodings, as rig-agent writes them ---- */
 
@@ -506,11 +507,7 @@ Test(shim_decode, every_truncation_and_bit_flip)
 /* Random bytes and random splices of valid encodings: the same judgement. */
 Test(shim_decode, seeded_random_inputs)
 {
-    const char *fixed = getenv("RIG_SEED");
-    unsigned seed = fixed ? (unsigned)strtoul(fixed, NULL, 10) : (unsigned)time(NULL);
-    /* RIG_SEED=N repeats a run. */
-    cr_log_info("seed %u", seed);
-    srand(seed);
+    test_srand();
     static uint8_t valid[4][2048];
     size_t lens[4] = {
         enc_open(valid[0], sizeof valid[0], 1, 8),

@@ -594,34 +594,19 @@ static int run_program(const char *program, const char *args, const char *driver
     snprintf(argbuf, sizeof argbuf, "%s", args ? args : "");
     for (char *save = NULL, *t = strtok_r(argbuf, " ", &save); t && argc < 7; t = strtok_r(NULL, " ", &save))
         argv[argc++] = t;
-    char path[512], logpath[] = "/tmp/rig-face-XXXXXX";
+    char path[512], local[600], count[64];
     snprintf(path, sizeof path, PROGRAMS "%s", program);
     cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
-    int fd = mkstemp(logpath);
-    cr_assert_geq(fd, 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        setenv("LD_PRELOAD", PLAIN_SHIM_PATH, 1);
-        setenv("RIG_LOCAL_DRIVER", driver, 1);
-        if (devices)
-            setenv("SOFTGPU_DEVICES", devices, 1);
-        else
-            unsetenv("SOFTGPU_DEVICES");
-        argv[0] = path;
-        execv(path, argv);
-        _exit(127);
-    }
-    close(fd);
-    int status = support_wait(pid, timeout_ms);
-    size_t len = 0;
-    *out = support_read_file(logpath, &len);
-    unlink(logpath);
-    cr_assert_not_null(*out);
-    return status;
+    argv[0] = path;
+    snprintf(local, sizeof local, "RIG_LOCAL_DRIVER=%s", driver);
+    if (devices)
+        snprintf(count, sizeof count, "SOFTGPU_DEVICES=%s", devices);
+    else
+        snprintf(count, sizeof count, "SOFTGPU_DEVICES");
+    char *env[] = { "LD_PRELOAD=" PLAIN_SHIM_PATH, local, count, NULL };
+    program_result r = program_run(argv, env, (timeout_ms + 999) / 1000);
+    *out = r.output;
+    return r.status;
 }
 
 static void expect_run_on(const char *program, const char *driver, const char *devices, int want_status,

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/seed.h"
+#include "tests/cuda_ok.h"
 
 static CUcontext ctx;
 static CUmodule mod;
@@ -318,7 +318,7 @@ Test(array, tex2d_filter_and_address_modes)
     CUarray a = array3d(W, H, 0, CU_AD_FORMAT_FLOAT, 1, 0);
     OK(cuMemcpyHtoA(a, 0, img, sizeof img));
     float uv[N][2];
-    srand(7);
+    test_srand();
     CUdeviceptr duv = upload(NULL, sizeof uv), dout = upload(NULL, N * 4);
     CUfunction f = fn("tex2d_f1");
     CUaddress_mode modes[] = { CU_TR_ADDRESS_MODE_WRAP, CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_MIRROR,

@@ -44,8 +44,8 @@ static bool has(const names *s, const char *name)
 Test(exports, same_names_as_the_stub)
 {
     names mine = dynamic_symbols(LIB), stub = dynamic_symbols(STUB);
-    if (stub.n == 0)
-        cr_skip_test("no stub libcuda.so or no nm");
+    /* The toolkit and binutils are part of the build: their absence fails. */
+    cr_assert_gt(stub.n, 150, "nm -D found %zu exports in %s", stub.n, STUB);
     cr_assert_gt(mine.n, 150, "%zu exports", mine.n);
     for (size_t i = 0; i < mine.n; i++) {
         cr_expect(strncmp(mine.v[i], "cu", 2) == 0, "exports %s", mine.v[i]);

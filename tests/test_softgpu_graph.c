@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "tests/seed.h"
+#include "tests/cuda_ok.h"
 
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
 #define N 1000
 #define T 128
 #define B ((N + T - 1) / T)
@@ -28,6 +29,7 @@ static CUfunction add;   /* vecadd_i32(a, b, c, n): c = a + b */
 
 static void setup(void)
 {
+    test_srand();
     cr_assert_eq(cuInit(0), CUDA_SUCCESS);
     cr_assert_eq(cuCtxCreate(&ctx, NULL, 0, 0), CUDA_SUCCESS);
     char path[512];

@@ -15,16 +15,14 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/seed.h"
+#include "tests/cuda_ok.h"
 
 static CUcontext ctx;
 
 static void setup(void)
 {
-    unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 8);
-    srand(seed);
-    cr_log_info("seed %u", seed);
+    test_srand();
     cr_assert_eq(cuInit(0), CUDA_SUCCESS);
     cr_assert_eq(cuCtxCreate(&ctx, NULL, 0, 0), CUDA_SUCCESS);
 }
@@ -346,5 +344,23 @@ Test(kernels, global_atomics)
         cuMemFree(din); cuMemFree(dv);
         OK(cuModuleUnload(mod));
         free(in);
+    }
+}
+
+Test(kernels, vector_accesses_are_never_torn)
+{
+    for (size_t m = 0; m < NMODES; m++) {
+        CUmodule mod = load("pairs", modes[m]);
+        unsigned rounds = 400000, result[3];
+        CUdeviceptr pair = upload(NULL, 8), quad = upload(NULL, 16), dres = upload(NULL, sizeof result);
+        void *args[] = { &pair, &quad, &rounds, &dres };
+        run(fn(mod, "torn_pairs"), 2, 32, args);
+        OK(cuMemcpyDtoH(result, dres, sizeof result));
+        cr_assert_eq(result[0], 0, "%s: %u of %u reads saw a vector half written", modes[m], result[0], result[1]);
+        cr_assert_eq(result[2], rounds, "%s: the reader ended at %u", modes[m], result[2]);
+        OK(cuMemFree(pair));
+        OK(cuMemFree(quad));
+        OK(cuMemFree(dres));
+        OK(cuModuleUnload(mod));
     }
 }

@@ -14,16 +14,14 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/seed.h"
+#include "tests/cuda_ok.h"
 
 static CUcontext ctx;
 
 static void setup(void)
 {
-    unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 8);
-    srand(seed);
-    cr_log_info("seed %u", seed);
+    test_srand();
     cr_assert_eq(cuInit(0), CUDA_SUCCESS);
     cr_assert_eq(cuCtxCreate(&ctx, NULL, 0, 0), CUDA_SUCCESS);
 }

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/cuda_ok.h"
+
 #define WINDOW 0x7e0000000000ull
 #define WSIZE (256ull << 30)   /* a whole agent window */
 

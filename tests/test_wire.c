@@ -9,6 +9,7 @@
 #include "proto/text.h"
 #include "proto/wire.h"
 #include "tests/support.h"
+#include "tests/seed.h"
 
 static size_t encode_sample(uint8_t *buf, size_t cap)
 {
@@ -149,8 +150,7 @@ Test(wire, every_truncation_and_bit_flip)
 
 Test(wire, seeded_random_round_trips)
 {
-    unsigned seed = (unsigned)time(NULL);
-    srand(seed);
+    unsigned seed = test_srand();
     for (int iter = 0; iter < 2000; iter++) {
         uint8_t buf[256];
         uint64_t v64 = ((uint64_t)rand() << 31 ^ (uint64_t)rand()) & WIRE_U64_MAX;
