@@ -19,7 +19,8 @@ $(B)/softgpu/ptx_exec.o: CFLAGS += -O3
 $(B)/softgpu/ptx_math.o: CFLAGS += -frounding-math
 
 # Engine tests: the kernels above, parsed and run without the driver layer.
-SOFT_ENGINE_TESTS := $(B)/tests/test_ptx_kernels $(B)/tests/test_ptx_isa $(B)/tests/test_ptx_errors
+SOFT_ENGINE_TESTS := $(B)/tests/test_ptx_kernels $(B)/tests/test_ptx_isa $(B)/tests/test_ptx_errors \
+                     $(B)/tests/test_ptx_mma
 $(B)/tests/test_ptx_%.o: tests/test_ptx_util.h
 $(SOFT_ENGINE_TESTS): $(B)/tests/test_ptx_%: $(B)/tests/test_ptx_%.o $(SOFT_ENGINE_LIB) | $(KERNELS)
 	$(call say,LD,$@)

@@ -347,7 +347,7 @@ static void dec_mov(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     if (o[0].kind == OPD_VEC) {   /* mov.b64 {lo, hi}, x */
         in->op = OP_UNPACK;
         in->vec = o[0].n;
-        if (o[0].n < 2 || size % o[0].n)
+        if (o[0].n < 2 || o[0].n > 4 || size % o[0].n)
             invalid(p, m, "bad unpack");
         for (unsigned i = 0; i < o[0].n; i++) {
             if (o[0].v[i].kind != OPD_REG && o[0].v[i].kind != OPD_SINK)
@@ -361,7 +361,7 @@ static void dec_mov(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     if (o[1].kind == OPD_VEC) {   /* mov.b64 x, {lo, hi} */
         in->op = OP_PACK;
         in->vec = o[1].n;
-        if (o[1].n < 2 || size % o[1].n)
+        if (o[1].n < 2 || o[1].n > 4 || size % o[1].n)
             invalid(p, m, "bad pack");
         for (unsigned i = 0; i < o[1].n; i++) {
             ptx_velem *e = &o[1].v[i];
@@ -766,6 +766,21 @@ static void dec_selp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
 
 static void dec_cvt(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
 {
+    if (take(m, "tf32")) {   /* cvt.{rna,rn,rz}.tf32.f32: f32 bits with a 10-bit mantissa */
+        static const char *const rnds[] = { "rna", "rn", "rz" };
+        int r = take_one(m, rnds, 3);
+        ptx_type st = take_type(m);
+        finish_mods(p, m);
+        need(p, m, n, 2);
+        if (r < 0 || st != T_F32)
+            unsupported(p, m, NULL);
+        in->op = OP_TF32;
+        in->type = T_B32;
+        in->mode = (uint8_t)r;
+        in->d = dst(p, m, &o[0]);
+        in->a = src(p, m, &o[1], T_F32);
+        return;
+    }
     float_mods(m, in);
     ptx_type dt = take_type(m), st = take_type(m);
     finish_mods(p, m);
@@ -1371,6 +1386,341 @@ static void dec_mbarrier(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsig
         in->b = src(p, m, &o[1], T_U64);
         return;
     }
+/* ---- warp matrix instructions (executed in ptx_mma.c) ---- */
+
+/* A matrix element type as wmma and mma spell it; tf32 is T_B32 with
+ * *tf32 set. T_NONE if m->s[i] is not one. */
+static ptx_type mma_type_at(const mods *m, unsigned i, bool *tf32)
+{
+    *tf32 = false;
+    if (is(m, i, "tf32")) {
+        *tf32 = true;
+        return T_B32;
+    }
+    ptx_type t = ptx_type_from(m->s[i], m->len[i]);
+    switch (t) {
+    case T_F16: case T_BF16: case T_F32: case T_F64: case T_S8: case T_U8: case T_S32:
+        return t;
+    default:
+        return T_NONE;
+    }
+}
+
+/* Consumes the types of the modifiers, in order, into t[]; returns how many
+ * (at most max). */
+static unsigned take_mma_types(mods *m, ptx_type *t, bool *tf32, unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < m->n; i++) {
+        if (m->used[i])
+            continue;
+        bool f;
+        ptx_type x = mma_type_at(m, i, &f);
+        if (x == T_NONE)
+            continue;
+        if (n == max)
+            return max + 1;
+        m->used[i] = true;
+        t[n] = x;
+        tf32[n] = f;
+        n++;
+    }
+    return n;
+}
+
+/* Consumes the shape modifier mMnNkK (or mMnN when no k): false if none. */
+static bool take_shape(mods *m, ptx_mma *mm, bool with_k)
+{
+    for (unsigned i = 0; i < m->n; i++) {
+        if (m->used[i] || m->s[i][0] != 'm')
+            continue;
+        char buf[24];
+        unsigned a, b, c, len = m->len[i] < sizeof buf - 1 ? m->len[i] : sizeof buf - 1;
+        int used = 0;
+        memcpy(buf, m->s[i], len);
+        buf[len] = 0;
+        if (with_k ? sscanf(buf, "m%un%uk%u%n", &a, &b, &c, &used) != 3
+                   : (c = 0, sscanf(buf, "m%un%u%n", &a, &b, &used) != 2))
+            continue;
+        if ((unsigned)used != len || a > 64 || b > 64 || c > 64)
+            continue;
+        m->used[i] = true;
+        mm->m = (uint8_t)a;
+        mm->n = (uint8_t)b;
+        mm->k = (uint8_t)c;
+        return true;
+    }
+    return false;
+}
+
+/* Consumes up to two of row/col in order; returns how many, col[i] set
+ * for each. */
+static unsigned take_layouts(mods *m, bool *col)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < m->n && n < 2; i++)
+        if (!m->used[i] && (is(m, i, "row") || is(m, i, "col"))) {
+            m->used[i] = true;
+            col[n++] = is(m, i, "col");
+        }
+    return n;
+}
+
+static unsigned elem_size(ptx_type t)
+{
+    return t == T_B32 ? 4 : ptx_type_size(t);
+}
+
+/* Registers of fragment frag of shape mm with elements of type t (see
+ * ptx_mma.c for the layout); 0 when the shape does not tile. */
+static unsigned frag_regs(const ptx_mma *mm, int frag, ptx_type t)
+{
+    unsigned es = elem_size(t);
+    unsigned x = frag == FRAG_B ? mm->n : mm->m, y = frag == FRAG_C ? mm->n : mm->k;
+    unsigned per = frag == FRAG_C ? 2 : es == 8 ? 1 : 4 / es;
+    if (x % 8 || y % (4 * per))
+        return 0;
+    unsigned unique = x / 8 * (y / (4 * per)) * per;
+    if (mm->wmma && frag != FRAG_C && t == T_F16)
+        return 8;   /* wmma's f16 multiplicands: sixteen halves, some repeated */
+    return es >= 4 ? unique : unique * es / 4;
+}
+
+/* Whether shape mm takes multiplicands of type ab (tf32: T_B32) and
+ * accumulators of type acc. */
+static bool mma_form_ok(const ptx_mma *mm, ptx_type ab, ptx_type acc)
+{
+    unsigned m = mm->m, n = mm->n, k = mm->k;
+    bool f16acc = acc == T_F16 || acc == T_F32;
+    if (mm->wmma) {
+        bool big = (m == 16 && n == 16 && k == 16) || (m == 32 && n == 8 && k == 16) ||
+                   (m == 8 && n == 32 && k == 16);
+        switch (ab) {
+        case T_F16: return big && f16acc;
+        case T_BF16: return big && acc == T_F32;
+        case T_B32: return m == 16 && n == 16 && k == 8 && acc == T_F32;
+        case T_F64: return m == 8 && n == 8 && k == 4 && acc == T_F64;
+        case T_S8: case T_U8: return big && acc == T_S32;
+        default: return false;
+        }
+    }
+    switch (ab) {
+    case T_F16: return m == 16 && n == 8 && (k == 8 || k == 16) && f16acc;
+    case T_BF16: return m == 16 && n == 8 && (k == 8 || k == 16) && acc == T_F32;
+    case T_B32: return m == 16 && n == 8 && (k == 4 || k == 8) && acc == T_F32;
+    case T_F64: return m == 8 && n == 8 && k == 4 && acc == T_F64;
+    case T_S8: case T_U8:
+        return ((m == 8 && n == 8 && k == 16) || (m == 16 && n == 8 && (k == 16 || k == 32))) &&
+               acc == T_S32;
+    default: return false;
+    }
+}
+
+/* A fragment operand: want registers into out[], each at least width bytes
+ * when written. Sources may be immediates. */
+static void mma_regs(ptx_parser *p, const mods *m, const ptx_opd *o, unsigned want,
+                     uint32_t *out, bool dest, unsigned width, ptx_type t)
+{
+    ptx_velem one;
+    const ptx_velem *v = o->v;
+    unsigned n = o->n;
+    if (o->kind != OPD_VEC) {
+        if (o->kind == OPD_ADDR || o->kind == OPD_SYM || o->neg || o->has_reg2)
+            invalid(p, m, "expected a register vector");
+        one = (ptx_velem){ .kind = o->kind, .reg = o->reg, .bits = o->bits };
+        v = &one;
+        n = 1;
+    }
+    if (n != want) {
+        char why[64];
+        snprintf(why, sizeof why, "a fragment of %u registers, not %u", want, n);
+        invalid(p, m, why);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (dest) {
+            if (v[i].kind == OPD_SINK)
+                out[i] = SR_SINK;
+            else if (v[i].kind == OPD_REG && v[i].reg >= SR_COUNT &&
+                     p->prog->reg_width[v[i].reg] >= width)
+                out[i] = v[i].reg;
+            else
+                invalid(p, m, "bad fragment destination");
+        } else if (v[i].kind == OPD_REG) {
+            out[i] = v[i].reg;
+        } else if (v[i].kind == OPD_SINK) {
+            invalid(p, m, "bad fragment source");
+        } else {
+            out[i] = ptx_const_reg(p, imm_bits(v[i].kind, v[i].bits, t));
+        }
+    }
+}
+
+/* The operand of a warp-wide instruction: every lane of the warp meets
+ * before it runs, as .sync.aligned demands. */
+static void mma_common(ptx_parser *p, ptx_insn *in, ptx_op op)
+{
+    in->op = (uint8_t)op;
+    in->aux = p->prog->nmmas - 1;
+    in->v[0] = ptx_const_reg(p, PTX_FULL);
+    in->flags |= F_MEMBER;
+}
+
+/* wmma.load.{a,b,c} / wmma.store.d */
+static void dec_wmma_ldst(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n,
+                          bool load)
+{
+    ptx_mma *mm = ptx_new_mma(p);
+    mm->wmma = true;
+    int frag;
+    if (load)
+        frag = take(m, "a") ? FRAG_A : take(m, "b") ? FRAG_B : take(m, "c") ? FRAG_C : -1;
+    else
+        frag = take(m, "d") ? FRAG_C : -1;
+    bool col[2];
+    unsigned nl = take_layouts(m, col);
+    bool shape = take_shape(m, mm, true);
+    int space = take_space(m);
+    ptx_type t[2];
+    bool tf32[2];
+    unsigned nt = take_mma_types(m, t, tf32, 1);
+    bool sync = take(m, "sync");
+    finish_mods(p, m);
+    if (frag < 0 || nl != 1 || !shape || nt != 1 || !sync)
+        unsupported(p, m, NULL);
+    if (space == SP_CONST || space == SP_LOCAL || space == SP_PARAM)
+        unsupported(p, m, "state space");
+    if (n != 2 && n != 3)
+        invalid(p, m, "wrong number of operands");
+    mm->frag = (uint8_t)frag;
+    mm->col = col[0];
+    ptx_type ty = t[0];
+    mm->tf32 = tf32[0];
+    bool ok = frag == FRAG_C
+        ? ((ty == T_F16 || ty == T_F32) && (mma_form_ok(mm, T_F16, ty) || mma_form_ok(mm, T_BF16, ty) ||
+                                             mma_form_ok(mm, T_B32, ty))) ||
+          (ty == T_S32 && mma_form_ok(mm, T_S8, ty)) || (ty == T_F64 && mma_form_ok(mm, T_F64, ty))
+        : mma_form_ok(mm, ty, ty == T_F64 ? T_F64 : ty == T_S8 || ty == T_U8 ? T_S32 : T_F32);
+    if (!ok)
+        unsupported(p, m, "shape and type");
+    if (frag == FRAG_C)
+        mm->ctype = mm->dtype = (uint8_t)ty;
+    else
+        mm->atype = mm->btype = (uint8_t)ty;
+    unsigned nr = frag_regs(mm, frag, ty);
+    unsigned width = ty == T_F64 ? 8 : 4;
+    const ptx_opd *val = load ? &o[0] : &o[1], *adr = load ? &o[1] : &o[0];
+    mma_regs(p, m, val, nr, load ? mm->d : mm->c, load, width, ty);
+    if (load)
+        mm->nd = (uint8_t)nr;
+    else
+        mm->nc = (uint8_t)nr;
+    in->space = (uint8_t)space;
+    address(p, m, adr, space, in);
+    in->b = n == 3 ? src(p, m, &o[2], T_U32) : UINT32_MAX;
+    in->type = (uint8_t)ty;
+    mma_common(p, in, load ? OP_WMMA_LD : OP_WMMA_ST);
+}
+
+/* wmma.mma and mma: d, a, b, c */
+static void dec_mma(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, bool wmma)
+{
+    ptx_mma *mm = ptx_new_mma(p);
+    mm->wmma = wmma;
+    bool col[2];
+    unsigned nl = take_layouts(m, col);
+    bool shape = take_shape(m, mm, true);
+    bool sync = take(m, "sync");
+    mm->satfinite = take(m, "satfinite");
+    bool rn = take(m, "rn");
+    ptx_type t[4];
+    bool tf32[4];
+    unsigned nt = take_mma_types(m, t, tf32, 4);
+    finish_mods(p, m);
+    if (!shape || !sync)
+        unsupported(p, m, NULL);
+    if (nl != 2)
+        unsupported(p, m, "layouts");
+    need(p, m, n, 4);
+    ptx_type dt, at, bt, ct;
+    if (nt == 2 && wmma && t[0] != T_F64) {   /* wmma.mma .f16: .dtype.ctype */
+        dt = t[0];
+        ct = t[1];
+        at = bt = T_F16;
+    } else if (nt == 4) {
+        dt = t[0];
+        at = t[1];
+        bt = t[2];
+        ct = t[3];
+        mm->tf32 = tf32[1];
+        if (tf32[1] != tf32[2])
+            unsupported(p, m, "types");
+    } else {
+        unsupported(p, m, "types");
+    }
+    bool ints = at == T_S8 || at == T_U8;
+    if (at != bt && !(ints && (bt == T_S8 || bt == T_U8)))
+        unsupported(p, m, "types");
+    if (!mma_form_ok(mm, at, dt) || !mma_form_ok(mm, bt, dt) || !mma_form_ok(mm, at, ct))
+        unsupported(p, m, "shape and types");
+    if (rn && at != T_F64)
+        unsupported(p, m, ".rn");
+    if (mm->satfinite && !ints)
+        unsupported(p, m, ".satfinite on floats");
+    if (!wmma && (col[0] || !col[1]))
+        unsupported(p, m, "layouts other than .row.col");
+    mm->atype = (uint8_t)at;
+    mm->btype = (uint8_t)bt;
+    mm->ctype = (uint8_t)ct;
+    mm->dtype = (uint8_t)dt;
+    mm->nd = (uint8_t)frag_regs(mm, FRAG_C, dt);
+    mm->na = (uint8_t)frag_regs(mm, FRAG_A, at);
+    mm->nb = (uint8_t)frag_regs(mm, FRAG_B, bt);
+    mm->nc = (uint8_t)frag_regs(mm, FRAG_C, ct);
+    mma_regs(p, m, &o[0], mm->nd, mm->d, true, dt == T_F64 ? 8 : 4, dt);
+    mma_regs(p, m, &o[1], mm->na, mm->a, false, 0, at == T_F64 ? T_F64 : T_B32);
+    mma_regs(p, m, &o[2], mm->nb, mm->b, false, 0, bt == T_F64 ? T_F64 : T_B32);
+    mma_regs(p, m, &o[3], mm->nc, mm->c, false, 0, ct);
+    in->type = (uint8_t)at;
+    mma_common(p, in, OP_MMA);
+}
+
+/* ldmatrix / stmatrix .m8n8.x{1,2,4}[.trans][.shared].b16; movmatrix
+ * .m8n8.trans.b16 */
+static void dec_matrix(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, ptx_op op)
+{
+    ptx_mma *mm = ptx_new_mma(p);
+    bool shape = take_shape(m, mm, false);
+    static const char *const nums[] = { "x1", "x2", "x4" };
+    int num = op == OP_MOVMATRIX ? 0 : take_one(m, nums, 3);
+    mm->trans = take(m, "trans");
+    int space = take_space(m);
+    bool sync = take(m, "sync");
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    if (!shape || mm->m != 8 || mm->n != 8 || num < 0 || t != T_B16 || !sync)
+        unsupported(p, m, NULL);
+    if (op == OP_MOVMATRIX && !mm->trans)
+        unsupported(p, m, NULL);
+    if (space != SP_GENERIC && space != SP_SHARED)
+        unsupported(p, m, "state space");
+    need(p, m, n, 2);
+    mm->frag = (uint8_t)(1u << num);   /* matrices */
+    if (op == OP_MOVMATRIX) {
+        mm->nd = mm->na = 1;
+        mma_regs(p, m, &o[0], 1, mm->d, true, 4, T_B32);
+        mma_regs(p, m, &o[1], 1, mm->a, false, 0, T_B32);
+    } else if (op == OP_LDMATRIX) {
+        mm->nd = mm->frag;
+        mma_regs(p, m, &o[0], mm->nd, mm->d, true, 4, T_B32);
+        address(p, m, &o[1], space, in);
+    } else {
+        mm->nc = mm->frag;
+        mma_regs(p, m, &o[1], mm->nc, mm->c, false, 0, T_B32);
+        address(p, m, &o[0], space, in);
+    }
+    in->space = (uint8_t)space;
+    in->type = T_B16;
+    mma_common(p, in, op);
 }
 
 bool ptx_known_opcode(const ptx_tok *op)
@@ -1383,7 +1733,8 @@ bool ptx_known_opcode(const ptx_tok *op)
         "atom", "red", "shfl", "vote", "activemask", "popc", "clz", "brev", "bfind", "bfe",
         "bfi", "prmt", "lop3", "copysign", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin",
         "cos", "tanh", "fma", "testp", "shf", "bmsk", "match", "redux", "dp4a", "prefetch",
-        "prefetchu", "isspacep", "tex", "tld4", "txq", "suld", "sust", "suq", "cp", "mbarrier",
+        "prefetchu", "isspacep", "tex", "tld4", "txq", "suld", "sust", "suq", "cp", "mbarrier", "wmma", "mma",
+        "ldmatrix", "stmatrix", "movmatrix",
     };
     const char *dot = memchr(op->s, '.', op->len);
     size_t n = dot ? (size_t)(dot - op->s) : op->len;
@@ -1726,6 +2077,20 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         dec_cp(p, m, &in, o, n);
     } else if (IS("mbarrier")) {
         dec_mbarrier(p, m, &in, o, n);
+    } else if (IS("wmma")) {
+        if (take(m, "load"))
+            dec_wmma_ldst(p, m, &in, o, n, true);
+        else if (take(m, "store"))
+            dec_wmma_ldst(p, m, &in, o, n, false);
+        else if (take(m, "mma"))
+            dec_mma(p, m, &in, o, n, true);
+        else
+            unsupported(p, m, NULL);
+    } else if (IS("mma")) {
+        dec_mma(p, m, &in, o, n, false);
+    } else if (IS("ldmatrix") || IS("stmatrix") || IS("movmatrix")) {
+        dec_matrix(p, m, &in, o, n, IS("ldmatrix") ? OP_LDMATRIX : IS("stmatrix") ? OP_STMATRIX
+                                                                                 : OP_MOVMATRIX);
     } else if (IS("testp")) {
         static const char *const kinds[] = { "finite", "infinite", "number", "notanumber",
                                              "normal", "subnormal" };

@@ -128,6 +128,12 @@ static inline uint8_t *space_ptr(ptx_worker *k, const ptx_warp *w, int space, un
     }
 }
 
+uint8_t *ptx_lane_ptr(ptx_worker *k, const ptx_warp *w, int space, unsigned l, uint64_t a,
+                      unsigned size)
+{
+    return space_ptr(k, w, space, l, a, size);
+}
+
 static inline uint64_t load_n(const uint8_t *p, unsigned n)
 {
     switch (n) {
@@ -1710,6 +1716,14 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
         case OP_TEX: case OP_TLD4: case OP_TXQ: case OP_SULD: case OP_SUST: case OP_SUQ:
             if (m && !ptx_image_exec(k, w, in, m))
                 { status = WARP_FAULT; goto done; }
+            break;
+        case OP_WMMA_LD: case OP_WMMA_ST: case OP_MMA: case OP_LDMATRIX: case OP_STMATRIX:
+        case OP_MOVMATRIX:
+            if (m && !ptx_mma_exec(k, w, in, m))
+                { status = WARP_FAULT; goto done; }
+            break;
+        case OP_TF32:
+            EACH(D[l] = ptx_cvt_tf32(A[l], in->mode));
             break;
         case OP_MALLOC:
         case OP_FREE: {

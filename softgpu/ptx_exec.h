@@ -79,6 +79,16 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w);
  * (ptx_image.c); false after recording the launch's error. */
 bool ptx_image_exec(ptx_worker *k, ptx_warp *w, const ptx_insn *in, uint32_t m);
 
+/* Runs a warp matrix instruction (wmma.*, mma, ldmatrix, stmatrix,
+ * movmatrix) for lanes m (ptx_mma.c); false after recording the launch's
+ * error. */
+bool ptx_mma_exec(ptx_worker *k, ptx_warp *w, const ptx_insn *in, uint32_t m);
+
+/* Where lane l's access of size bytes at address a of state space space
+ * lies in host memory, or NULL when it is outside what the space holds. */
+uint8_t *ptx_lane_ptr(ptx_worker *k, const ptx_warp *w, int space, unsigned l, uint64_t a,
+                      unsigned size);
+
 /* Records the launch's first error (later ones are dropped) and stops it. */
 void ptx_run_fail(ptx_run *run, CUresult err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

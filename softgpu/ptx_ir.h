@@ -64,7 +64,8 @@ static inline bool ptx_type_float(ptx_type t)
     X(TANH) X(FMA) X(TESTP) X(CLOCK) X(DEPOT) X(LOP3) X(MUL24) X(MAD24) \
     X(SAD) X(FNS) X(DP4A) X(SHF) X(MATCH) X(REDUX) X(ISSPACEP) \
     X(TEX) X(TLD4) X(TXQ) X(SULD) X(SUST) X(SUQ) X(LD_KPARAM_REG) X(BMSK) \
-    X(MALLOC) X(FREE) X(CALLI) X(CPASYNC) X(MBAR) X(SLEEP)
+    X(MALLOC) X(FREE) X(CALLI) X(CPASYNC) X(MBAR) X(SLEEP) \
+    X(WMMA_LD) X(WMMA_ST) X(MMA) X(LDMATRIX) X(STMATRIX) X(MOVMATRIX) X(TF32)
 
 typedef enum ptx_op {
 #define PTX_OP_ENUM(n) OP_##n,
@@ -154,6 +155,23 @@ typedef struct ptx_insn {
 /* ptx_call.func of an indirect call: the callee is known per lane when it
  * runs, so args[].to and rets[].from are the callee's formal slots then. */
 #define PTX_NO_FUNC UINT32_MAX
+/* A warp's matrix operation (wmma.*, mma, ldmatrix, stmatrix, movmatrix;
+ * ptx_insn.aux indexes prog->mmas). Fragments are register lists, element
+ * 0 in the low bits of the first; ptx_mma.c says which element is where. */
+enum { FRAG_A, FRAG_B, FRAG_C };
+typedef struct ptx_mma {
+    uint8_t m, n, k;
+    uint8_t atype, btype;        /* ptx_type of A and B (T_B32 for tf32) */
+    uint8_t ctype, dtype;        /* accumulators */
+    uint8_t frag;                /* wmma.load/store: FRAG_*; ldmatrix: matrices */
+    bool col;                    /* wmma.load/store: column-major memory */
+    bool trans;                  /* ldmatrix, stmatrix */
+    bool wmma;                   /* wmma fragments, not mma's */
+    bool tf32;                   /* A and B are tf32 */
+    bool satfinite;
+    uint8_t na, nb, nc, nd;      /* registers in each list */
+    uint32_t a[8], b[8], c[8], d[8];
+} ptx_mma;
 
 /* A copy between per-lane parameter slots at a call or return. */
 typedef struct ptx_pcopy {
@@ -251,6 +269,8 @@ struct soft_program {
     uint32_t ncalls;
     ptx_reloc *relocs;
     uint32_t nrelocs;
+    ptx_mma *mmas;               /* operands of warp matrix instructions */
+    uint32_t nmmas;
     ptx_ref *refs;               /* texture and surface references, in module order */
     uint32_t nrefs;
     uint32_t nregs;

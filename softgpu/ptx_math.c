@@ -76,6 +76,18 @@ uint64_t ptx_ftz32(uint64_t bits)
     return u;
 }
 
+uint64_t ptx_cvt_tf32(uint64_t bits, int mode)
+{
+    uint32_t u = (uint32_t)bits;
+    if ((u & 0x7f800000u) == 0x7f800000u)   /* inf stays, NaN becomes the canonical one */
+        return (u & 0x007fffffu) ? 0x7fffffffu : u;
+    if (mode == 0)
+        u += 0x1000u;                       /* ties away: the magnitude rounds up at half */
+    else if (mode == 1)
+        u += 0xfffu + ((u >> 13) & 1);      /* ties to even */
+    return u & 0xffffe000u;                 /* a carry into the exponent is the right result */
+}
+
 static int fe_mode(int rnd)
 {
     switch (rnd) {

@@ -49,6 +49,10 @@ uint64_t ptx_ftz32(uint64_t bits);
 uint64_t ptx_cvt(uint64_t v, ptx_type dt, ptx_type st, int rnd, unsigned flags,
                  unsigned dwidth);
 
+/* cvt.rnd.tf32.f32: f32 bits rounded to a 10-bit mantissa (low 13 bits
+ * zero); mode 0 .rna (ties away), 1 .rn, 2 .rz. */
+uint64_t ptx_cvt_tf32(uint64_t bits, int mode);
+
 /* add/sub/mul/div/fma/sqrt/rcp in f32 or f64 under rounding rnd
  * (RND_RZ/RM/RP); op is OP_ADD ... */
 uint64_t ptx_fop_rounded(int op, ptx_type t, int rnd, uint64_t a, uint64_t b, uint64_t c);

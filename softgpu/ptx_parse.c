@@ -150,6 +150,14 @@ ptx_call *ptx_new_call(ptx_parser *p)
     return &g->calls[g->ncalls++];
 }
 
+ptx_mma *ptx_new_mma(ptx_parser *p)
+{
+    soft_program *g = p->prog;
+    g->mmas = grow(p, g->mmas, &p->capmmas, g->nmmas + 1, sizeof *g->mmas);
+    g->mmas[g->nmmas] = (ptx_mma){ 0 };
+    return &g->mmas[g->nmmas++];
+}
+
 void ptx_add_fixup(ptx_parser *p, uint32_t pc, const ptx_tok *label)
 {
     p->fixups = grow(p, p->fixups, &p->capfixups, p->nfixups + 1, sizeof *p->fixups);
@@ -907,7 +915,7 @@ static void parse_operand(ptx_parser *p, ptx_opd *o)
     if (accept(p, '{')) {
         o->kind = OPD_VEC;
         do {
-            if (o->n >= 4)
+            if (o->n >= PTX_MAX_VEC)
                 ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "vector too long");
             ptx_opd e = { 0 };
             parse_scalar(p, &e);

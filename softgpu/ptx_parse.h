@@ -37,6 +37,9 @@ typedef enum ptx_opd_kind {
     OPD_REG, OPD_INT, OPD_F32, OPD_F64, OPD_SYM, OPD_ADDR, OPD_VEC, OPD_SINK,
 } ptx_opd_kind;
 
+/* Elements of a vector operand: 4 for ld/st, 8 for matrix fragments. */
+#define PTX_MAX_VEC 8
+
 /* One element of a vector operand {a, b, ...}. */
 typedef struct ptx_velem {
     uint8_t kind;        /* OPD_REG, OPD_INT, OPD_F32, OPD_F64, OPD_SINK */
@@ -57,7 +60,7 @@ typedef struct ptx_opd {
     bool addr_sym;           /* OPD_ADDR: base is name/sym; else absolute */
     int64_t off;             /* OPD_ADDR offset */
     uint8_t n;               /* OPD_VEC; OPD_ADDR: coordinates of an image access */
-    ptx_velem v[4];
+    ptx_velem v[PTX_MAX_VEC];
 } ptx_opd;
 
 #define PTX_MAX_OPDS 8
@@ -105,7 +108,7 @@ typedef struct ptx_parser {
     /* constant registers, by value */
     uint32_t capconsts;
     uint32_t dyn_reg;        /* 0 until ptx_dyn_shared_reg */
-    uint32_t capcode, capregs, capcalls;
+    uint32_t capcode, capregs, capcalls, capmmas;
     /* static .shared variables in module order, for per-entry sizes */
     struct { uint32_t size, align; } *shvars;
     uint32_t nshvars, capshvars;
@@ -128,6 +131,9 @@ uint32_t ptx_dyn_shared_reg(ptx_parser *p);
 uint32_t ptx_new_reg(ptx_parser *p, ptx_type type);
 /* A new, zeroed call-site record at the end of prog->calls. */
 ptx_call *ptx_new_call(ptx_parser *p);
+/* A new, zeroed matrix-operation record at the end of prog->mmas; its
+ * index is prog->nmmas - 1. */
+ptx_mma *ptx_new_mma(ptx_parser *p);
 /* Adds a branch fixup: insn pc's imm becomes the label's pc. */
 void ptx_add_fixup(ptx_parser *p, uint32_t pc, const ptx_tok *label);
 /* Looks up a name in the scopes, innermost first; NULL when unknown. */

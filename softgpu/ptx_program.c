@@ -38,6 +38,7 @@ void soft_program_free(soft_program *g)
     free(g->consts);
     free(g->calls);
     free(g->relocs);
+    free(g->mmas);
     free(g->reg_width);
     free(g);
 }

@@ -89,8 +89,10 @@ static double clock_s(clockid_t id)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Runs the launch reps times; prints the rate. */
-static void measure(const char *label, soft_program *p, soft_launch *l, unsigned threads, int reps)
+static double last_cpu_s;   /* CPU seconds of the last measure */
+
+/* Runs the launch reps times; prints the rate; returns the wall seconds. */
+static double measure(const char *label, soft_program *p, soft_launch *l, unsigned threads, int reps)
 {
     char msg[256];
     l->threads = threads;
@@ -107,6 +109,8 @@ static void measure(const char *label, soft_program *p, soft_launch *l, unsigned
     /* per CPU-second as well: the machine may be shared */
     printf("  softgpu %-10s %2u thread%s %7.3f G thread-instructions/s, %.3f G per CPU-second\n",
            label, threads, threads == 1 ? " " : "s", (double)n / dt * 1e-9, (double)n / dc * 1e-9);
+    last_cpu_s = dc;
+    return dt;
 }
 
 int main(void)
@@ -164,6 +168,31 @@ int main(void)
                               .grid = { (uint32_t)m / 16, (uint32_t)m / 16, 1 },
                               .block = { 16, 16, 1 }, .params = params };
             measure("matmul", p, &l, t, 2);
+            soft_program_free(p);
+            free_all();
+        }
+        {   /* the tensor-core path: nvcuda::wmma f16 -> f32, one warp per 16x16 tile */
+            soft_program *p = load("wmma");
+            int m = 256;
+            float alpha = 1.0f;
+            uint8_t params[40];
+            void *A = alloc((size_t)m * m * 2), *B = alloc((size_t)m * m * 2),
+                 *C = alloc((size_t)m * m * 4);
+            memcpy(params, &A, 8);
+            memcpy(params + 8, &B, 8);
+            memcpy(params + 16, &C, 8);
+            memcpy(params + 24, &m, 4);
+            memcpy(params + 28, &m, 4);
+            memcpy(params + 32, &m, 4);
+            memcpy(params + 36, &alpha, 4);
+            soft_launch l = { .entry = (uint32_t)soft_program_find_entry(p, "wmma_f16_rr"),
+                              .grid = { (uint32_t)(m / 16) * (m / 16) / 4, 1, 1 },
+                              .block = { 128, 1, 1 }, .params = params };
+            double dt = measure("wmma f16", p, &l, t, 2);
+            double flop = 2.0 * m * m * m * 2;
+            printf("  softgpu %-10s %2u thread%s %7.3f GFLOP/s, %.3f per CPU-second (256^3 GEMM, "
+                   "tensor-core path)\n", "wmma f16", t, t == 1 ? " " : "s", flop / dt * 1e-9,
+                   flop / last_cpu_s * 1e-9);
             soft_program_free(p);
             free_all();
         }

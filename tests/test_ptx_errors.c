@@ -220,8 +220,10 @@ Test(ptx_errors, unknown_opcode_named)
 {
     static const char *const cases[][2] = {
         { "frobnicate.b32 %r1, %r2;", "frobnicate.b32" },
-        { "wmma.load.a.sync.aligned.row.m16n16k16.f16 {%r1}, [%rd1];", "wmma.load" },
-        { "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%r1}, {%r2}, {%r3}, {%r4};", "mma.sync" },
+        { "wmma.load.a.sync.aligned.row.m8n8k32.s4 {%r1}, [%rd1];", "wmma.load" },
+        { "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%r1}, {%r2}, {%r3}, {%r4};", "mma.sync" },
+        { "mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%r1}, {%r2}, {%r3}, {%r4};", "mma.sp" },
+        { "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r1}, [%rd1];", "ldmatrix" },
         { "add.xyz.u32 %r1, %r2, %r3;", "add.xyz.u32" },
         { "tex.2dms.v4.f32.s32 {%r1, %r2, %r3, %r4}, [%rd1, {%r1, %r2, %r3, %r4}];", "tex.2dms" },
         { "bar.arrive 0, 32;", "bar.arrive" },

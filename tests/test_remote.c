@@ -38,6 +38,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"), BUILDS("texref"),
         BUILDS("devmalloc"), BUILDS("refusedptx"), BUILDS("thrustalgo"), BUILDS("cubsort"), BUILDS("cubalgo"),
         BUILDS("memcpyasync"), BUILDS("virtualfn"), BUILDS("lazyrefuse"),
+        BUILDS("wmmagemm"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }

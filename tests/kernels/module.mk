@@ -14,6 +14,11 @@ KFLAGS_speed   := --compress-mode=speed
 KFLAGS_size    := --compress-mode=size
 KFLAGS_sm90    := -arch=sm_90
 
+# A kernel that needs a newer GPU than nvcc's default names its arch here;
+# it applies in every mode that does not pick its own.
+KARCH_wmma     := -arch=sm_80
+karch           = $(if $(filter -arch=%,$(KFLAGS_$(1))),,$(KARCH_$(2)))
+
 KERNEL_FATBINS := $(foreach k,$(KERNEL_NAMES),$(foreach m,$(KERNEL_MODES),$(B)/kernels/$(k).$(m).fatbin))
 KERNEL_PTX     := $(foreach k,$(KERNEL_NAMES),$(foreach m,$(KERNEL_MODES),$(B)/kernels/$(k).$(m).ptx))
 KERNELS        := $(KERNEL_FATBINS) $(KERNEL_PTX)
@@ -22,12 +27,12 @@ define kernel_mode_rules
 $(B)/kernels/%.$(1).fatbin: tests/kernels/%.cu tests/kernels/module.mk
 	$$(call say,NVCC,$$@)
 	$$(Q)mkdir -p $$(dir $$@)
-	$$(Q)$$(NVCC) $$(KFLAGS_$(1)) -fatbin -o $$@ $$<
+	$$(Q)$$(NVCC) $$(call karch,$(1),$$*) $$(KFLAGS_$(1)) -fatbin -o $$@ $$<
 
 $(B)/kernels/%.$(1).ptx: tests/kernels/%.cu tests/kernels/module.mk
 	$$(call say,NVCC,$$@)
 	$$(Q)mkdir -p $$(dir $$@)
-	$$(Q)$$(NVCC) $$(KFLAGS_$(1)) -ptx -o $$@ $$<
+	$$(Q)$$(NVCC) $$(call karch,$(1),$$*) $$(KFLAGS_$(1)) -ptx -o $$@ $$<
 endef
 $(foreach m,$(KERNEL_MODES),$(eval $(call kernel_mode_rules,$(m))))
 

@@ -44,6 +44,10 @@ $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/drvapi.$(m)): $(PROGRAM_DIR)/drvapi
 programs: $(PROGRAMS)
 ALL_TARGETS += $(PROGRAMS)
 
+# wmmagemm's bf16 tensor cores need sm_80 (softgpu takes the compute_80 PTX).
+$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/wmmagemm.$(m)): \
+	PROGRAM_ARCH := -gencode arch=compute_80,code=[sm_80,compute_80]
+
 # cublas links the toolkit's shared cuBLAS, found at run time by rpath.
 $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/cublas.$(m)): \
 	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lcublas -Xlinker -rpath=$(CUDA_HOME)/lib64
