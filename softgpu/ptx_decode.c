@@ -1386,6 +1386,8 @@ static void dec_mbarrier(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsig
         in->b = src(p, m, &o[1], T_U64);
         return;
     }
+}
+
 /* ---- warp matrix instructions (executed in ptx_mma.c) ---- */
 
 /* A matrix element type as wmma and mma spell it; tf32 is T_B32 with
