@@ -273,10 +273,12 @@ const void *const shim_table_integrity[] = {
 
 /* ---- Table 8: cuBLAS ---- */
 
-static const void *const table_cublas[] = {
-    SLOT(slot_zero), SLOT(slot_zero), SLOT(slot_zero), SLOT(slot_zero),
-    SLOT(slot_zero), SLOT(slot_zero), SLOT(slot_zero), SLOT(slot_zero),
-};
+/* cublasCreate calls slot 4; cublasSdot with a host result calls slot 51
+ * (0, 0, out): answered 0 like the rest, out untouched. */
+#define SLOTS8 SLOT(slot_zero), SLOT(slot_zero), SLOT(slot_zero), SLOT(slot_zero), \
+               SLOT(slot_zero), SLOT(slot_zero), SLOT(slot_zero), SLOT(slot_zero)
+static const void *const table_cublas[] = { SLOTS8, SLOTS8, SLOTS8, SLOTS8, SLOTS8, SLOTS8, SLOTS8, SLOTS8 };
+#undef SLOTS8
 
 /* ---- Lookup ---- */
 

@@ -438,6 +438,10 @@ Test(export_tables, known_tables_and_their_sizes)
         if (known[i].size)
             cr_assert_eq((size_t)(uintptr_t)t[0], known[i].size, "%s", known[i].id);
     }
+    /* cublasSdot with a host result calls slot 51 of cuBLAS's table. */
+    t = table(h, T_CUBLAS, &rc);
+    uint64_t out = 7;
+    cr_assert_eq(((CUresult(*)(void *, void *, void *))t[51])(NULL, NULL, &out), CUDA_SUCCESS);
     cr_assert_eq(((export_table_fn)sym(h, "cuGetExportTable"))(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
