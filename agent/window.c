@@ -81,11 +81,14 @@ CUresult window_take_range(window *w, backend *b, uint64_t size, uint64_t align,
                              : (h->base + align - 1) / align * align;
         if (at + size > h->base + h->size)
             continue;
-        if (!carve(w, hp, at, size))
-            return CUDA_ERROR_OUT_OF_MEMORY;
+        /* The record first: once carved, the range must not be lost. */
         window_block *r = calloc(1, sizeof *r);
         if (!r)
             return CUDA_ERROR_OUT_OF_MEMORY;
+        if (!carve(w, hp, at, size)) {
+            free(r);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         r->base = at;
         r->size = size;
         r->next = w->ranges;
@@ -96,7 +99,7 @@ CUresult window_take_range(window *w, backend *b, uint64_t size, uint64_t align,
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-static void add_hole(window *w, CUdeviceptr base, uint64_t size);
+static void add_hole(window *w, window_block *rec, CUdeviceptr base, uint64_t size);
 
 CUresult window_give_range(window *w, CUdeviceptr p, uint64_t size)
 {
@@ -107,8 +110,7 @@ CUresult window_give_range(window *w, CUdeviceptr p, uint64_t size)
                     return CUDA_ERROR_INVALID_VALUE;   /* still mapped */
             window_block *r = *rp;
             *rp = r->next;
-            free(r);
-            add_hole(w, p, size);
+            add_hole(w, r, p, size);
             return CUDA_SUCCESS;
         }
     return CUDA_ERROR_INVALID_VALUE;
@@ -220,8 +222,10 @@ CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdevice
     return CUDA_SUCCESS;
 }
 
-/* Gives [base, base + size) back to the holes, merging neighbours. */
-static void add_hole(window *w, CUdeviceptr base, uint64_t size)
+/* Gives [base, base + size) back to the holes, merging neighbours. rec,
+ * the record of what is given back, becomes the new hole or is freed: a
+ * range given back needs no allocation and is never lost. */
+static void add_hole(window *w, window_block *rec, CUdeviceptr base, uint64_t size)
 {
     window_block **hp = &w->holes, *prev = NULL;
     while (*hp && (*hp)->base < base) {
@@ -236,16 +240,17 @@ static void add_hole(window *w, CUdeviceptr base, uint64_t size)
             prev->next = next->next;
             free(next);
         }
+        free(rec);
         return;
     }
     if (next && base + size == next->base) {
         next->base = base;
         next->size += size;
+        free(rec);
         return;
     }
-    window_block *h = calloc(1, sizeof *h);
-    if (!h)
-        return;   /* the range is lost to this job, not corrupted */
+    window_block *h = rec;
+    memset(h, 0, sizeof *h);
     h->base = base;
     h->size = size;
     h->next = next;
@@ -256,8 +261,7 @@ static void unmap_block(window *w, backend *b, window_block *blk)
 {
     b->drv.fn_cuMemUnmap(blk->base, blk->size);
     b->drv.fn_cuMemRelease(blk->handle);
-    add_hole(w, blk->base, blk->size);
-    free(blk);
+    add_hole(w, blk, blk->base, blk->size);
 }
 
 static CUresult free_block(window *w, backend *b, CUdeviceptr p, bool wait)
