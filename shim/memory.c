@@ -38,7 +38,12 @@ static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out, bool 
     frame f;
     const uint8_t *o;
     size_t n;
-    CUresult rc = link_request(d->link, &iov, 1, &f, &o, &n);
+    CUresult rc = shim_alloc_reserve();
+    if (rc)
+        return rc;
+    rc = link_request(d->link, &iov, 1, &f, &o, &n);
+    if (rc != CUDA_SUCCESS)
+        shim_alloc_unreserve();
     if (rc == CUDA_SUCCESS) {
         uint64_t p = n == 8 ? wire_load_u64(o) : 0;
         agent_link *l = d->link;
@@ -50,8 +55,10 @@ static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out, bool 
                                 (unsigned long long)p, size);
         else {
             *out = p;
-            shim_alloc_add(p, size, ctx->device);
+            shim_alloc_add_reserved(p, size, ctx->device);
         }
+        if (rc)
+            shim_alloc_unreserve();
     }
     frame_release(&f);
     return rc;

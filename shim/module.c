@@ -330,12 +330,14 @@ static CUresult get_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *
             int dev;
             /* Globals live where the agent's driver put them, outside the
              * window: the table is how copies find them. */
-            if (!shim_alloc_find(p, &b, &s, &dev))
-                shim_alloc_add(p, size, device);
-            if (dptr)
-                *dptr = p;
-            if (bytes)
-                *bytes = size;
+            if (!shim_alloc_find(p, &b, &s, &dev) && !shim_alloc_add(p, size, device)) {
+                rc = CUDA_ERROR_OUT_OF_MEMORY;   /* the global stays the module's */
+            } else {
+                if (dptr)
+                    *dptr = p;
+                if (bytes)
+                    *bytes = size;
+            }
         }
     }
     frame_release(&fr);
