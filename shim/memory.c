@@ -14,6 +14,7 @@
 #include "shim/core.h"
 #include "shim/graph.h"
 #include "shim/link.h"
+#include "shim/log.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
 
@@ -192,7 +193,7 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
         if (p != MAP_FAILED)
             munmap(p, size ? size : 1);
         free(b);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("%zu bytes of page-locked host memory", size);
     }
     *b = (host_block){ NULL, p, size ? size : 1, flags };
     pthread_mutex_lock(&host_lock);
@@ -400,7 +401,7 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
         /* Staged: whole, synchronous, through this process. */
         void *tmp = malloc(n);
         if (!tmp)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("staging a copy of %zu bytes", n);
         rc = copy_any((CUdeviceptr)(uintptr_t)tmp, src, n, h, per_thread, true);
         if (rc == CUDA_SUCCESS) {
             if (pd == PLACE_LOCAL) {
@@ -423,7 +424,7 @@ static CUresult copy_from_local(CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
 {
     void *tmp = malloc(n ? n : 1);
     if (!tmp)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("staging a copy of %zu bytes from a local device", n);
     const shim_driver *drv = shim_local_driver();
     CUresult rc = drv->fn_cuMemcpyDtoH_v2(tmp, src, n);
     if (rc == CUDA_SUCCESS)
@@ -641,7 +642,7 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
         /* Rows are packed here so the wire carries no gaps. */
         uint8_t *packed = malloc(w * rows);
         if (!packed)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("%zu bytes of packed rows of a 2-D copy", w * rows);
         for (size_t r = 0; r < rows; r++)
             memcpy(packed + r * w, (const uint8_t *)(uintptr_t)src + r * spitch, w);
         wire_put_u8(&bw, 0);
