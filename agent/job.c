@@ -252,6 +252,8 @@ static void *reader_main(void *arg)
         if (rc < 0) {
             if (rc == RIG_E_TIMEOUT)
                 job_fail(j, "controller: silent for %d s", JOB_SILENCE_MS / 1000);
+            else if (rc == RIG_E_NOMEM)
+                job_fail(j, "agent: %s", why.text);   /* ours, not the controller's fault */
             else
                 job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why.text);
             /* Bytes no frame can be made of (a corrupted stream): read on

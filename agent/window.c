@@ -30,6 +30,7 @@ bool window_reserve(window *w, backend *b, uint64_t base, uint64_t size)
     w->reserved = true;
     w->holes = calloc(1, sizeof *w->holes);
     if (!w->holes) {
+        agent_log("no memory for the free list of a pointer window");
         b->drv.fn_cuMemAddressFree(base, size);
         w->reserved = false;
         return false;
@@ -46,8 +47,10 @@ static bool carve(window *w, window_block **hp, CUdeviceptr at, uint64_t size)
     uint64_t before = at - h->base, after = h->base + h->size - (at + size);
     if (before && after) {
         window_block *tail = calloc(1, sizeof *tail);
-        if (!tail)
+        if (!tail) {
+            agent_log("no memory to split a free range of the pointer window");
             return false;
+        }
         tail->base = at + size;
         tail->size = after;
         tail->next = h->next;
@@ -83,8 +86,10 @@ CUresult window_take_range(window *w, backend *b, uint64_t size, uint64_t align,
             continue;
         /* The record first: once carved, the range must not be lost. */
         window_block *r = calloc(1, sizeof *r);
-        if (!r)
+        if (!r) {
+            agent_log("no memory for the record of a reserved range of %llu bytes", (unsigned long long)size);
             return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         if (!carve(w, hp, at, size)) {
             free(r);
             return CUDA_ERROR_OUT_OF_MEMORY;
@@ -124,8 +129,10 @@ CUresult window_map(window *w, backend *b, CUdeviceptr p, uint64_t size, CUmemGe
     if (!inside)
         return CUDA_ERROR_INVALID_VALUE;
     window_block *m = calloc(1, sizeof *m);
-    if (!m)
+    if (!m) {
+        agent_log("no memory for the record of a mapping of %llu bytes", (unsigned long long)size);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUresult rc = b->drv.fn_cuMemMap(p, size, 0, h, 0);
     if (rc) {
         free(m);
@@ -170,8 +177,10 @@ CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdevice
         return CUDA_ERROR_OUT_OF_MEMORY;
     window_block *hole = *hp;
     window_block *blk = calloc(1, sizeof *blk);
-    if (!blk)
+    if (!blk) {
+        agent_log("no memory for the record of an allocation of %llu bytes", (unsigned long long)size);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                  .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device } };
     CUresult rc = b->drv.fn_cuMemCreate(&blk->handle, size, &prop, 0);

@@ -483,6 +483,8 @@ static void *receiver_main(void *arg)
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection", l->name);
             else if (rc == RIG_E_TIMEOUT)
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: silent for %d s", l->name, JOB_SILENCE_MS / 1000);
+            else if (rc == RIG_E_NOMEM)   /* this process's memory, not the agent's fault */
+                link_fail(l, CUDA_ERROR_OUT_OF_MEMORY, "receiving from %s: %s", l->name, why.text);
             else
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
             linger(l);
