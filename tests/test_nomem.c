@@ -134,10 +134,11 @@ Test(nomem, conn_init_gives_back_nothing)
     conn c;
     rig_why why = { "" };
     failing_alloc_arm(1);
-    int rc = conn_init(&c, -1, JOB_FRAME_LIMIT, &why);
+    int rc = conn_init(&c, 5, JOB_FRAME_LIMIT, &why);
     failing_alloc_disarm();
     cr_assert(failing_alloc_hit());
     cr_assert_eq(rc, RIG_E_NOMEM);
+    cr_assert_eq(c.fd, -1, "a failed conn_init holds the caller's fd");
     cr_assert(strstr(why.text, "no memory"), "%s", why.text);
 }
 
