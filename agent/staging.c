@@ -3,13 +3,13 @@
  * which dominated large copies. Sizes are rounded up to powers of two from
  * 64 KiB, and at most STAGING_KEEP bytes wait in the pool.
  *
- * staging_put never calls the driver: freeing pinned memory synchronises
- * the whole context, and the sender that gives buffers back must never wait
- * for kernels. Buffers past the pool's size go to a thread of their own
- * that frees them. A buffer's own first bytes hold its place in a list
- * while it waits, so giving one back allocates nothing and cannot fail. */
+ * staging_put never calls the driver (but when memory for its record is
+ * short): freeing pinned memory synchronises the whole context, and the
+ * sender that gives buffers back must never wait for kernels. Buffers past
+ * the pool's size go to a thread of their own that frees them. */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -18,10 +18,9 @@
 #define STAGING_CLASSES 12                     /* 64 KiB .. 128 MiB */
 #define STAGING_KEEP ((size_t)512 << 20)
 
-/* Lives at the start of the spare buffer itself (every buffer is at least
- * STAGING_MIN bytes and page aligned). */
 typedef struct spare {
     struct spare *next;
+    void *p;
 } spare;
 
 static spare *pool[STAGING_CLASSES];
@@ -57,7 +56,8 @@ static void *freer_main(void *arg)
         freeing++;
         backend *b = excess_backend;
         pthread_mutex_unlock(&lock);
-        b->drv.fn_cuMemFreeHost(s);
+        b->drv.fn_cuMemFreeHost(s->p);
+        free(s);
         pthread_mutex_lock(&lock);
         freeing--;
     }
@@ -78,7 +78,8 @@ CUresult staging_get(backend *b, size_t n, void **out)
     }
     pthread_mutex_unlock(&lock);
     if (s) {
-        *out = s;
+        *out = s->p;
+        free(s);
         return CUDA_SUCCESS;
     }
     return b->drv.fn_cuMemAllocHost_v2(out, size);
@@ -88,7 +89,15 @@ void staging_put(backend *b, void *p, size_t n)
 {
     size_t size;
     int c = class_of(n ? n : 1, &size);
-    spare *s = p;
+    spare *s = malloc(sizeof *s);
+    if (!s) {
+        /* No record to keep it by: freed now, at the cost of the wait the
+         * freeing thread is there to spare the sender. */
+        agent_log("no memory to keep a %zu-byte staging buffer; freed at once", n);
+        b->drv.fn_cuMemFreeHost(p);
+        return;
+    }
+    s->p = p;
     pthread_mutex_lock(&lock);
     if (c >= 0 && pooled + size <= STAGING_KEEP) {
         s->next = pool[c];
@@ -118,7 +127,8 @@ void staging_drop(backend *b)
         while (pool[c]) {
             spare *s = pool[c];
             pool[c] = s->next;
-            b->drv.fn_cuMemFreeHost(s);
+            b->drv.fn_cuMemFreeHost(s->p);
+            free(s);
         }
     pooled = 0;
     /* The freeing thread frees outside the lock: wait until it has none. */
