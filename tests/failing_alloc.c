@@ -1,5 +1,6 @@
 /* Allocations that fail on demand (see failing_alloc.h). */
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +14,22 @@ char *__real_strdup(const char *s);
 char *__real_strndup(const char *s, size_t n);
 void *__real_aligned_alloc(size_t align, size_t n);
 int __real_posix_memalign(void **out, size_t align, size_t n);
+void __real_free(void *p);
+
+/* Blocks allocated while armed, not yet freed (a test's paths make tens). */
+#define LIVE_MAX 4096
+static void *live[LIVE_MAX];
+static unsigned long nlive, untracked;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread bool armed, hit;
 static __thread unsigned long counted, fail_at;
 
 void failing_alloc_arm(unsigned long nth)
 {
+    pthread_mutex_lock(&live_lock);
+    nlive = untracked = 0;
+    pthread_mutex_unlock(&live_lock);
     armed = true;
     hit = false;
     counted = 0;
@@ -36,6 +47,47 @@ bool failing_alloc_hit(void)
     return hit;
 }
 
+unsigned long failing_alloc_live(void)
+{
+    pthread_mutex_lock(&live_lock);
+    unsigned long n = nlive + untracked;
+    pthread_mutex_unlock(&live_lock);
+    return n;
+}
+
+/* Follows p when this thread is armed; returns p. */
+static void *track(void *p)
+{
+    if (p && armed) {
+        pthread_mutex_lock(&live_lock);
+        if (nlive < LIVE_MAX)
+            live[nlive++] = p;
+        else
+            untracked++;   /* counted as live: a test this large is suspect */
+        pthread_mutex_unlock(&live_lock);
+    }
+    return p;
+}
+
+static void forget(void *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&live_lock);
+    for (unsigned long i = 0; i < nlive; i++)
+        if (live[i] == p) {
+            live[i] = live[--nlive];
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
+void __wrap_free(void *p)
+{
+    forget(p);
+    __real_free(p);
+}
+
 /* True when this allocation is the one to fail. */
 static bool fails(void)
 {
@@ -50,35 +102,56 @@ static bool fails(void)
 
 void *__wrap_malloc(size_t n)
 {
-    return fails() ? NULL : __real_malloc(n);
+    return fails() ? NULL : track(__real_malloc(n));
 }
 
 void *__wrap_calloc(size_t n, size_t size)
 {
-    return fails() ? NULL : __real_calloc(n, size);
+    return fails() ? NULL : track(__real_calloc(n, size));
 }
 
 void *__wrap_realloc(void *p, size_t n)
 {
-    return fails() ? NULL : __real_realloc(p, n);
+    if (fails())
+        return NULL;   /* p stays as it was */
+    void *q = __real_realloc(p, n);
+    if (q) {
+        /* A block followed before stays followed under its new address. */
+        pthread_mutex_lock(&live_lock);
+        bool followed = false;
+        for (unsigned long i = 0; p && i < nlive && !followed; i++)
+            if (live[i] == p) {
+                live[i] = q;
+                followed = true;
+            }
+        pthread_mutex_unlock(&live_lock);
+        if (!followed)
+            track(q);
+    }
+    return q;
 }
 
 char *__wrap_strdup(const char *s)
 {
-    return fails() ? NULL : __real_strdup(s);
+    return fails() ? NULL : track(__real_strdup(s));
 }
 
 char *__wrap_strndup(const char *s, size_t n)
 {
-    return fails() ? NULL : __real_strndup(s, n);
+    return fails() ? NULL : track(__real_strndup(s, n));
 }
 
 void *__wrap_aligned_alloc(size_t align, size_t n)
 {
-    return fails() ? NULL : __real_aligned_alloc(align, n);
+    return fails() ? NULL : track(__real_aligned_alloc(align, n));
 }
 
 int __wrap_posix_memalign(void **out, size_t align, size_t n)
 {
-    return fails() ? ENOMEM : __real_posix_memalign(out, align, n);
+    if (fails())
+        return ENOMEM;
+    int rc = __real_posix_memalign(out, align, n);
+    if (rc == 0)
+        track(*out);
+    return rc;
 }

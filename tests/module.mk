@@ -96,7 +96,7 @@ CHECK_TESTS += $(B)/tests/test_hostile_agent
 # --wrap sends the allocations of the objects linked here through
 # tests/failing_alloc.c.
 FAILING_ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup \
-  -Wl,--wrap=aligned_alloc,--wrap=posix_memalign
+  -Wl,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=free
 $(B)/tests/test_nomem: $(B)/tests/test_nomem.o $(B)/tests/failing_alloc.o $(B)/tests/replay_rig.o \
   $(B)/shim/decode.o $(AGENT_LIB) $(PROTO_LIB) | $(B)/libcudasoft.so
 	$(call say,LD,$@)

@@ -47,9 +47,10 @@ static replay_rig *rig_before(const replay_script *s, int k)
 
 /* Replays frame k of s with allocation nth of this thread failing (0: none);
  * returns how many allocations the replay made, and says in *clean whether
- * what followed named memory. */
-static unsigned long replay_failing(const replay_script *s, int k, unsigned long nth, bool *clean, char *what,
-                                    size_t whatlen)
+ * what followed named memory and in *leaked how many of its blocks were
+ * still held once the job was freed. */
+static unsigned long replay_failing(const replay_script *s, int k, unsigned long nth, bool *clean,
+                                    unsigned long *leaked, char *what, size_t whatlen)
 {
     replay_rig *r = rig_before(s, k);
     uint64_t before = replay_rig_answers(r, 0, 0);
@@ -80,6 +81,7 @@ static unsigned long replay_failing(const replay_script *s, int k, unsigned long
         snprintf(what, whatlen, "nothing noticed");
     }
     replay_rig_free(r);
+    *leaked = failing_alloc_live();
     return made;
 }
 
@@ -157,12 +159,16 @@ Test(nomem, every_allocation_of_the_agents_replay, .timeout = 600)
     unsigned long total = 0;
     for (int k = 0; k < s.count; k++) {
         bool clean;
+        unsigned long leaked;
         char what[700];
-        unsigned long made = replay_failing(&s, k, 0, &clean, what, sizeof what);
+        unsigned long made = replay_failing(&s, k, 0, &clean, &leaked, what, sizeof what);
+        cr_expect_eq(leaked, 0, "frame %d: %lu blocks held after the job was freed", k, leaked);
         for (unsigned long nth = 1; nth <= made; nth++) {
-            replay_failing(&s, k, nth, &clean, what, sizeof what);
+            replay_failing(&s, k, nth, &clean, &leaked, what, sizeof what);
             cr_assert(failing_alloc_hit(), "frame %d: allocation %lu of %lu was not reached again", k, nth, made);
             cr_expect(clean, "frame %d, allocation %lu of %lu failing: %s", k, nth, made, what);
+            cr_expect_eq(leaked, 0, "frame %d, allocation %lu of %lu failing: %lu blocks leaked", k, nth, made,
+                         leaked);
         }
         total += made;
     }
@@ -190,6 +196,7 @@ Test(nomem, frame_decoder_names_the_payload_it_cannot_hold)
     cr_assert_eq(rc, RIG_E_NOMEM);
     cr_assert(strstr(why.text, "no memory") && strstr(why.text, "100 bytes"), "%s", why.text);
     cr_assert_null(f.payload);
+    cr_assert_eq(failing_alloc_live(), 0);
     /* Sticky: the stream is broken, not half read. */
     cr_assert_lt(frame_decoder_feed(&d, bytes, sizeof bytes, &used, &f, &why), 0);
     frame_decoder_reset(&d);
@@ -218,6 +225,7 @@ Test(nomem, agents_list)
     cr_assert(failing_alloc_hit());
     cr_assert_eq(rc, RIG_E_NOMEM);
     cr_assert_null(list.agents);
+    cr_assert_eq(failing_alloc_live(), 0);
     cr_assert(strstr(why.text, "no memory"), "%s", why.text);
 }
 
@@ -246,5 +254,6 @@ Test(nomem, function_layout_each_allocation)
         cr_assert_eq(rc, RIG_E_NOMEM, "allocation %lu", nth);
         cr_assert(strstr(why.text, "no memory"), "%s", why.text);
         cr_assert(!pi.params && !pi.attrs, "allocation %lu: a failed decode kept memory", nth);
+        cr_assert_eq(failing_alloc_live(), 0, "allocation %lu: a failed decode leaked", nth);
     }
 }
