@@ -18,7 +18,7 @@
 /* ---- backend.c: the driver ---- */
 typedef struct backend {
     cuda_driver drv;
-    char kind[32];            /* "softgpu", "system", "--driver" */
+    char kind[32];            /* "softgpu", "GPU driver" (found), "driver" (--driver) */
     int device_count;
     CUcontext primary[AGENT_DEVICES_MAX];
     size_t granularity;       /* the largest minimum VMM granularity of the devices */

@@ -206,6 +206,25 @@ static void load_module(job *j, uint32_t op, wire_reader *r)
     job_answer(j, rc, NULL, 0);
 }
 
+/* The driver log's last line since it (trimmed) in why, or "" when none. */
+static void driver_reason(const cuda_driver *d, CUlogIterator since, char *why, size_t len)
+{
+    char buf[4096];
+    size_t n = sizeof buf;
+    why[0] = '\0';
+    if (d->fn_cuLogsDumpToMemory(&since, buf, &n, 0) != CUDA_SUCCESS || n == 0 || n >= sizeof buf)
+        return;
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    const char *last = strrchr(buf, '\n');
+    last = last ? last + 1 : buf;
+    snprintf(why, len, "the agent's driver logged: ");
+    size_t at = strlen(why), keep = strnlen(last, len - 1 - at);   /* cut to fit, as the shim takes it */
+    memcpy(why + at, last, keep);
+    why[at + keep] = '\0';
+}
+
 static void get_function(job *j, uint32_t op, wire_reader *r)
 {
     uint64_t mid = wire_get_u64(r), fid = wire_get_u64(r);
@@ -239,14 +258,27 @@ static void get_function(job *j, uint32_t op, wire_reader *r)
     f->u.fn.name = cname;
     CUresult rc = CUDA_SUCCESS;
     int device = m->type == AOBJ_MODULE ? m->device : (j->current >= 0 ? j->current : 0);
+    /* Where the driver keeps a log (CUDA 12.9; softgpu's names a kernel it
+     * cannot run, the instruction and the PTX line), a refusal carries its
+     * last line since here: the program's log shows the driver's reason. */
+    const cuda_driver *d = &j->b->drv;
+    CUlogIterator since = 0;
+    bool logged = d->fn_cuLogsCurrent && d->fn_cuLogsDumpToMemory && d->fn_cuLogsCurrent(&since, 0) == CUDA_SUCCESS;
     if (m->type == AOBJ_LIBRARY)
-        rc = j->b->drv.fn_cuLibraryGetKernel(&f->u.fn.kernel, m->u.library.real, cname);
+        rc = d->fn_cuLibraryGetKernel(&f->u.fn.kernel, m->u.library.real, cname);
     CUfunction fn = NULL;
     if (rc == CUDA_SUCCESS)
         rc = job_function_on(j, f, device, &fn);
     if (rc) {
         objects_remove(&j->objs, fid);
-        job_answer(j, rc, NULL, 0);
+        char why[1024] = "";   /* the shim takes reasons of up to 1024 bytes */
+        if (rc == CUDA_ERROR_NOT_SUPPORTED && logged)
+            driver_reason(d, since, why, sizeof why);
+        uint8_t out[sizeof why + 8];
+        wire_writer w = wire_writer_init(out, sizeof out);
+        if (why[0])
+            wire_put_string(&w, why, strlen(why));
+        job_answer(j, rc, why[0] ? out : NULL, why[0] ? w.off : 0);
         return;
     }
     uint8_t out[8 + 8 * 1024 + 4 + 4 * 64];

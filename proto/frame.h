@@ -11,7 +11,7 @@
 
 #define FRAME_HEADER_SIZE 9
 
-/* Message kinds, as DESIGN.md "Wire" names them; numbers never change. */
+/* Message kinds (docs/wire.md "Frames"); numbers never change. */
 typedef enum frame_kind {
     FRAME_REQUEST = 1,   /* controller: a call that needs an answer */
     FRAME_ANSWER = 2,    /* agent: answers, in request order */

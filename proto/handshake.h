@@ -1,4 +1,4 @@
-/* The handshake that opens every connection of a job (DESIGN.md "Wire"):
+/* The handshake that opens every connection of a job (docs/wire.md "Handshake"):
  *   accepting: "rig-job\n", u32 version, u8 0, nonce[32]   (or u8 1, string why)
  *   dialing:   nonce[32], u32 self, u32 peer, proof[32]
  *   accepting: u8 0, proof[32]                             (or u8 1, string why)

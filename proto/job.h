@@ -1,16 +1,21 @@
 /* The layouts a job's frames carry between the controller (shim) and an
- * agent, beside DESIGN.md's frame kinds. CUDA operations keep their wire
+ * agent, beside the frame kinds of proto/frame.h (docs/wire.md has every
+ * layout byte by byte, docs/glossary.md the words). CUDA operations keep their wire
  * numbers from proto/cuda_ops.def; rig's own operations are numbered from
  * JOB_OP_BASE up. Every integer little-endian through wire.h.
  *
  * request  (1)  u32 op, then the op's fields                 -> one answer
  * answer   (2)  u8 0, u32 CUresult, outputs | u8 1, string why
- * handover (3)  records: u32 op, u32 body length, u64 stream, u64 value, body
- *               (value 0: the record has no place on the stream's timeline)
+ * handover (3)  one or more records, back to back: u32 op, u32 body
+ *               length, u64 stream, u64 value, body (value 0: the record
+ *               has no place on a timeline and the stream field names the
+ *               object it creates)
  * drop     (4)  u32 op, u64 object
- * word     (5)  triples: u64 stream, u64 value reached, u64 bytes of
- *               handover records on that stream up to that value
+ * word     (5)  one or more triples: u64 stream, u64 value reached, u64
+ *               bytes of handover bodies on that stream up to that value
  * bytes    (6)  u64 stream, u64 value, the bytes of a copy into the program
+ *               (stream 0 and value 0: device printf output for stdout)
+ * rail     (7)  reserved: no end sends it yet, both fail the job on it
  * beat     (8)  empty
  * abort    (9)  string why
  * close    (10) empty */
@@ -28,28 +33,33 @@
 #define JOB_NAME_MAX 4096          /* kernel and global names */
 #define JOB_PARAMS_MAX 32768       /* a kernel's parameter buffer */
 
-/* Liveness (DESIGN.md "Failure"): each end sends a beat after JOB_BEAT_MS
+/* Liveness (docs/design.md "Failure"): each end sends a beat after JOB_BEAT_MS
  * in which it sent nothing; JOB_SILENCE_MS with no byte received, or a send
  * that makes no progress for JOB_STALL_MS, fails the job. */
 #define JOB_BEAT_MS 1000
 #define JOB_SILENCE_MS 10000
 #define JOB_STALL_MS 10000
 
-/* Device pointers of agent i (1-based) live in the window
- * [JOB_WINDOW_FIRST + (i-1+k) * JOB_WINDOW_SIZE, + JOB_WINDOW_SIZE) for the
- * first candidate k that both ends could reserve. */
+/* Each agent's device pointers live in a window of JOB_WINDOW_SIZE bytes:
+ * the controller tries candidates JOB_WINDOW_FIRST + k * JOB_WINDOW_SIZE
+ * (k = 0, 1, ... below JOB_WINDOW_LAST; one counter for all its agents, so
+ * no two share one) until both ends could reserve it (shim/link.c). */
 #define JOB_WINDOW_SIZE ((uint64_t)1 << 38)           /* 256 GiB */
 #define JOB_WINDOW_FIRST ((uint64_t)0x200000000000)   /* 32 TiB */
 #define JOB_WINDOW_LAST ((uint64_t)0x600000000000)
 
 enum job_op {
     JOB_OP_BASE = 0x8000,
-    /* request: u32 agent index, u64 window base, u64 window size,
-     *          u32 device count wanted (0: all), then per device the u64
-     *          id of its NULL stream.
-     * answer:  u8 window taken (0: try another), u32 driver version,
-     *          string driver, u32 devices, per device: string name,
-     *          16 uuid, u64 total memory, u32 n, n x i32 attributes 1..n */
+    /* request: u32 agent index (the dialing end's peer number, 1-based),
+     *          u64 window base, u64 window size; nothing else (every
+     *          device of the agent is opened; NULL streams are created
+     *          later by JOB_OP_STREAM_CREATE with JOB_STREAM_NULL).
+     * answer:  CUDA_SUCCESS, then u8 window taken; 0: nothing follows (the
+     *          controller tries the next candidate); 1: u32 driver version,
+     *          string driver kind ("softgpu", "GPU driver", "driver"), u32
+     *          devices, per device: string name, 16 uuid, u64 total memory,
+     *          u32 n, n x i32 attributes 1..n (shim/link.c open_request,
+     *          agent/request.c open_job, shim/decode.c shim_decode_open) */
     JOB_OP_OPEN = 0x8001,
     /* handover: u32 device, u32 flags (CU_STREAM_* | JOB_STREAM_*),
      * i32 priority; the record's stream field holds the new id, value 0 */
@@ -81,6 +91,30 @@ enum job_op {
     /* handover on stream: u64 id of an executable graph (JOB_OP_GRAPH) */
     JOB_OP_GRAPH_LAUNCH = 0x8021,
 };
+
+/* Requests of CUDA operations whose layouts only the shim's and the
+ * agent's own code write and read (u32 op first; devices are the agent's
+ * ordinals; docs/wire.md lists every one):
+ *   cuStreamGetAttribute    u64 stream, u32 attribute -> 64-byte CUstreamAttrValue
+ *   cuStreamSetAttribute    u64 stream, u32 attribute, 64-byte CUstreamAttrValue
+ *   cuStreamCopyAttributes  u64 destination stream, u64 source stream
+ *   cuOccupancyMaxActiveClusters, cuOccupancyMaxPotentialClusterSize
+ *                           u64 function, u32 device, 7 x u32 (grid, block,
+ *                           shared bytes), 3 x u32 cluster (0s: none) -> i32
+ *   cuDeviceGetP2PAtomicCapabilities
+ *                           u32 src, u32 dst, u32 count, count x u32
+ *                           CUatomicOperation -> count x u32 capabilities
+ *   cuDeviceCanAccessPeer   u32 device, u32 peer -> i32
+ *   cuDeviceGetP2PAttribute u32 attribute, u32 src, u32 dst -> i32
+ *   cuCtxEnablePeerAccess   u32 device, u32 peer, u32 flags
+ *   cuCtxDisablePeerAccess  u32 device, u32 peer
+ *   cuStreamBatchMemOp_v2   u64 stream, u32 flags, u32 count (<= JOB_BATCH_MAX),
+ *                           count x 48-byte CUstreamBatchMemOpParams
+ *   cuModuleEnumerateFunctions, cuLibraryEnumerateKernels
+ *                           u64 module or library -> u32 count, count x string
+ * (shim/stream_attr.c, shim/module.c cluster_query, shim/peer.c,
+ * shim/memop_batch.c, shim/module_enum.c write them; agent/stream_attr.c,
+ * agent/request.c, agent/memop_batch.c, agent/enumerate.c read them.) */
 
 #define JOB_GRAPH_NODES_MAX 65536
 #define JOB_GRAPH_DEPS_MAX 65536

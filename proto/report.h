@@ -1,5 +1,5 @@
 /* The report protocol between `rig run` and the processes of a job
- * (DESIGN.md "Launcher contract"): RIG_REMOTE_REPORT names a descriptor on
+ * (docs/design.md "The launcher"): RIG_REMOTE_REPORT names a descriptor on
  * which a process writes at most one `started` line and one end line,
  * `failed WHY` or `closed`, each in one write. The variable is removed from
  * the environment and the descriptor made close-on-exec, so programs the

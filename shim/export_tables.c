@@ -1,6 +1,6 @@
 /* cuGetExportTable: the undocumented tables the CUDA runtime (and cuBLAS)
  * ask for by UUID, implemented here for every device, local or proxy.
- * What each slot does is measured, not documented: see CUDART.md. A slot
+ * What each slot does is measured, not documented: see docs/cudart.md. A slot
  * whose use is unknown returns an error without reading its arguments. */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,7 +1,7 @@
 /* The CUDA runtime's integrity check (export table 7, slot 1): an HMAC-MD2
  * over this process, thread, the tables and every device the program sees,
  * which the runtime recomputes and compares (cudaErrorSoftwareValidity-
- * NotEstablished when it differs). Layout and key as measured: CUDART.md. */
+ * NotEstablished when it differs). Layout and key as measured: docs/cudart.md. */
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>

@@ -47,6 +47,21 @@ static CUresult simple_request(agent_link *l, const uint8_t *body, size_t n, con
     return rc;
 }
 
+/* The driver's reason a refusal's answer carries (a string), printable, in
+ * why; a bad one is no reason but does not fail the job: the call failed
+ * anyway. */
+static void answer_reason(const uint8_t *o, size_t on, char *why, size_t whylen)
+{
+    wire_reader r = wire_reader_init(o, on);
+    const uint8_t *text;
+    size_t n = wire_get_string(&r, &text, 1024);
+    char clean[JOB_REASON_MAX + 1];
+    text_printable(clean, sizeof clean, text, r.err ? 0 : n, false);
+    size_t keep = strnlen(clean, whylen - 1);
+    memcpy(why, clean, keep);
+    why[keep] = '\0';
+}
+
 /* Loads m on the agent. A refusal comes with the driver's reason, which
  * goes to *why (the caller names the kernel that needed the module). */
 static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device, char *why, size_t whylen)
@@ -68,16 +83,7 @@ static CUresult load_on(proxy_obj *m, agent_link *l, int remote_device, char *wh
     } else if (rc == CUDA_SUCCESS) {
         __atomic_or_fetch(&m->u.module.loaded, link_bit(l), __ATOMIC_RELEASE);
     } else if (why && o) {
-        /* The driver's reason, when the agent sent one; a bad one is no
-         * reason but does not fail the job: the load failed anyway. */
-        wire_reader r = wire_reader_init(o, on);
-        const uint8_t *text;
-        size_t n = wire_get_string(&r, &text, 1024);
-        char clean[JOB_REASON_MAX + 1];
-        text_printable(clean, sizeof clean, text, r.err ? 0 : n, false);
-        size_t keep = strnlen(clean, whylen - 1);
-        memcpy(why, clean, keep);
-        why[keep] = '\0';
+        answer_reason(o, on, why, whylen);
     }
     frame_release(&f);
     return rc;
@@ -149,8 +155,12 @@ static CUresult resolve(proxy_obj *f, shim_device *d)
     const uint8_t *o;
     size_t on;
     rc = link_request(l, iov, 2, &fr, &o, &on);
-    if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_DEVICE_UNAVAILABLE)
-        tell_unrunnable(f, d, rc, rc == CUDA_ERROR_NOT_FOUND ? "no such kernel in its module" : NULL);
+    if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_DEVICE_UNAVAILABLE) {
+        /* A kernel the agent's driver cannot run comes with its reason. */
+        if (o && on)
+            answer_reason(o, on, why, sizeof why);
+        tell_unrunnable(f, d, rc, rc == CUDA_ERROR_NOT_FOUND ? "no such kernel in its module" : why);
+    }
     if (rc == CUDA_SUCCESS && !f->u.fn.params) {
         shim_param_info pi;
         rig_why bad = { "" };

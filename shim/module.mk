@@ -28,12 +28,12 @@ $(B)/tests/test_md2: $(B)/tests/test_md2.o $(B)/shim/md2.o
 $(B)/tests/test_shim_face.o: CFLAGS += -DCUDA_STUB='"$(CUDA_HOME)/lib64/stubs/libcuda.so"' \
   -DRIG_PLAIN_BUILD_DIR='"$(abspath build)"'
 $(B)/tests/test_shim_face: $(B)/tests/test_shim_face.o $(B)/tests/harness.o $(B)/tests/support.o $(PROTO_LIB) \
-  | $(SHIM_LIB) $(B)/rig-agent $(PROGRAMS) $(if $(filter 1,$(SAN)),shim-face-plain,$(B)/libcudasoft.so $(B)/kernels/vecadd.default.fatbin)
+  | $(SHIM_LIB) $(B)/rig-agent $(PROGRAMS) $(if $(filter 1,$(SAN)),shim-face-plain,$(B)/libcudasoft.so $(B)/softgpu-direct/libcuda.so.1 $(B)/kernels/vecadd.default.fatbin)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion -ldl $(PROTO_LDLIBS)
 
 .PHONY: shim-face-plain
 shim-face-plain:
-	$(Q)$(MAKE) -s --no-print-directory SAN= build/librigshim.so build/libcudasoft.so
+	$(Q)$(MAKE) -s --no-print-directory SAN= build/librigshim.so build/libcudasoft.so build/softgpu-direct/libcuda.so.1
 
 CHECK_TESTS += $(B)/tests/test_md2 $(B)/tests/test_shim_face

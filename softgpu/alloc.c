@@ -144,13 +144,42 @@ bool soft_range_find(uint64_t addr, soft_range *out)
     return r != NULL;
 }
 
-bool soft_range_covers(uint64_t addr, uint64_t n)
+/* True when dev (-1: any) may touch range r. */
+static bool reachable(const soft_range *r, int dev)
+{
+    return dev < 0 || r->kind != SOFT_MEM_VMM || (dev < 32 && (r->access >> dev & 1));
+}
+
+bool soft_range_covers_on(uint64_t addr, uint64_t n, int dev)
 {
     pthread_rwlock_rdlock(&lock);
     const soft_range *r = holding(addr);
-    bool ok = r && n <= r->size - (addr - r->base);
+    bool ok = r && reachable(r, dev);
+    /* VMM mappings end to end read as one range, as on a GPU. */
+    while (ok && n > r->size - (addr - r->base)) {
+        uint64_t end = r->base + r->size;
+        const soft_range *next = r->kind == SOFT_MEM_VMM && end != 0 ? holding(end) : NULL;
+        ok = next && next->base == end && next->kind == SOFT_MEM_VMM && reachable(next, dev);
+        n -= end - addr;
+        addr = end;
+        r = next;
+    }
     pthread_rwlock_unlock(&lock);
     return ok;
+}
+
+bool soft_range_covers(uint64_t addr, uint64_t n)
+{
+    return soft_range_covers_on(addr, n, -1);
+}
+
+void soft_range_set_access(uint64_t base, uint32_t mask)
+{
+    pthread_rwlock_wrlock(&lock);
+    const node *n = at_or_below(base);
+    if (n && n->r.base == base && n->r.kind == SOFT_MEM_VMM)
+        ((node *)n)->r.access = mask;
+    pthread_rwlock_unlock(&lock);
 }
 
 /* Moves every node owned by ctx from t onto *out (linked through right). */
@@ -184,11 +213,11 @@ void soft_range_drop_ctx(struct CUctx_st *ctx, void (*fn)(const soft_range *))
     }
 }
 
+/* ctx: 1 + the device the launch runs on, or 0 for any. */
 static bool find_cb(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size)
 {
-    (void)ctx;
     soft_range r;
-    if (!soft_range_find(addr, &r))
+    if (!soft_range_find(addr, &r) || !reachable(&r, (int)(uintptr_t)ctx - 1))
         return false;
     *base = r.base;
     *size = r.size;
@@ -196,6 +225,19 @@ static bool find_cb(void *ctx, uint64_t addr, uint64_t *base, uint64_t *size)
 }
 
 const soft_memory soft_memory_table = { .ctx = NULL, .find = find_cb };
+
+_Static_assert(SOFT_MAX_DEVICES == 16, "one table per device below");
+#define ON(d) { .ctx = (void *)(uintptr_t)((d) + 1), .find = find_cb }
+static const soft_memory tables[SOFT_MAX_DEVICES] = {
+    ON(0), ON(1), ON(2), ON(3), ON(4), ON(5), ON(6), ON(7),
+    ON(8), ON(9), ON(10), ON(11), ON(12), ON(13), ON(14), ON(15),
+};
+#undef ON
+
+const soft_memory *soft_memory_on(int dev)
+{
+    return dev >= 0 && dev < SOFT_MAX_DEVICES ? &tables[dev] : &soft_memory_table;
+}
 
 static uint64_t page_round(uint64_t n)
 {

@@ -109,6 +109,7 @@ static void ctx_clear(struct CUctx_st *c)
 
 static void ctx_free(struct CUctx_st *c)
 {
+    soft_storage_drop(c);
     soft_handle_remove(c);
     ctx_clear(c);
     soft_stream_destroy(c->null_stream);
@@ -514,6 +515,18 @@ SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev
     return r;
 }
 
+CUresult soft_primary_context(int dev, struct CUctx_st **out)
+{
+    SOFT_TRY(soft_check_device(dev));
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&primary_lock);
+    if (!primaries[dev])
+        r = ctx_new(dev, 0, true, &primaries[dev]);
+    *out = primaries[dev];
+    pthread_mutex_unlock(&primary_lock);
+    return r;
+}
+
 SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     SOFT_TRY(soft_check_device(dev));
@@ -538,6 +551,12 @@ SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 SOFT_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     SOFT_TRY(soft_check_device(dev));
+    /* The runtime's state of it goes first (its destructors may call in). */
+    pthread_mutex_lock(&primary_lock);
+    struct CUctx_st *p = primaries[dev];
+    pthread_mutex_unlock(&primary_lock);
+    if (p)
+        soft_storage_drop(p);
     pthread_mutex_lock(&primary_lock);
     struct CUctx_st *c = primaries[dev];
     if (c) {

@@ -108,9 +108,10 @@ static CUresult submit_copy(struct CUstream_st *s, void *dst, const void *src, s
     return CUDA_SUCCESS;
 }
 
-static CUresult device_ok(CUdeviceptr p, size_t n)
+/* Device memory that the device of the copy's context may touch. */
+static CUresult device_ok(CUdeviceptr p, size_t n, int dev)
 {
-    return n == 0 || soft_range_covers(p, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return n == 0 || soft_range_covers_on(p, n, dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 enum dir { HTOD, DTOH, DTOD, ANY };
@@ -122,14 +123,15 @@ static CUresult copy(enum dir d, CUdeviceptr dst, CUdeviceptr src, size_t n, CUs
     SOFT_TRY(soft_stream_get(h, ptds, &s));
     if (n && (!dst || !src))
         return CUDA_ERROR_INVALID_VALUE;
-    if (d == HTOD || d == DTOD)
-        SOFT_TRY(device_ok(dst, n));
-    if (d == DTOH || d == DTOD)
-        SOFT_TRY(device_ok(src, n));
+    int dev = s->ctx->device;
     void *dp = (void *)(uintptr_t)dst;
     const void *sp = (const void *)(uintptr_t)src;
     bool dst_dev = d == HTOD || d == DTOD || (d == ANY && soft_range_covers(dst, n));
     bool src_dev = d == DTOH || d == DTOD || (d == ANY && soft_range_covers(src, n));
+    if (dst_dev)
+        SOFT_TRY(device_ok(dst, n, dev));
+    if (src_dev)
+        SOFT_TRY(device_ok(src, n, dev));
     bool stage = false, wait = !async;
     if (async) {
         /* Pageable host memory: read it now, or write it before returning,

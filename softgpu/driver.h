@@ -14,7 +14,10 @@
  *    in one table (alloc.c) that the engine, copies and queries consult, and
  *    nothing in flight ever touches memory taken away (soft_mem_use_*).
  *  - cuMemAddressReserve honours the requested address exactly or fails
- *    (CUDA_ERROR_OUT_OF_MEMORY); read-only VMM access is not enforced.
+ *    (CUDA_ERROR_OUT_OF_MEMORY); read-only VMM access is not enforced, but
+ *    which devices have access is: a kernel of a device without it faults
+ *    (CUDA_ERROR_ILLEGAL_ADDRESS), a copy on its context is refused
+ *    (CUDA_ERROR_INVALID_VALUE).
  *  - A failed launch poisons its context for good (until cuCtxDestroy or
  *    cuDevicePrimaryCtxReset) and logs one line naming kernel and address.
  *  - cuStreamDestroy returns at once; cuMemFree and cuModuleUnload wait for
@@ -23,6 +26,10 @@
  *    parameter and that rounded up to the largest alignment (8 at least).
  *  - The PTX entry for the highest compute capability up to 7.5 is chosen,
  *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED.
+ *  - A kernel reaching an instruction the engine cannot run is refused
+ *    alone (cuModuleGetFunction, cuKernelGetFunction and launches:
+ *    CUDA_ERROR_NOT_SUPPORTED, one line naming kernel, instruction and PTX
+ *    line); its module loads, where a GPU's JIT would refuse it whole.
  *  - A graph launch runs its nodes one after another, in an order that
  *    respects their dependencies, on the stream's worker (independent
  *    branches do not overlap); memcpy nodes take any 3-D copy, arrays
@@ -60,6 +67,9 @@
 /* ---- log (log.c) ---- */
 /* One line on stderr, prefixed "softgpu: ". */
 void soft_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Keeps one line (len bytes, no newline) in the driver log (logs.c), which
+ * cuLogsDumpToMemory reads and callbacks receive. */
+void soft_logs_add(const char *text, size_t len);
 
 /* ---- init and devices (device.c) ---- */
 #define SOFT_MAX_DEVICES 16
@@ -83,6 +93,20 @@ uint64_t soft_device_total_memory(void);
 bool soft_device_reserve(int dev, uint64_t bytes);
 void soft_device_unreserve(int dev, uint64_t bytes);
 uint64_t soft_device_used(int dev);
+
+/* ---- what the CUDA runtime asks of its driver beyond cuda.h
+ * (export_tables.c, integrity.c, md2.c) ---- */
+extern const void *const soft_table_runtime[];
+extern const void *const soft_table_integrity[];
+/* Table 7's slot 1: (version, unix seconds, 16 bytes out). */
+CUresult soft_integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t out[2]);
+void soft_hmac_md2(const uint8_t key[16], const void *data, size_t len, uint8_t out[16]);
+/* Runs and forgets the runtime's context-local storage of ctx (destroyed
+ * or reset). */
+struct CUctx_st;
+void soft_storage_drop(struct CUctx_st *ctx);
+/* Device dev's primary context, made if need be, not retained. */
+CUresult soft_primary_context(int dev, struct CUctx_st **out);
 
 /* ---- handles (handle.c): which pointers are live objects of which kind ---- */
 typedef enum soft_kind {
@@ -157,6 +181,7 @@ typedef struct soft_range {
     struct CUctx_st *ctx;      /* owner; NULL for library globals, VMM, pools */
     unsigned flags;            /* host allocation flags */
     struct CUmemPoolHandle_st *pool;   /* stream-ordered allocations: their pool */
+    uint32_t access;           /* VMM: bit d set when device d may touch it */
 } soft_range;
 /* Adds r; CUDA_ERROR_INVALID_VALUE if it overlaps a live range. */
 CUresult soft_range_add(const soft_range *r);
@@ -164,12 +189,21 @@ CUresult soft_range_add(const soft_range *r);
 bool soft_range_remove(uint64_t base, soft_range *out);
 /* The range holding addr: true and *out. */
 bool soft_range_find(uint64_t addr, soft_range *out);
-/* True when [addr, addr + n) lies inside one live range (n may be 0). */
+/* True when [addr, addr + n) lies inside one live range (n may be 0), or
+ * in VMM mappings that follow each other without a gap (one reservation's
+ * pieces, as PyTorch's expandable segments map them). */
 bool soft_range_covers(uint64_t addr, uint64_t n);
+/* The same, and device dev may touch all of it: VMM memory only where
+ * cuMemSetAccess granted dev access. */
+bool soft_range_covers_on(uint64_t addr, uint64_t n, int dev);
+/* The VMM range at base is now accessible to the devices in mask (nonzero). */
+void soft_range_set_access(uint64_t base, uint32_t mask);
 /* Removes every range owned by ctx and calls fn on each (may be NULL). */
 void soft_range_drop_ctx(struct CUctx_st *ctx, void (*fn)(const soft_range *));
-/* The engine's view of the table. */
+/* The engine's view of the table: any device's, and device dev's (VMM
+ * ranges it has no access to are not there). */
 extern const soft_memory soft_memory_table;
+const soft_memory *soft_memory_on(int dev);
 
 /* Forgets the advice of the managed allocation at base (managed.c). */
 void soft_managed_forget(uint64_t base);
@@ -526,6 +560,10 @@ void soft_module_free(struct CUmod_st *mod);
 /* Launch bookkeeping, so that unloading waits for kernels still queued. */
 void soft_module_hold(struct CUmod_st *mod);
 void soft_module_release(struct CUmod_st *mod);
+/* CUDA_SUCCESS when the engine can run f; else CUDA_ERROR_NOT_SUPPORTED,
+ * with its reason (kernel, instruction, PTX line) logged. Its module
+ * loaded all the same: only the kernels that cannot run are refused. */
+CUresult soft_func_runnable(const struct CUfunc_st *f);
 /* A CUfunction or CUkernel (cudart passes one for the other): the function,
  * or NULL. Kernels and functions are the same objects here. */
 struct CUfunc_st *soft_func_get(const void *h);

@@ -23,6 +23,13 @@ $(B)/softgpu/exports.map: softgpu/driver.mk
 
 ALL_TARGETS += $(SOFT_LIB)
 
+# softgpu as libcuda.so.1 in a directory of its own: LD_LIBRARY_PATH=there
+# runs a CUDA program on it directly, with no shim in front.
+$(B)/softgpu-direct/libcuda.so.1: | $(SOFT_LIB)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)ln -sfn ../libcudasoft.so $@
+ALL_TARGETS += $(B)/softgpu-direct/libcuda.so.1
+
 # Tests: test_fatbin drives the parser directly (exact-size buffers under
 # ASan); test_softgpu_* go through the library's exported API, as the agent does.
 SOFT_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard tests/test_softgpu_*.c))
@@ -33,9 +40,9 @@ $(SOFT_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(B)/tests/support.o $(SOF
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(SOFT_LIB) -Wl,-rpath,$(abspath $(B)) -lcriterion -lpthread -ldl -lm
 
-$(B)/tests/test_fatbin: $(B)/tests/test_fatbin.o $(B)/tests/support.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o $(B)/softgpu-tests/sass_only.fatbin $(KERNEL_FATBINS)
+$(B)/tests/test_fatbin: $(B)/tests/test_fatbin.o $(B)/tests/support.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o $(B)/softgpu/logs.o $(B)/softgpu-tests/sass_only.fatbin $(KERNEL_FATBINS)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion -lzstd -llz4
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion -lzstd -llz4 -lpthread
 
 # A module with SASS only (no PTX): softgpu must refuse it clearly.
 $(B)/softgpu-tests/sass_only.fatbin: tests/softgpu/sass_only.cu

@@ -32,6 +32,11 @@ typedef struct soft_entry_info {
     uint32_t local_bytes;      /* per thread */
     uint32_t max_threads;      /* 1024 unless .maxntid says less */
     uint32_t num_regs;
+    /* Added: NULL when the engine runs it; else why not, one line naming
+     * the kernel, the PTX line and the instruction (its own or a callee's).
+     * Such an entry's module still loads; launching it fails with
+     * CUDA_ERROR_NOT_SUPPORTED. */
+    const char *refusal;
 } soft_entry_info;
 
 typedef enum soft_space { SOFT_SPACE_GLOBAL, SOFT_SPACE_CONST } soft_space;
@@ -110,8 +115,11 @@ typedef struct soft_launch {
 } soft_launch;
 
 /* Parses PTX text (len bytes, NUL not required). On failure returns
- * CUDA_ERROR_INVALID_PTX, or CUDA_ERROR_NOT_SUPPORTED for an instruction the
- * engine does not run, with one line in msg naming what and where (line). */
+ * CUDA_ERROR_INVALID_PTX, or CUDA_ERROR_NOT_SUPPORTED for what the engine
+ * does not run outside function bodies, with one line in msg naming what
+ * and where (line). An instruction it does not run (or a call to a function
+ * without a body) refuses only the entries that reach it: see
+ * soft_entry_info.refusal. */
 CUresult soft_program_parse(const char *ptx, size_t len, soft_program **out,
                             char *msg, size_t msglen);
 
@@ -127,7 +135,8 @@ uint32_t soft_program_global_count(const soft_program *prog);
 const soft_global_info *soft_program_global(const soft_program *prog, uint32_t i);
 /* The driver layer allocated the storage of global i at addr (host memory at
  * the device address) and copied its initialiser; kernels now use it. Every
- * global must be bound before the first launch. */
+ * global must be bound before the first launch. Initialiser words naming
+ * another variable's address are written here once both are bound. */
 void soft_program_bind_global(soft_program *prog, uint32_t i, uint64_t addr);
 
 /* Added: the module's `.global .texref` and `.global .surfref` variables

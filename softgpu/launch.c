@@ -31,7 +31,7 @@ static void run_launch(soft_op *op, struct CUctx_st *ctx)
         .entry = f->entry,
         .dynamic_shared_bytes = op->u.launch.shared,
         .params = op->u.launch.params,
-        .memory = &soft_memory_table,
+        .memory = soft_memory_on(ctx->device),
         .print = print_out,
         .cooperative = op->u.launch.cooperative,
         .image = soft_image_find,
@@ -190,6 +190,7 @@ CUresult soft_launch_op(const void *fh, const unsigned grid[3], const unsigned b
     struct CUfunc_st *f = soft_func_get(fh);
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
+    SOFT_TRY(soft_func_runnable(f));
     const soft_entry_info *e = f->info;
     if (!grid[0] || !grid[1] || !grid[2] || grid[0] > 2147483647u || grid[1] > 65535 || grid[2] > 65535 ||
         !block[0] || !block[1] || !block[2] || block[0] > 1024 || block[1] > 1024 || block[2] > 64 ||

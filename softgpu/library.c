@@ -158,6 +158,9 @@ SOFT_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel
     struct CUfunc_st *f = soft_func_get(kernel);
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
+    /* The kernel made a function of a context: where a lazily loading GPU
+     * driver would compile it, and refuse it. */
+    SOFT_TRY(soft_func_runnable(f));
     *pFunc = f;
     return CUDA_SUCCESS;
 }

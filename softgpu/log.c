@@ -1,4 +1,5 @@
-/* softgpu's one-line messages on stderr (fd 1 is the kernels' printf). */
+/* softgpu's one-line messages on stderr (fd 1 is the kernels' printf),
+ * each also in the driver log (logs.c). */
 #include "softgpu/driver.h"
 
 #include <stdarg.h>
@@ -18,6 +19,8 @@ void soft_log(const char *fmt, ...)
     size_t len = (size_t)n + (size_t)m;
     if (len > sizeof line - 2)
         len = sizeof line - 2;
+    /* The driver log (logs.c) keeps it too, without the newline. */
+    soft_logs_add(line, len);
     line[len++] = '\n';
     /* One write, so concurrent lines do not interleave. */
     ssize_t w = write(2, line, len);

@@ -55,7 +55,8 @@ static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned value, unsigned ele
     if (pitch < wbytes || (height > 1 && pitch % elem))
         return CUDA_ERROR_INVALID_VALUE;
     unsigned __int128 span = (unsigned __int128)(height - 1) * pitch + wbytes;
-    if (span > UINT64_MAX || !soft_range_covers(dst, (uint64_t)span))
+    /* Memory the device of the stream's context may touch. */
+    if (span > UINT64_MAX || !soft_range_covers_on(dst, (uint64_t)span, s->ctx->device))
         return CUDA_ERROR_INVALID_VALUE;
     if (!async && soft_capturing(s))
         return soft_capture_misuse(s);

@@ -290,6 +290,14 @@ struct CUfunc_st *soft_module_function(struct CUmod_st *mod, const char *name)
     return i < 0 || (uint32_t)i >= mod->nfuncs ? NULL : &mod->funcs[i];
 }
 
+CUresult soft_func_runnable(const struct CUfunc_st *f)
+{
+    if (!f->info->refusal)
+        return CUDA_SUCCESS;
+    soft_log("cannot run kernel %s (CUDA_ERROR_NOT_SUPPORTED): %s", f->info->name, f->info->refusal);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 SOFT_API CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
     if (!hfunc || !name)
@@ -300,6 +308,7 @@ SOFT_API CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, 
     struct CUfunc_st *f = soft_module_function(hmod, name);
     if (!f)
         return CUDA_ERROR_NOT_FOUND;
+    SOFT_TRY(soft_func_runnable(f));
     *hfunc = f;
     return CUDA_SUCCESS;
 }

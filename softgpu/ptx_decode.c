@@ -61,13 +61,15 @@ static ptx_type take_type(mods *m)
     return T_NONE;
 }
 
+/* shared::cluster is shared: every cluster here is one CTA, whose own
+ * shared addresses are the same in both windows. */
 static int take_space(mods *m)
 {
     static const char *const names[] = { "global", "shared", "local", "const", "param",
-                                         "shared::cta" };
+                                         "shared::cta", "shared::cluster" };
     static const int spaces[] = { SP_GLOBAL, SP_SHARED, SP_LOCAL, SP_CONST, SP_PARAM,
-                                  SP_SHARED };
-    int k = take_one(m, names, 6);
+                                  SP_SHARED, SP_SHARED };
+    int k = take_one(m, names, 7);
     return k < 0 ? SP_GENERIC : spaces[k];
 }
 
@@ -236,6 +238,11 @@ static uint32_t symbol_address(ptx_parser *p, const mods *m, const ptx_opd *o)
         return ptx_const_reg(p, s->offset);
     case SYM_DYNSHARED:
         return ptx_dyn_shared_reg(p);
+    case SYM_FUNC:
+        if (p->prog->funcs[s->index].is_entry)
+            unsupported(p, m, "address of a kernel");
+        p->prog->funcs[s->index].addressed = true;
+        return ptx_const_reg(p, ptx_func_addr(p->prog, s->index));
     default:
         unsupported(p, m, "address of this kind of symbol");
     }
@@ -375,8 +382,8 @@ static void dec_mov(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
         in->imm = (int64_t)o[1].sym->offset;
         return;
     }
-    if (o[1].kind == OPD_SYM && o[1].sym && o[1].sym->kind == SYM_FUNC)
-        unsupported(p, m, "function addresses");
+    if (o[1].kind == OPD_SYM && o[1].sym && o[1].sym->kind == SYM_FUNC && size != 8)
+        invalid(p, m, "a function's address is 64 bits");
     /* A kernel parameter's address (CUB takes one of a by-value struct to
      * read it through ld.param [%rd+off]): its offset in the launch's buffer. */
     if (o[1].kind == OPD_SYM && o[1].sym && o[1].sym->kind == SYM_KPARAM && size == 8) {
@@ -1164,6 +1171,208 @@ static void dec_query(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned
     in->d = dst(p, m, &o[0]);   /* after: the coordinates' fourth slot is d */
 }
 
+/* A second memory operand of an instruction: its base register and a
+ * register preloaded with its offset. */
+static void address_regs(ptx_parser *p, const mods *m, const ptx_opd *o, int space,
+                         uint32_t *base, uint32_t *off)
+{
+    ptx_insn t = { 0 };
+    address(p, m, o, space, &t);
+    *base = t.a;
+    *off = ptx_const_reg(p, (uint64_t)t.imm);
+}
+
+/* shared, shared::cta and shared::cluster (a cluster here is one CTA, so
+ * a cluster address of the CTA's own memory is its shared address), else
+ * generic (finish_mods refuses any other space left). */
+static int take_shared(mods *m)
+{
+    if (take(m, "shared") || take(m, "shared::cta") || take(m, "shared::cluster"))
+        return SP_SHARED;
+    return SP_GENERIC;
+}
+
+/* cp.async (non-bulk and bulk), its groups and its mbarrier arrive. */
+static void dec_cp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    if (!take(m, "async"))
+        unsupported(p, m, NULL);
+    if (take(m, "commit_group") || take(m, "wait_all") || take(m, "wait_group")) {
+        /* copies complete at issue: nothing is ever outstanding */
+        take(m, "bulk");
+        take(m, "read");
+        finish_mods(p, m);
+        if (n > 1 || (n == 1 && o[0].kind != OPD_INT))
+            invalid(p, m, "expected a group count");
+        in->op = OP_NOP;
+        return;
+    }
+    if (take(m, "mbarrier")) {
+        /* cp.async.mbarrier.arrive[.noinc]: an arrive once this thread's
+         * copies are done (now). Without .noinc the pending count is raised
+         * first, so nothing changes. */
+        if (!take(m, "arrive"))
+            unsupported(p, m, NULL);
+        bool noinc = take(m, "noinc");
+        int space = take_shared(m);
+        ptx_type t = take_type(m);
+        finish_mods(p, m);
+        need(p, m, n, 1);
+        if (t != T_B64)
+            unsupported(p, m, "state space or type");
+        address(p, m, &o[0], space, in);
+        in->space = (uint8_t)space;
+        in->op = noinc ? OP_MBAR : OP_NOP;
+        in->mode = MB_ARRIVE;
+        in->d = SR_SINK;
+        in->b = ptx_const_reg(p, 1);
+        return;
+    }
+    in->op = OP_CPASYNC;
+    if (take(m, "bulk")) {
+        if (take(m, "tensor") || take(m, "multicast::cluster"))
+            unsupported(p, m, "bulk tensor and multicast forms");
+        if (take(m, "prefetch")) {   /* cp.async.bulk.prefetch.L2.global [a], size: a hint */
+            take(m, "L2");
+            take(m, "global");
+            finish_mods(p, m);
+            if (n < 2 || n > 3 || o[0].kind != OPD_ADDR)
+                invalid(p, m, "expected an address and a size");
+            in->op = OP_NOP;
+            return;
+        }
+        bool hint = take(m, "L2::cache_hint");
+        bool tx = take(m, "mbarrier::complete_tx::bytes");
+        bool group = take(m, "bulk_group");
+        bool global = take(m, "global");
+        bool cluster = take(m, "shared::cluster"), cta = take(m, "shared::cta");
+        finish_mods(p, m);
+        /* .shared::cluster.global (or .shared::cta.global) and
+         * .shared::cluster.shared::cta complete on an mbarrier;
+         * .global.shared::cta is a bulk group */
+        bool g2s = tx && !group && (cluster != cta) && global;
+        bool s2s = tx && !group && cluster && cta && !global;
+        bool s2g = group && !tx && global && cta && !cluster;
+        if (!g2s && !s2s && !s2g)
+            unsupported(p, m, "state spaces or completion mechanism");
+        need(p, m, n, 3 + tx + hint);
+        in->mode = 0;
+        in->type = T_U32;
+        in->e = src(p, m, &o[2], T_U32);
+        in->space = s2g ? SP_GLOBAL : SP_SHARED;
+        in->type2 = g2s ? SP_GLOBAL : SP_SHARED;
+        address(p, m, &o[0], in->space, in);
+        address_regs(p, m, &o[1], in->type2, &in->b, &in->c);
+        if (tx) {
+            in->vec = 1;
+            address_regs(p, m, &o[3], SP_SHARED, &in->v[0], &in->v[1]);
+        }
+        return;
+    }
+    static const char *const levels[] = { "ca", "cg" };
+    int level = take_one(m, levels, 2);
+    bool hint = take(m, "L2::cache_hint");
+    bool shared = take(m, "shared") || take(m, "shared::cta");
+    bool global = take(m, "global");
+    finish_mods(p, m);
+    if (level < 0 || !shared || !global)
+        unsupported(p, m, NULL);
+    if (n < 3 || o[2].kind != OPD_INT)
+        invalid(p, m, "expected a copy size");
+    uint64_t size = o[2].bits;
+    if (size != 16 && (level == 1 || (size != 4 && size != 8)))
+        invalid(p, m, "copy size must be 4, 8 or 16 (16 for .cg)");
+    in->mode = (uint8_t)size;
+    in->space = SP_SHARED;
+    in->type2 = SP_GLOBAL;
+    address(p, m, &o[0], SP_SHARED, in);
+    address_regs(p, m, &o[1], SP_GLOBAL, &in->b, &in->c);
+    unsigned k = 3;
+    in->type = T_U32;
+    in->e = ptx_const_reg(p, size);
+    if (n > k + hint) {   /* src-size, or the ignore-src predicate */
+        const ptx_opd *x = &o[k];
+        if (x->kind == OPD_REG && p->prog->reg_width[x->reg] == 1) {
+            bool neg;
+            in->e = pred_src(p, m, x, &neg);
+            in->type = T_PRED;
+            if (neg)
+                in->flags |= F_NEG_C;
+        } else {
+            in->e = src(p, m, x, T_U32);
+        }
+        k++;
+    }
+    need(p, m, n, k + hint);   /* a cache policy last, ignored */
+}
+
+/* mbarrier.* on a 64-bit barrier object in shared memory. */
+static void dec_mbarrier(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    static const char *const ops[] = { "init", "arrive", "arrive_drop", "expect_tx",
+                                       "complete_tx", "test_wait", "try_wait", "inval",
+                                       "pending_count" };
+    int op = take_one(m, ops, 9);
+    bool parity = take(m, "parity");
+    bool expect = take(m, "expect_tx");
+    take(m, "cluster");   /* scope: a cluster is this CTA alone */
+    take(m, "noComplete");   /* the program promises no completion: an ordinary arrive */
+    int space = take_shared(m);
+    ptx_type t = take_type(m);
+    finish_mods(p, m);
+    if (op < 0 || t != T_B64 || (parity && op != 5 && op != 6) ||
+        (expect && op != 1 && op != 2))
+        unsupported(p, m, NULL);
+    in->op = OP_MBAR;
+    in->space = (uint8_t)space;
+    in->type = T_B64;
+    in->d = SR_SINK;
+    switch (op) {
+    case 0:   /* init [a], count */
+    case 3:   /* expect_tx [a], tx */
+    case 4:   /* complete_tx [a], tx */
+        need(p, m, n, 2);
+        in->mode = op == 0 ? MB_INIT : op == 3 ? MB_EXPECT_TX : MB_COMPLETE_TX;
+        address(p, m, &o[0], space, in);
+        in->b = src(p, m, &o[1], T_U32);
+        return;
+    case 1:   /* arrive[_drop][.expect_tx] state|_, [a] [, count | tx] */
+    case 2:
+        if (n < 2 || n > 3)
+            invalid(p, m, "wrong number of operands");
+        if (expect && n != 3)
+            invalid(p, m, "expect_tx needs a transaction count");
+        in->mode = expect ? (op == 1 ? MB_ARRIVE_TX : MB_ARRIVE_DROP_TX)
+                          : (op == 1 ? MB_ARRIVE : MB_ARRIVE_DROP);
+        in->d = dst(p, m, &o[0]);
+        address(p, m, &o[1], space, in);
+        in->b = n == 3 ? src(p, m, &o[2], T_U32) : ptx_const_reg(p, 1);
+        return;
+    case 5:   /* test_wait/try_wait[.parity] p, [a], state|parity [, time hint] */
+    case 6:
+        if (n != 3 && !(op == 6 && n == 4))
+            invalid(p, m, "wrong number of operands");
+        in->mode = parity ? MB_TEST_PARITY : MB_TEST;
+        in->d = dst(p, m, &o[0]);
+        if (p->prog->reg_width[in->d] != 1)
+            invalid(p, m, "expected a predicate destination");
+        address(p, m, &o[1], space, in);
+        in->b = src(p, m, &o[2], parity ? T_U32 : T_U64);
+        return;
+    case 7:   /* inval [a] */
+        need(p, m, n, 1);
+        in->mode = MB_INVAL;
+        address(p, m, &o[0], space, in);
+        return;
+    default:  /* pending_count.b64 count, state */
+        need(p, m, n, 2);
+        in->mode = MB_PENDING;
+        in->d = dst(p, m, &o[0]);
+        in->b = src(p, m, &o[1], T_U64);
+        return;
+    }
+}
+
 bool ptx_known_opcode(const ptx_tok *op)
 {
     static const char *const known[] = {
@@ -1174,7 +1383,7 @@ bool ptx_known_opcode(const ptx_tok *op)
         "atom", "red", "shfl", "vote", "activemask", "popc", "clz", "brev", "bfind", "bfe",
         "bfi", "prmt", "lop3", "copysign", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin",
         "cos", "tanh", "fma", "testp", "shf", "bmsk", "match", "redux", "dp4a", "prefetch",
-        "prefetchu", "isspacep", "tex", "tld4", "txq", "suld", "sust", "suq",
+        "prefetchu", "isspacep", "tex", "tld4", "txq", "suld", "sust", "suq", "cp", "mbarrier",
     };
     const char *dot = memchr(op->s, '.', op->len);
     size_t n = dot ? (size_t)(dot - op->s) : op->len;
@@ -1327,11 +1536,18 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         } else {
             if (!sync)
                 unsupported(p, m, NULL);
-            if (n < 1 || n > 2 || o[0].kind != OPD_INT || o[0].bits != 0)
+            /* -G builds name the barrier in a register (cooperative groups'
+             * block sync): checked to be 0 when it runs */
+            bool reg = n >= 1 && o[0].kind == OPD_REG;
+            if (n < 1 || n > 2 || (!reg && (o[0].kind != OPD_INT || o[0].bits != 0)))
                 unsupported(p, m, "barriers other than 0");
             if (n == 2)
                 unsupported(p, m, "a thread count");
             in.op = OP_BAR;
+            if (reg) {
+                in.vec = 1;
+                in.e = src(p, m, &o[0], T_U32);
+            }
         }
     } else if (IS("shf")) {
         bool left = take(m, "l"), right = take(m, "r");
@@ -1369,12 +1585,20 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         in.op = OP_MEMBAR;
         for (unsigned i = 0; i < m->n; i++)
             m->used[i] = is(m, i, "cta") || is(m, i, "gl") || is(m, i, "sys") ||
-                         is(m, i, "gpu") || is(m, i, "sc") || is(m, i, "acq_rel");
+                         is(m, i, "gpu") || is(m, i, "sc") || is(m, i, "acq_rel") ||
+                         /* proxy fences and the mbarrier-init fence: one
+                          * proxy and one CTA per cluster here */
+                         is(m, i, "proxy") || is(m, i, "async") || is(m, i, "alias") ||
+                         is(m, i, "shared::cta") || is(m, i, "shared::cluster") ||
+                         is(m, i, "global") || is(m, i, "mbarrier_init") ||
+                         is(m, i, "release") || is(m, i, "acquire") || is(m, i, "cluster");
         finish_mods(p, m);
     } else if (IS("nanosleep") || IS("pmevent")) {
         take_type(m);
         finish_mods(p, m);
-        in.op = OP_NOP;
+        /* a sleeping thread lets the block's other warps run: spin-waits
+         * on shared memory (libcu++'s barrier before sm_80) back off so */
+        in.op = IS("nanosleep") ? OP_SLEEP : OP_NOP;
     } else if (IS("atom")) {
         dec_atom(p, m, &in, o, n, false);
     } else if (IS("red")) {
@@ -1498,6 +1722,10 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         in.type = T_PRED;
         in.d = dst(p, m, &o[0]);
         in.a = src(p, m, &o[1], T_U64);
+    } else if (IS("cp")) {
+        dec_cp(p, m, &in, o, n);
+    } else if (IS("mbarrier")) {
+        dec_mbarrier(p, m, &in, o, n);
     } else if (IS("testp")) {
         static const char *const kinds[] = { "finite", "infinite", "number", "notanumber",
                                              "normal", "subnormal" };
@@ -1621,6 +1849,58 @@ void ptx_decode_call(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool gu
     }
     g->has_calls = true;
     in.op = OP_CALL;
+    in.aux = g->ncalls - 1;
+    ptx_emit(p, &in);
+}
+
+void ptx_decode_icall(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_neg,
+                      uint32_t target, const ptx_proto *proto, const ptx_sym **rets,
+                      unsigned nrets, const ptx_sym **args, unsigned nargs)
+{
+    mods mm, *m = &mm;
+    split(p, optok, m);
+    ptx_insn in = { .guard = guard, .line = optok->line };
+    if (guard_neg)
+        in.flags |= F_GUARD_NEG;
+    if (take(m, "uni"))
+        in.flags |= F_UNI;
+    finish_mods(p, m);
+    soft_program *g = p->prog;
+    if (g->reg_width[target] != 8)
+        invalid(p, m, "the callee's address must be a 64-bit register");
+    if (nargs != proto->nargs || nrets != proto->nrets)
+        invalid(p, m, "argument count does not match the prototype");
+    for (unsigned i = 0; i < nargs; i++)
+        if (args[i]->size != proto->arg_size[i])
+            invalid(p, m, "argument size does not match the prototype");
+    for (unsigned i = 0; i < nrets; i++)
+        if (rets[i]->size != proto->ret_size[i])
+            invalid(p, m, "result size does not match the prototype");
+    if (g->ncalls >= (1u << 20))
+        invalid(p, m, "too many calls");
+    ptx_call *c = ptx_new_call(p);
+    c->func = PTX_NO_FUNC;
+    /* the callee's formal slots (args[].to, rets[].from) are known per lane
+     * when it runs */
+    if (nargs) {
+        c->args = calloc(nargs, sizeof *c->args);
+        if (!c->args)
+            ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, optok->line, "out of memory");
+        c->nargs = nargs;
+        for (unsigned i = 0; i < nargs; i++)
+            c->args[i] = (ptx_pcopy){ .from = (uint32_t)args[i]->offset, .size = args[i]->size };
+    }
+    if (nrets) {
+        c->rets = calloc(nrets, sizeof *c->rets);
+        if (!c->rets)
+            ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, optok->line, "out of memory");
+        c->nrets = nrets;
+        for (unsigned i = 0; i < nrets; i++)
+            c->rets[i] = (ptx_pcopy){ .to = (uint32_t)rets[i]->offset, .size = rets[i]->size };
+    }
+    g->has_calls = true;
+    in.op = OP_CALLI;
+    in.a = target;
     in.aux = g->ncalls - 1;
     ptx_emit(p, &in);
 }

@@ -441,13 +441,108 @@ uint64_t soft_engine_thread_instructions(void)
     return atomic_load(&thread_instructions);
 }
 
+/* ---- mbarrier objects ---- */
+
+/* The 64-bit object: pending arrivals (bits 0-19), expected arrivals
+ * (20-39), the transaction count (40-60, signed) and the current phase's
+ * parity (63). A phase completes when no arrival and no byte is pending.
+ * An arrive's state token is the phase's parity and the arrivals left. */
+#define MB_MAX 0xfffffu
+
+static inline uint64_t mb_make(uint32_t pending, uint32_t expected, int32_t tx, uint64_t phase)
+{
+    return pending | (uint64_t)expected << 20 | (uint64_t)((uint32_t)tx & 0x1fffffu) << 40 |
+           phase << 63;
+}
+
+enum { MB_OK, MB_BAD_ADDRESS, MB_BAD_USE };
+
+/* One lane's mbarrier operation on the object at a; *res gets the result
+ * (token or predicate); *why names a misuse the ISA leaves undefined. */
+static int mbar_op(ptx_worker *k, ptx_warp *w, int mode, int space, unsigned l, uint64_t a,
+                   uint64_t b, uint64_t *res, const char **why)
+{
+    if (mode == MB_PENDING) {
+        *res = b & MB_MAX;
+        return MB_OK;
+    }
+    uint8_t *q = space_ptr(k, w, space, l, a, 8);
+    if (!q || (a & 7))
+        return MB_BAD_ADDRESS;
+    uint64_t s;
+    memcpy(&s, q, 8);
+    uint32_t pending = s & MB_MAX, expected = (s >> 20) & MB_MAX;
+    int32_t tx = (int32_t)((s >> 40) & 0x1fffff);
+    if (tx & 0x100000)
+        tx -= 0x200000;
+    uint64_t phase = s >> 63;
+    uint32_t count = (uint32_t)b;
+    switch (mode) {
+    case MB_INIT:
+        if (count == 0 || count > MB_MAX) {
+            *why = "mbarrier.init count out of [1, 2^20-1]";
+            return MB_BAD_USE;
+        }
+        memcpy(q, &(uint64_t){ mb_make(count, count, 0, 0) }, 8);
+        return MB_OK;
+    case MB_INVAL:
+        memset(q, 0, 8);
+        return MB_OK;
+    case MB_TEST:
+        *res = phase != (b >> 63);
+        return MB_OK;
+    case MB_TEST_PARITY:
+        *res = phase != (b & 1);
+        return MB_OK;
+    case MB_EXPECT_TX:
+    case MB_ARRIVE_TX:
+    case MB_ARRIVE_DROP_TX:
+        tx += (int32_t)(count & MB_MAX);
+        if (count > MB_MAX || tx > (int32_t)MB_MAX) {
+            *why = "mbarrier transaction count out of range";
+            return MB_BAD_USE;
+        }
+        count = 1;
+        break;
+    case MB_COMPLETE_TX:
+        tx -= (int32_t)(count & MB_MAX);
+        if (count > MB_MAX || tx < -(int32_t)MB_MAX) {
+            *why = "mbarrier transaction count out of range";
+            return MB_BAD_USE;
+        }
+        break;
+    default:
+        break;
+    }
+    if (mode == MB_ARRIVE || mode == MB_ARRIVE_DROP || mode == MB_ARRIVE_TX ||
+        mode == MB_ARRIVE_DROP_TX) {
+        if (count == 0 || count > pending) {
+            *why = expected ? "mbarrier arrive beyond the pending count"
+                            : "mbarrier arrive on an object not initialised";
+            return MB_BAD_USE;
+        }
+        pending -= count;
+        if (mode == MB_ARRIVE_DROP || mode == MB_ARRIVE_DROP_TX)
+            expected -= count;
+        *res = phase << 63 | pending;
+    }
+    if (pending == 0 && tx == 0 && expected) {   /* the phase completes */
+        phase ^= 1;
+        pending = expected;
+    }
+    memcpy(q, &(uint64_t){ mb_make(pending, expected, tx, phase) }, 8);
+    return MB_OK;
+}
+
 /* ---- control ---- */
 
 /* Picks the next group: the runnable lanes at the lowest pc. False when
  * no lane can run (all exited or waiting at the barrier). */
 static bool pick(ptx_warp *w, uint32_t *pc, uint32_t *mask, uint32_t *wait_min)
 {
-    uint32_t run = w->live & ~w->bar & ~w->wsync;
+    uint32_t run = w->live & ~w->bar & ~w->wsync & ~w->mwait;
+    if (!run && w->mwait)     /* yield: the waiters retry after the others ran */
+        return false;
     if (!run && w->wsync) {   /* nobody else can come: let the waiters go on */
         w->wsync = 0;
         run = w->live & ~w->bar;
@@ -619,6 +714,7 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
     int status;
 
     pthread_once(&fma_once, detect_fma);
+    w->mwait = 0;
     if (!pick(w, &pc, &mask, &wait_min))
         { status = w->live ? WARP_BARRIER : WARP_EXITED; goto done; }
 
@@ -1574,6 +1670,16 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 { status = w->live ? WARP_BARRIER : WARP_EXITED; goto done; }
             continue;
         case OP_BAR:
+            if (in->vec) {   /* the barrier named by a register */
+                uint32_t bad = 0;
+                EACH(bad |= (uint32_t)R[in->e][l]);
+                if (bad) {
+                    ptx_run_fail(run, CUDA_ERROR_NOT_SUPPORTED,
+                                 "kernel %s: barrier %u: barriers other than 0 are not supported (PTX line %u)",
+                                 run->entry->name, bad, in->line);
+                    { status = WARP_FAULT; goto done; }
+                }
+            }
             if (in->mode) {   /* bar.red: fold this group's predicates in */
                 uint64_t neg = (in->flags & F_NEG_C) ? 1 : 0;
                 EACH({
@@ -1623,21 +1729,142 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             }
             break;
         }
+        case OP_MBAR: {
+            uint32_t fail = 0;
+            const char *why = "";
+            EACH({
+                uint64_t a = A[l] + (uint64_t)in->imm, res = 0;
+                int rc = mbar_op(k, w, in->mode, in->space, l, a, B[l], &res, &why);
+                if (rc == MB_BAD_ADDRESS) {
+                    fault_addr = a; fault_size = 8; fault_what = "mbarrier";
+                    goto fault;
+                }
+                if (rc == MB_BAD_USE) {
+                    ptx_run_fail(run, CUDA_ERROR_LAUNCH_FAILED, "kernel %s: %s (PTX line %u)",
+                                 run->entry->name, why, in->line);
+                    status = WARP_FAULT;
+                    goto done;
+                }
+                D[l] = res;
+                if ((in->mode == MB_TEST || in->mode == MB_TEST_PARITY) && !res)
+                    fail |= BIT(l);
+            });
+            if (!fail)
+                break;
+            /* not complete: these lanes go on (with false) once the rest of
+             * the warp and the other warps had their turn */
+            m = fail;
+            goto park;
+        }
+        case OP_SLEEP:
+            if (!m)
+                break;
+        park:   /* lanes m wait for the others: they go on after a yield */
+            pc++;
+            flush_group(w, pc, mask);
+            w->mwait |= m;
+            if (!pick(w, &pc, &mask, &wait_min))
+                { status = WARP_BARRIER; goto done; }
+            continue;
+        case OP_CPASYNC: {
+            bool bulk = in->mode == 0;
+            EACH({
+                uint64_t da = A[l] + (uint64_t)in->imm, sa = B[l] + C[l];
+                uint64_t e = R[in->e][l];
+                unsigned size = bulk ? (uint32_t)e : in->mode, n = size;
+                if (!bulk && type == T_PRED)   /* ignore-src */
+                    n = ((e ^ ((in->flags & F_NEG_C) ? 1 : 0)) & 1) ? 0 : size;
+                else if (!bulk && (uint32_t)e < size)   /* src-size: zero-fill the rest */
+                    n = (uint32_t)e;
+                unsigned align = bulk ? 16 : size;
+                if ((bulk && size % 16) || ((da | sa) & (align - 1))) {
+                    ptx_run_fail(run, CUDA_ERROR_MISALIGNED_ADDRESS,
+                                 "kernel %s: misaligned cp.async of %u bytes from 0x%llx to 0x%llx "
+                                 "(PTX line %u)", run->entry->name, size, (unsigned long long)sa,
+                                 (unsigned long long)da, in->line);
+                    status = WARP_FAULT;
+                    goto done;
+                }
+                uint8_t *dp = space_ptr(k, w, in->space, l, da, size);
+                if (!dp) {
+                    fault_addr = da; fault_size = size; fault_what = "cp.async destination";
+                    goto fault;
+                }
+                const uint8_t *sp = n ? space_ptr(k, w, in->type2, l, sa, n) : NULL;
+                if (n && !sp) {
+                    ptx_run_fail(run, CUDA_ERROR_ILLEGAL_ADDRESS,
+                                 "kernel %s: illegal address 0x%llx (%s cp.async source of %u bytes, "
+                                 "PTX line %u)", run->entry->name, (unsigned long long)sa,
+                                 space_name(in->type2), n, in->line);
+                    status = WARP_FAULT;
+                    goto done;
+                }
+                if (n)
+                    memmove(dp, sp, n);
+                memset(dp + n, 0, size - n);
+                if (in->vec) {   /* complete_tx of the bytes on the mbarrier */
+                    uint64_t ma = R[in->v[0]][l] + R[in->v[1]][l], res;
+                    const char *why = "";
+                    int rc = mbar_op(k, w, MB_COMPLETE_TX, SP_SHARED, l, ma, size, &res, &why);
+                    if (rc == MB_BAD_ADDRESS) {
+                        fault_addr = ma; fault_size = 8; fault_what = "mbarrier";
+                        goto fault;
+                    }
+                    if (rc == MB_BAD_USE) {
+                        ptx_run_fail(run, CUDA_ERROR_LAUNCH_FAILED, "kernel %s: %s (PTX line %u)",
+                                     run->entry->name, why, in->line);
+                        status = WARP_FAULT;
+                        goto done;
+                    }
+                }
+            });
+            break;
+        }
         case OP_VPRINTF:
             if (do_printf(k, w, in, m) < 0)
                 { status = WARP_FAULT; goto done; }
             break;
-        case OP_CALL: {
+        case OP_CALL:
+        case OP_CALLI: {
             if (m == 0)
                 break;
             const ptx_call *c = &g->calls[in->aux];
-            const ptx_func *f = &g->funcs[c->func];
-            uint32_t save = f->recursive ? f->reg_count * 8 : 0;
-            uint32_t align = f->depot_align > 16 ? f->depot_align : 16;
             for (uint32_t r = m; r; r &= r - 1) {
                 unsigned l = (unsigned)__builtin_ctz(r);
+                uint32_t fi = c->func;
+                if (in->op == OP_CALLI) {
+                    fi = ptx_func_at(g, A[l]);
+                    const ptx_func *t = fi == PTX_NO_FUNC ? NULL : &g->funcs[fi];
+                    bool ok = t && t->defined && !t->is_entry && t->nparams == c->nargs &&
+                              t->nrets == c->nrets;
+                    for (uint32_t i = 0; ok && i < c->nargs; i++)
+                        ok = t->param_size[i] == c->args[i].size;
+                    for (uint32_t i = 0; ok && i < c->nrets; i++)
+                        ok = t->ret_size[i] == c->rets[i].size;
+                    if (ok && t->refusal) {
+                        /* Its statement softgpu cannot run was left out at
+                         * load: running the rest would compute wrongly. */
+                        ptx_run_fail(run, CUDA_ERROR_ILLEGAL_INSTRUCTION,
+                                     "kernel %s: indirect call to %s, which softgpu cannot run (%s)",
+                                     run->entry->name, t->name, t->refusal);
+                        { status = WARP_FAULT; goto done; }
+                    }
+                    if (!ok) {
+                        ptx_run_fail(run, CUDA_ERROR_ILLEGAL_INSTRUCTION,
+                                     "kernel %s: indirect call to 0x%llx, %s (PTX line %u)",
+                                     run->entry->name, (unsigned long long)A[l],
+                                     !t ? "not a device function of this module"
+                                        : !t->defined || t->is_entry ? "a function without a body here"
+                                                                     : "whose parameters differ from the call's prototype",
+                                     in->line);
+                        { status = WARP_FAULT; goto done; }
+                    }
+                }
+                const ptx_func *f = &g->funcs[fi];
+                uint32_t save = f->recursive ? f->reg_count * 8 : 0;
+                uint32_t align = f->depot_align > 16 ? f->depot_align : 16;
                 uint32_t start = (w->sp[l] + 15) / 16 * 16;
-                uint32_t depot = (start + 16 + save + align - 1) / align * align;
+                uint32_t depot = (start + PTX_FRAME_HDR + save + align - 1) / align * align;
                 uint64_t end = (uint64_t)depot + f->depot;
                 if (end > run->lstride) {
                     ptx_run_fail(run, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
@@ -1646,13 +1873,13 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                     { status = WARP_FAULT; goto done; }
                 }
                 uint8_t *lb = local_base(k, w, l);
-                uint32_t hdr[4] = { pc + 1, in->aux, w->frame[l], w->fp[l] };
+                uint32_t hdr[PTX_FRAME_HDR / 4] = { pc + 1, in->aux, w->frame[l], w->fp[l], fi };
                 memcpy(lb + start, hdr, sizeof hdr);
                 for (uint32_t i = 0; i < save / 8; i++)
-                    memcpy(lb + start + 16 + 8 * i, &R[f->reg_first + i][l], 8);
+                    memcpy(lb + start + PTX_FRAME_HDR + 8 * i, &R[f->reg_first + i][l], 8);
                 uint8_t *pm = k->pmem + (size_t)(w->index * PTX_WARP + l) * run->pstride;
                 for (uint32_t i = 0; i < c->nargs; i++)
-                    memmove(pm + c->args[i].to, pm + c->args[i].from, c->args[i].size);
+                    memmove(pm + f->param_off[i], pm + c->args[i].from, c->args[i].size);
                 w->frame[l] = start;
                 w->fp[l] = depot;
                 w->sp[l] = (uint32_t)end;
@@ -1660,8 +1887,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             }
             for (uint32_t r = mask & ~m; r; r &= r - 1)
                 w->lpc[__builtin_ctz(r)] = pc + 1;
-            if (m == mask) {
-                pc = f->pc;
+            if (m == mask && in->op == OP_CALL) {
+                pc = w->lpc[__builtin_ctz(m)];
                 if (pc >= wait_min) {
                     flush_group(w, pc, mask);
                     pick(w, &pc, &mask, &wait_min);
@@ -1681,16 +1908,16 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                     continue;
                 }
                 uint8_t *lb = local_base(k, w, l);
-                uint32_t hdr[4];
+                uint32_t hdr[PTX_FRAME_HDR / 4];
                 memcpy(hdr, lb + w->frame[l], sizeof hdr);
                 const ptx_call *c = &g->calls[hdr[1]];
-                const ptx_func *f = &g->funcs[c->func];
+                const ptx_func *f = &g->funcs[hdr[4]];
                 uint8_t *pm = k->pmem + (size_t)(w->index * PTX_WARP + l) * run->pstride;
                 for (uint32_t i = 0; i < c->nrets; i++)
-                    memmove(pm + c->rets[i].to, pm + c->rets[i].from, c->rets[i].size);
+                    memmove(pm + c->rets[i].to, pm + f->ret_off[i], c->rets[i].size);
                 if (f->recursive)
                     for (uint32_t i = 0; i < f->reg_count; i++)
-                        memcpy(&R[f->reg_first + i][l], lb + w->frame[l] + 16 + 8 * i, 8);
+                        memcpy(&R[f->reg_first + i][l], lb + w->frame[l] + PTX_FRAME_HDR + 8 * i, 8);
                 w->sp[l] = w->frame[l];
                 w->frame[l] = hdr[2];
                 w->fp[l] = hdr[3];

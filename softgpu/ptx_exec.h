@@ -12,6 +12,9 @@
 /* Per-lane local memory beyond the entry's depot when the module makes calls:
  * call frames (and saved registers of recursive functions) live there. */
 #define PTX_STACK_BYTES (16u << 10)
+/* A call frame's header in local memory: return pc, call site, caller's
+ * frame and depot, callee (an indirect call's is known only then). */
+#define PTX_FRAME_HDR 32u
 
 /* What all workers of one launch share. */
 typedef struct ptx_run {
@@ -39,6 +42,9 @@ typedef struct ptx_warp {
     uint32_t live;               /* lanes not exited */
     uint32_t bar;                /* lanes waiting at bar.sync */
     uint32_t wsync;              /* lanes waiting for others at a .sync warp op */
+    uint32_t mwait;              /* lanes after a failed mbarrier wait or at
+                                  * nanosleep: they go on once the others (and
+                                  * the block's other warps) ran */
     uint32_t lpc[PTX_WARP];      /* pc of each lane not in the running group */
     uint32_t frame[PTX_WARP];    /* local offset of the current call frame */
     uint32_t fp[PTX_WARP];       /* local offset of the current depot */
@@ -65,7 +71,8 @@ enum { WARP_EXITED, WARP_BARRIER, WARP_FAULT };
 
 /* Runs warp w of the worker's current block from its lanes' pcs; returns
  * WARP_EXITED when every lane exited, WARP_BARRIER when every live lane waits
- * at bar.sync, WARP_FAULT after recording the launch's error. */
+ * at bar.sync or, lanes left without bar set, yields after a failed mbarrier
+ * wait or a nanosleep, WARP_FAULT after recording the launch's error. */
 int ptx_warp_run(ptx_worker *k, ptx_warp *w);
 
 /* Runs an image instruction (tex, tld4, txq, suld, sust, suq) for lanes m

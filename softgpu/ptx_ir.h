@@ -64,7 +64,7 @@ static inline bool ptx_type_float(ptx_type t)
     X(TANH) X(FMA) X(TESTP) X(CLOCK) X(DEPOT) X(LOP3) X(MUL24) X(MAD24) \
     X(SAD) X(FNS) X(DP4A) X(SHF) X(MATCH) X(REDUX) X(ISSPACEP) \
     X(TEX) X(TLD4) X(TXQ) X(SULD) X(SUST) X(SUQ) X(LD_KPARAM_REG) X(BMSK) \
-    X(MALLOC) X(FREE)
+    X(MALLOC) X(FREE) X(CALLI) X(CPASYNC) X(MBAR) X(SLEEP)
 
 typedef enum ptx_op {
 #define PTX_OP_ENUM(n) OP_##n,
@@ -91,6 +91,17 @@ enum { VOTE_ALL, VOTE_ANY, VOTE_UNI, VOTE_BALLOT };
 enum { ATOM_ADD, ATOM_MIN, ATOM_MAX, ATOM_INC, ATOM_DEC, ATOM_AND, ATOM_OR,
        ATOM_XOR, ATOM_EXCH, ATOM_CAS };
 enum { BOOL_NONE, BOOL_AND, BOOL_OR, BOOL_XOR };
+
+/* mbarrier operations (ptx_insn.mode of OP_MBAR): address a + imm in space,
+ * operand b (count, tx-count, state or parity), result d. */
+enum { MB_INIT, MB_ARRIVE, MB_ARRIVE_DROP, MB_ARRIVE_TX, MB_ARRIVE_DROP_TX, MB_EXPECT_TX,
+       MB_COMPLETE_TX, MB_TEST, MB_TEST_PARITY, MB_INVAL, MB_PENDING };
+
+/* OP_CPASYNC: copies at issue (every later wait then finds it complete).
+ * Destination a + imm in space, source b + c (an offset register) in type2.
+ * mode 4, 8 or 16: cp.async of that many bytes, e the source size (or,
+ * type T_PRED, ignore-src: the predicate); mode 0: cp.async.bulk of e
+ * bytes, then, vec 1, complete_tx of them on the mbarrier at v[0] + v[1]. */
 
 /* Geometries of image instructions (ptx_insn.mode of tex, tld4, suld,
  * sust); clamp modes of suld/sust (ptx_insn.space); queries of txq/suq
@@ -140,13 +151,17 @@ typedef struct ptx_insn {
     uint32_t aux;        /* call: index of its ptx_call */
 } ptx_insn;
 
+/* ptx_call.func of an indirect call: the callee is known per lane when it
+ * runs, so args[].to and rets[].from are the callee's formal slots then. */
+#define PTX_NO_FUNC UINT32_MAX
+
 /* A copy between per-lane parameter slots at a call or return. */
 typedef struct ptx_pcopy {
     uint32_t from, to, size;
 } ptx_pcopy;
 
 typedef struct ptx_call {
-    uint32_t func;           /* index into prog->funcs */
+    uint32_t func;           /* index into prog->funcs; PTX_NO_FUNC: indirect */
     uint32_t nargs, nrets;
     ptx_pcopy *args;         /* call-site param -> formal param */
     ptx_pcopy *rets;         /* formal retval -> call-site param */
@@ -162,12 +177,15 @@ typedef struct ptx_func {
     uint32_t depot;              /* bytes of __local_depot */
     uint32_t depot_align;
     bool recursive;              /* can call itself: calls save its registers */
+    bool addressed;              /* its address is taken: indirect calls may reach it */
     uint32_t *shared_used;       /* static shared variables it names (ids) */
     uint32_t nshared_used, capshared_used;
     /* .func formals: per-lane param slots */
     uint32_t nparams, nrets;
     uint32_t *param_off, *param_size;
     uint32_t *ret_off, *ret_size;
+    /* why the engine cannot run it (malloc'd), NULL when it can */
+    char *refusal;
     /* .entry */
     soft_entry_info info;
     soft_param *kparams;
@@ -178,6 +196,14 @@ typedef struct ptx_ref {
     char *name;
     bool surface;
 } ptx_ref;
+
+/* An initialiser word holding another variable's address (`generic(x)+8`):
+ * written into the holder's storage once both are bound. */
+typedef struct ptx_reloc {
+    uint32_t holder, target;     /* indices into prog->globals */
+    uint64_t offset;             /* in the holder */
+    int64_t addend;
+} ptx_reloc;
 
 typedef struct ptx_global {
     soft_global_info info;
@@ -223,6 +249,8 @@ struct soft_program {
     uint32_t nconsts;
     ptx_call *calls;
     uint32_t ncalls;
+    ptx_reloc *relocs;
+    uint32_t nrelocs;
     ptx_ref *refs;               /* texture and surface references, in module order */
     uint32_t nrefs;
     uint32_t nregs;
@@ -234,6 +262,24 @@ struct soft_program {
     uint64_t id;                 /* unique in the process: caches key on it */
     uint64_t bind_gen;           /* bumped by every bind */
 };
+
+/* A device function's address. No memory holds code here, so it is a tag,
+ * the program's id and the function's index; an indirect call decodes it
+ * and refuses any other value. */
+#define PTX_FADDR_TAG 0xfe00000000000000ull
+static inline uint64_t ptx_func_addr(const soft_program *g, uint32_t f)
+{
+    return PTX_FADDR_TAG | (g->id & 0xffffffffull) << 24 | f;
+}
+
+/* The function an address names in g, or PTX_NO_FUNC. */
+static inline uint32_t ptx_func_at(const soft_program *g, uint64_t a)
+{
+    if ((a & 0xff00000000000000ull) != PTX_FADDR_TAG || ((a >> 24) & 0xffffffffull) != (g->id & 0xffffffffull))
+        return PTX_NO_FUNC;
+    uint32_t f = (uint32_t)(a & 0xffffff);
+    return f < g->nfuncs ? f : PTX_NO_FUNC;
+}
 
 /* Formats one vprintf call of one lane (ptx_printf.c). Reads the format and
  * arguments through rd; returns the text length or -1 (bad address). */

@@ -202,6 +202,7 @@ static void block_start(ptx_worker *k, uint64_t b)
                       ? PTX_FULL : (1u << (run->block_threads - first)) - 1;
         w->bar = 0;
         w->wsync = 0;
+        w->mwait = 0;
         for (unsigned l = 0; l < PTX_WARP; l++) {
             w->lpc[l] = pc0;
             w->frame[l] = UINT32_MAX;
@@ -229,6 +230,16 @@ static bool block_run(ptx_worker *k)
         }
         if (!live)
             return true;
+        /* a warp yielded (a failed mbarrier wait, nanosleep): run them all
+         * again until every live lane waits at the barrier */
+        bool yielded = false;
+        for (uint32_t i = 0; i < run->nwarps; i++)
+            yielded |= (k->warps[i].live & ~k->warps[i].bar) != 0;
+        if (yielded) {
+            if (atomic_load(&run->failed))
+                return false;
+            continue;
+        }
         /* every live lane of every warp waits at the barrier: release it,
          * giving bar.red's lanes the block's result */
         for (uint32_t i = 0; i < run->nwarps; i++) {
@@ -358,6 +369,10 @@ CUresult soft_program_launch(soft_program *prog, const soft_launch *L, char *msg
         return CUDA_ERROR_INVALID_VALUE;
     }
     const ptx_func *entry = &prog->funcs[prog->entries[L->entry]];
+    if (entry->info.refusal) {
+        snprintf(msg, msglen, "%s", entry->info.refusal);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     uint64_t threads = (uint64_t)L->block[0] * L->block[1] * L->block[2];
     uint64_t nblocks = (uint64_t)L->grid[0] * L->grid[1] * L->grid[2];
     if (threads == 0 || nblocks == 0 || L->block[0] > 1024 || L->block[1] > 1024 ||

@@ -460,8 +460,61 @@ static void parse_decl(ptx_parser *p, decl *d)
         d->align = ptx_type_size(d->type);
 }
 
-/* Parses `= value` or `= {v, ...}` into init (size bytes, zeroed). */
-static void parse_init(ptx_parser *p, const decl *d, uint8_t *init, uint64_t size)
+/* An address in an initialiser word: `f` (a device function), `x`,
+ * `generic(x)` (a variable; generic and global addresses are one here),
+ * each with an optional `+n`/`-n`. Returns the word, or records a
+ * relocation (holder's byte offset) and returns 0 for a variable. */
+static uint64_t parse_init_address(ptx_parser *p, const decl *d, uint32_t holder, uint64_t offset)
+{
+    const ptx_tok *at = p->t;
+    bool generic = ptx_tok_is(p->t, "generic") && punct(p->t + 1, '(');
+    if (generic)
+        p->t += 2;
+    const ptx_tok *name = expect_ident(p);
+    if (generic)
+        expect(p, ')');
+    int64_t addend = 0;
+    if (punct(p->t, '+') || punct(p->t, '-')) {
+        bool neg = accept(p, '-');
+        if (!neg)
+            p->t++;
+        addend = (int64_t)expect_uint(p, 1ull << 40);
+        if (neg)
+            addend = -addend;
+    }
+    const ptx_sym *s = ptx_lookup(p, name->s, name->len);
+    if (ptx_type_size(d->type) != 8 || ptx_type_float(d->type))
+        ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, at->line,
+                 "initialiser of '%.*s': an address in an element narrower than 64 bits",
+                 (int)d->name->len, d->name->s);
+    if (s && s->kind == SYM_FUNC && !generic && !p->prog->funcs[s->index].is_entry) {
+        if (addend)
+            ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, at->line,
+                     "initialiser of '%.*s': an offset from a function's address",
+                     (int)d->name->len, d->name->s);
+        p->prog->funcs[s->index].addressed = true;
+        return ptx_func_addr(p->prog, s->index);
+    }
+    if (!s || s->kind != SYM_GLOBAL)
+        ptx_fail(p, s ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_PTX, at->line,
+                 "initialiser of '%.*s': '%.*s' is %s", (int)d->name->len, d->name->s,
+                 (int)(name->len > 40 ? 40 : name->len), name->s,
+                 s ? "not a device function or a variable" : "unknown");
+    soft_program *g = p->prog;
+    if (g->nrelocs >= (1u << 24))
+        ptx_fail(p, CUDA_ERROR_INVALID_PTX, at->line, "too many addresses in initialisers");
+    ptx_reloc *r = realloc(g->relocs, (g->nrelocs + 1) * sizeof *r);
+    if (!r)
+        ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, at->line, "out of memory");
+    g->relocs = r;
+    g->relocs[g->nrelocs++] = (ptx_reloc){ .holder = holder, .target = s->index,
+                                           .offset = offset, .addend = addend };
+    return 0;
+}
+
+/* Parses `= value` or `= {v, ...}` into init (size bytes, zeroed) of
+ * global holder. */
+static void parse_init(ptx_parser *p, const decl *d, uint32_t holder, uint8_t *init, uint64_t size)
 {
     unsigned es = ptx_type_size(d->type);
     uint64_t i = 0;
@@ -475,10 +528,20 @@ static void parse_init(ptx_parser *p, const decl *d, uint8_t *init, uint64_t siz
             depth--;
             continue;
         }
+        if (p->t->kind == PTX_TOK_IDENT) {
+            if ((i + 1) * es > size)
+                ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "too many initialisers");
+            uint64_t bits = parse_init_address(p, d, holder, i * es);
+            memcpy(init + i * es, &bits, 8);
+            i++;
+            if (depth == 0)
+                break;
+            continue;
+        }
         bool neg = accept(p, '-');
         if (p->t->kind != PTX_TOK_NUMBER)
             ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, p->t->line,
-                     "initialiser of '%.*s': only numbers are supported",
+                     "initialiser of '%.*s': expected a number or an address",
                      (int)d->name->len, d->name->s);
         uint8_t kind;
         uint64_t bits;
@@ -619,7 +682,7 @@ static void parse_variable(ptx_parser *p, int space, bool is_extern)
         gl->reg = ptx_new_reg(p, T_B64);
         if (accept(p, '=')) {
             gl->init = xcalloc(p, size, 1);
-            parse_init(p, &d, gl->init, size);
+            parse_init(p, &d, g->nglobals - 1, gl->init, size);
             gl->info.init = gl->init;
         }
         ptx_sym *s = add_sym(p, d.name, SYM_GLOBAL);
@@ -858,7 +921,79 @@ static void parse_operand(ptx_parser *p, ptx_opd *o)
     parse_scalar(p, o);
 }
 
-/* call[.uni] [(ret, ...),] func[, (arg, ...)]; */
+/* One parameter of a call prototype: `.param [.align N] .type _[[N]]`;
+ * returns its size in bytes. */
+static uint32_t parse_proto_param(ptx_parser *p)
+{
+    const ptx_tok *at = p->t;
+    if (!ptx_tok_is(p->t, ".param"))
+        ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, at->line,
+                 "call prototype: parameters other than .param");
+    p->t++;
+    if (ptx_tok_is(p->t, ".align")) {
+        p->t++;
+        expect_uint(p, 1u << 16);
+    }
+    ptx_type t = p->t->kind == PTX_TOK_IDENT ? ptx_type_from(p->t->s, p->t->len) : T_NONE;
+    if (t == T_NONE || t == T_PRED)
+        ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "call prototype: expected a type");
+    p->t++;
+    if (ptx_tok_is(p->t, ".ptr")) {   /* .ptr[.space][.align N]: a pointer hint */
+        p->t++;
+        while (p->t->kind == PTX_TOK_IDENT && p->t->s[0] == '.' && !ptx_tok_is(p->t, ".param"))
+            if (ptx_tok_is(p->t++, ".align"))
+                expect_uint(p, 1u << 16);
+    }
+    expect_ident(p);
+    uint64_t n = 1;
+    if (accept(p, '[')) {
+        n = expect_uint(p, MAX_STATIC_BYTES);
+        expect(p, ']');
+    }
+    uint64_t size = n * ptx_type_size(t);
+    if (size == 0 || size > (1u << 16))
+        ptx_fail(p, CUDA_ERROR_INVALID_PTX, at->line, "call prototype: bad parameter size");
+    return (uint32_t)size;
+}
+
+/* `name: .callprototype [(ret)] _ [(args)];` (the label and directive
+ * already taken). */
+static void parse_proto(ptx_parser *p, const ptx_tok *name)
+{
+    for (uint32_t i = 0; i < p->nprotos; i++)
+        if (p->protos[i].name->len == name->len &&
+            memcmp(p->protos[i].name->s, name->s, name->len) == 0)
+            ptx_fail(p, CUDA_ERROR_INVALID_PTX, name->line, "prototype '%.*s' defined twice",
+                     (int)name->len, name->s);
+    ptx_proto pr = { .name = name };
+    if (accept(p, '(')) {
+        if (!accept(p, ')')) {
+            do {
+                if (pr.nrets == 8)
+                    ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, name->line, "call prototype: too many results");
+                pr.ret_size[pr.nrets++] = parse_proto_param(p);
+            } while (accept(p, ','));
+            expect(p, ')');
+        }
+    }
+    const ptx_tok *u = expect_ident(p);
+    if (u->len != 1 || u->s[0] != '_')
+        ptx_fail(p, CUDA_ERROR_INVALID_PTX, u->line, "call prototype: expected '_'");
+    if (accept(p, '(') && !accept(p, ')')) {
+        do {
+            if (pr.nargs == 32)
+                ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, name->line, "call prototype: too many arguments");
+            pr.arg_size[pr.nargs++] = parse_proto_param(p);
+        } while (accept(p, ','));
+        expect(p, ')');
+    }
+    expect(p, ';');
+    p->protos = grow(p, p->protos, &p->capprotos, p->nprotos + 1, sizeof *p->protos);
+    p->protos[p->nprotos++] = pr;
+}
+
+/* call[.uni] [(ret, ...),] func[, (arg, ...)];
+ * call [(ret, ...),] %reg, [(arg, ...),] prototype; */
 static void parse_call(ptx_parser *p, const ptx_tok *op, int32_t guard, bool gneg)
 {
     const ptx_sym *rets[8], *args[32];
@@ -878,9 +1013,14 @@ static void parse_call(ptx_parser *p, const ptx_tok *op, int32_t guard, bool gne
         expect(p, ',');
     }
     const ptx_tok *callee = expect_ident(p);
+    const ptx_tok *pname = NULL;
+    bool has_args = false;
     if (accept(p, ',')) {
-        if (!accept(p, '('))
-            ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, callee->line, "call with a prototype or jump table");
+        has_args = accept(p, '(');
+        if (!has_args)
+            pname = expect_ident(p);
+    }
+    if (has_args) {
         if (!accept(p, ')')) {
             do {
                 const ptx_tok *t = expect_ident(p);
@@ -894,10 +1034,27 @@ static void parse_call(ptx_parser *p, const ptx_tok *op, int32_t guard, bool gne
             } while (accept(p, ','));
             expect(p, ')');
         }
-        if (accept(p, ','))
-            ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, callee->line, "indirect call with a prototype");
+        if (!pname && accept(p, ','))
+            pname = expect_ident(p);
     }
     expect(p, ';');
+    const ptx_sym *s = ptx_lookup(p, callee->s, callee->len);
+    if (pname && s && (s->kind == SYM_REG || s->kind == SYM_REGRANGE)) {
+        const ptx_proto *pr = NULL;
+        for (uint32_t i = 0; i < p->nprotos && !pr; i++)
+            if (p->protos[i].name->len == pname->len &&
+                memcmp(p->protos[i].name->s, pname->s, pname->len) == 0)
+                pr = &p->protos[i];
+        if (!pr)   /* a .calltargets list, or nothing declared */
+            ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, pname->line,
+                     "indirect call through '%.*s', which is not a call prototype",
+                     (int)(pname->len > 40 ? 40 : pname->len), pname->s);
+        ptx_decode_icall(p, op, guard, gneg, sym_reg(s, callee->s, callee->len), pr, rets,
+                         nrets, args, nargs);
+        return;
+    }
+    if (pname)
+        ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, pname->line, "call with a prototype or jump table");
     ptx_decode_call(p, op, guard, gneg, callee, rets, nrets, args, nargs);
 }
 
@@ -934,6 +1091,33 @@ static void parse_instruction(ptx_parser *p)
     }
     expect(p, ';');
     ptx_decode(p, op, guard, gneg, opds, n);
+}
+
+/* Parses one instruction of a function body. One the engine does not run
+ * refuses that function instead of the module (its first reason kept), so
+ * that the module's other kernels load and run; the statement is skipped. */
+static void parse_or_refuse(ptx_parser *p)
+{
+    const ptx_tok *const start = p->t;
+    jmp_buf outer;
+    memcpy(outer, p->fail, sizeof outer);
+    if (setjmp(p->fail) == 0) {
+        parse_instruction(p);
+        memcpy(p->fail, outer, sizeof outer);
+        return;
+    }
+    memcpy(p->fail, outer, sizeof outer);
+    if (p->err != CUDA_ERROR_NOT_SUPPORTED)
+        longjmp(p->fail, 1);
+    ptx_func *fn = &p->prog->funcs[p->fn_index];
+    if (!fn->refusal && !(fn->refusal = strdup(p->msg)))
+        ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, start->line, "out of memory");
+    p->msg[0] = 0;
+    p->err = CUDA_SUCCESS;
+    for (p->t = start; !punct(p->t, ';'); p->t++)
+        if (p->t->kind == PTX_TOK_END)
+            ptx_fail(p, CUDA_ERROR_INVALID_PTX, start->line, "unterminated statement");
+    p->t++;
 }
 
 /* ---- functions ---- */
@@ -976,6 +1160,11 @@ static void parse_body(ptx_parser *p)
             depth--;
             continue;
         }
+        if (t->kind == PTX_TOK_IDENT && punct(t + 1, ':') && ptx_tok_is(t + 2, ".callprototype")) {
+            p->t += 3;
+            parse_proto(p, t);
+            continue;
+        }
         if (t->kind == PTX_TOK_IDENT && punct(t + 1, ':')) {
             add_label(p, t);
             p->t += 2;
@@ -1006,7 +1195,7 @@ static void parse_body(ptx_parser *p)
             ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, t->line, "directive '%.*s' in a function body",
                      (int)(t->len > 40 ? 40 : t->len), t->s);
         } else {
-            parse_instruction(p);
+            parse_or_refuse(p);
         }
     }
     fn = &g->funcs[p->fn_index];
@@ -1025,6 +1214,7 @@ static void parse_body(ptx_parser *p)
     }
     p->nfixups = 0;
     p->nlabels = 0;
+    p->nprotos = 0;
 }
 
 static ptx_func *new_func(ptx_parser *p, const ptx_tok *name, bool entry)
@@ -1405,9 +1595,13 @@ static void find_recursion(ptx_parser *p)
     uint32_t n = g->nfuncs;
     uint8_t *reach = xcalloc(p, (size_t)n * n, 1);   /* reach[a*n+b]: a calls b */
     for (uint32_t f = 0; f < n; f++)
-        for (uint32_t pc = g->funcs[f].pc; pc < g->funcs[f].end; pc++)
+        for (uint32_t pc = g->funcs[f].pc; pc < g->funcs[f].end; pc++) {
             if (g->code[pc].op == OP_CALL)
                 reach[(size_t)f * n + g->calls[g->code[pc].aux].func] = 1;
+            if (g->code[pc].op == OP_CALLI)   /* may reach any function whose address is taken */
+                for (uint32_t b = 0; b < n; b++)
+                    reach[(size_t)f * n + b] |= g->funcs[b].addressed;
+        }
     for (uint32_t k = 0; k < n; k++)   /* transitive closure; modules are small */
         for (uint32_t a = 0; a < n; a++)
             if (reach[(size_t)a * n + k])
@@ -1440,15 +1634,53 @@ static uint32_t entry_shared(ptx_parser *p, uint32_t e)
     return (uint32_t)off;
 }
 
+/* Refuses f with a reason made from fmt, unless it has one. */
+__attribute__((format(printf, 3, 4)))
+static void refuse(ptx_parser *p, ptx_func *f, const char *fmt, ...)
+{
+    if (f->refusal)
+        return;
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (!(f->refusal = strdup(line)))
+        ptx_fail(p, CUDA_ERROR_OUT_OF_MEMORY, 0, "out of memory");
+}
+
+/* A function calling one without a body, or one refused, is refused in
+ * turn, up to the entries: until nothing changes (call chains are short). */
+static void refuse_callers(ptx_parser *p)
+{
+    soft_program *g = p->prog;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t f = 0; f < g->nfuncs; f++) {
+            ptx_func *fn = &g->funcs[f];
+            for (uint32_t pc = fn->pc; pc < fn->end && !fn->refusal; pc++) {
+                const ptx_insn *in = &g->code[pc];
+                if (in->op != OP_CALL || in->aux >= g->ncalls || g->calls[in->aux].func >= g->nfuncs)
+                    continue;
+                const ptx_func *callee = &g->funcs[g->calls[in->aux].func];
+                const char *kind = fn->is_entry ? "kernel" : "function";
+                if (!callee->defined)
+                    refuse(p, fn, "line %u, in %s %s: call to '%s', which has no body", in->line, kind, fn->name,
+                           callee->name);
+                else if (callee->refusal)
+                    refuse(p, fn, "%s %s calls %s (line %u): %s", kind, fn->name, callee->name, in->line,
+                           callee->refusal);
+                changed |= fn->refusal != NULL;
+            }
+        }
+    }
+}
+
 /* After the whole module: callees defined, entries listed, sizes known. */
 static void finish(ptx_parser *p)
 {
     soft_program *g = p->prog;
-    for (uint32_t i = 0; i < g->ncalls; i++) {
-        ptx_func *f = &g->funcs[g->calls[i].func];
-        if (!f->defined)
-            ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, 0, "call to '%s', which has no body", f->name);
-    }
+    refuse_callers(p);
     if (g->nfuncs <= 4096)
         find_recursion(p);
     else
@@ -1464,6 +1696,7 @@ static void finish(ptx_parser *p)
         if (!f->is_entry)
             continue;
         f->info.name = f->name;
+        f->info.refusal = f->refusal;
         f->info.static_shared_bytes = entry_shared(p, i);
         f->info.local_bytes = f->depot;
         /* PTX registers are virtual: like ptxas, allocate no more than lets a
@@ -1532,6 +1765,7 @@ CUresult soft_program_parse(const char *ptx, size_t len, soft_program **out,
     free(p->reach);
     free(p->labels);
     free(p->fixups);
+    free(p->protos);
     free(p);
     free(toks);
     if (rc != CUDA_SUCCESS) {

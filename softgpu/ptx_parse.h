@@ -72,6 +72,14 @@ typedef struct ptx_label {
     uint32_t pc;
 } ptx_label;
 
+/* `name: .callprototype (.param ...) _ (.param ...);` in the function being
+ * parsed: what an indirect call through it passes and gets. */
+typedef struct ptx_proto {
+    const ptx_tok *name;
+    uint32_t nrets, nargs;
+    uint32_t ret_size[8], arg_size[32];
+} ptx_proto;
+
 typedef struct ptx_parser {
     soft_program *prog;
     const ptx_tok *t;        /* cursor */
@@ -92,6 +100,8 @@ typedef struct ptx_parser {
     uint32_t nlabels, caplabels;
     ptx_fixup *fixups;
     uint32_t nfixups, capfixups;
+    ptx_proto *protos;
+    uint32_t nprotos, capprotos;
     /* constant registers, by value */
     uint32_t capconsts;
     uint32_t dyn_reg;        /* 0 until ptx_dyn_shared_reg */
@@ -138,6 +148,12 @@ bool ptx_known_opcode(const ptx_tok *op);
 void ptx_decode_call(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_neg,
                      const ptx_tok *callee, const ptx_sym **rets, unsigned nrets,
                      const ptx_sym **args, unsigned nargs);
+
+/* Decodes an indirect call through 64-bit register target, checked
+ * against the call prototype proto. */
+void ptx_decode_icall(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_neg,
+                      uint32_t target, const ptx_proto *proto, const ptx_sym **rets,
+                      unsigned nrets, const ptx_sym **args, unsigned nargs);
 
 /* Name comparison helper: token text equals the NUL-terminated s. */
 bool ptx_tok_is(const ptx_tok *t, const char *s);

@@ -12,6 +12,7 @@ void soft_program_free(soft_program *g)
     for (uint32_t i = 0; i < g->nfuncs; i++) {
         ptx_func *f = &g->funcs[i];
         free(f->name);
+        free(f->refusal);
         free(f->param_off);
         free(f->param_size);
         free(f->ret_off);
@@ -36,6 +37,7 @@ void soft_program_free(soft_program *g)
     free(g->globals);
     free(g->consts);
     free(g->calls);
+    free(g->relocs);
     free(g->reg_width);
     free(g);
 }
@@ -79,6 +81,16 @@ void soft_program_bind_global(soft_program *g, uint32_t i, uint64_t addr)
     if (g && i < g->nglobals) {
         g->globals[i].addr = addr;
         g->bind_gen++;
+        /* Addresses of variables in initialisers: the storage is host memory
+         * at the device address, already holding the initialiser. */
+        for (uint32_t k = 0; k < g->nrelocs; k++) {
+            const ptx_reloc *r = &g->relocs[k];
+            const ptx_global *h = &g->globals[r->holder], *t = &g->globals[r->target];
+            if ((r->holder != i && r->target != i) || !h->addr || !t->addr)
+                continue;
+            uint64_t v = t->addr + (uint64_t)r->addend;
+            memcpy((void *)(uintptr_t)(h->addr + r->offset), &v, 8);
+        }
     }
 }
 

@@ -3,7 +3,9 @@
  * at the requested address (MAP_FIXED_NOREPLACE, so nothing already there is
  * ever replaced), physical memory is a memfd, and mapping it puts the memfd
  * over the reservation (MAP_FIXED|MAP_SHARED). A mapped range becomes device
- * memory, in the allocation table, once cuMemSetAccess grants access. */
+ * memory, in the allocation table, once cuMemSetAccess grants access to a
+ * device; the table keeps which devices have it, and copies and kernels of
+ * the others find no memory there, as their GPUs would. */
 #include "softgpu/driver.h"
 
 #include <errno.h>
@@ -27,8 +29,18 @@ typedef struct vmm_handle {
 typedef struct span {
     uint64_t base, size;
     vmm_handle *h;             /* mappings only */
-    unsigned prot;             /* mappings: CUmemAccess_flags */
+    uint8_t access[SOFT_MAX_DEVICES];   /* mappings: CUmemAccess_flags per device */
 } span;
+
+/* The devices span m grants any access to, one bit each. */
+static uint32_t access_mask(const span *m)
+{
+    uint32_t mask = 0;
+    for (int d = 0; d < SOFT_MAX_DEVICES; d++)
+        if (m->access[d] != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            mask |= 1u << d;
+    return mask;
+}
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static span *reserved, *mapped;
@@ -145,7 +157,7 @@ SOFT_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, siz
 static void unmap_at(size_t i)
 {
     span m = mapped[i];
-    if (m.prot != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+    if (access_mask(&m))
         soft_range_remove(m.base, NULL);
     soft_mem_retire_begin();
     mmap((void *)(uintptr_t)m.base, m.size, PROT_NONE,
@@ -255,8 +267,7 @@ SOFT_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
             r = CUDA_ERROR_ALREADY_MAPPED;
             goto out;
         }
-    if (!push(&mapped, &nmapped, (span){ .base = ptr, .size = size, .h = h,
-                                         .prot = CU_MEM_ACCESS_FLAGS_PROT_NONE })) {
+    if (!push(&mapped, &nmapped, (span){ .base = ptr, .size = size, .h = h })) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -304,35 +315,17 @@ out:
     return r;
 }
 
-static int prot_of(CUmemAccess_flags f)
-{
-    switch (f) {
-    /* Read-only device access is not enforced: a write would be a fault
-     * that kills the whole process, where a GPU reports an error. */
-    case CU_MEM_ACCESS_FLAGS_PROT_READ: return PROT_READ | PROT_WRITE;
-    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: return PROT_READ | PROT_WRITE;
-    default: return PROT_NONE;
-    }
-}
-
 SOFT_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
     if (!ptr || size == 0 || !desc || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
     SOFT_TRY(soft_check_init());
-    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
-    int dev = 0;
     for (size_t i = 0; i < count; i++) {
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
             (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
              desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
             return CUDA_ERROR_INVALID_VALUE;
         SOFT_TRY(soft_check_device(desc[i].location.id));
-        /* One host memory serves every device: the widest access wins. */
-        if (desc[i].flags > flags) {
-            flags = desc[i].flags;
-            dev = desc[i].location.id;
-        }
     }
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&lock);
@@ -355,27 +348,38 @@ SOFT_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUm
         span *m = &mapped[i];
         if (!(m->base >= ptr && m->base - ptr < size))
             continue;
-        bool was = m->prot != CU_MEM_ACCESS_FLAGS_PROT_NONE;
-        bool now = flags != CU_MEM_ACCESS_FLAGS_PROT_NONE;
-        if (was && !now)
-            soft_range_remove(m->base, NULL);
-        if (was && !now)
-            soft_mem_retire_begin();
-        int rc = mprotect((void *)(uintptr_t)m->base, m->size, prot_of(flags));
-        if (was && !now)
-            soft_mem_retire_end();
-        if (rc != 0) {
-            r = CUDA_ERROR_INVALID_VALUE;
-            goto out;
-        }
+        span next = *m;
+        for (size_t k = 0; k < count; k++)
+            next.access[desc[k].location.id] = (uint8_t)desc[k].flags;
+        uint32_t was = access_mask(m), now = access_mask(&next);
+        /* One host memory serves every device, readable and writable:
+         * read-only device access is not enforced (a write would be a
+         * fault that kills the whole process, where a GPU reports an
+         * error); which devices may touch it is, through the table. */
         if (!was && now) {
+            if (mprotect((void *)(uintptr_t)m->base, m->size, PROT_READ | PROT_WRITE) != 0) {
+                r = CUDA_ERROR_INVALID_VALUE;
+                goto out;
+            }
             soft_range rg = { .base = m->base, .size = m->size, .kind = SOFT_MEM_VMM,
-                              .device = dev };
+                              .device = m->h->prop.location.id, .access = now };
             r = soft_range_add(&rg);
             if (r != CUDA_SUCCESS)
                 goto out;
+        } else if (was && !now) {
+            soft_range_remove(m->base, NULL);
+            soft_mem_retire_begin();
+            mprotect((void *)(uintptr_t)m->base, m->size, PROT_NONE);
+            soft_mem_retire_end();
+        } else if (was != now) {
+            soft_range_set_access(m->base, now);
+            if (was & ~now) {
+                /* Work already running on a device that lost access ends first. */
+                soft_mem_retire_begin();
+                soft_mem_retire_end();
+            }
         }
-        m->prot = flags;
+        *m = next;
     }
 out:
     pthread_mutex_unlock(&lock);
@@ -391,7 +395,7 @@ SOFT_API CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags, const CUmemL
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < nmapped; i++)
         if (ptr >= mapped[i].base && ptr - mapped[i].base < mapped[i].size) {
-            *flags = mapped[i].prot;
+            *flags = mapped[i].access[location->id];
             r = CUDA_SUCCESS;
             break;
         }

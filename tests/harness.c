@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +22,51 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Agents started and not yet stopped: an assertion that ends a test early
+ * skips its agent_stop, so the test process stops them as it exits. */
+#define LIVE_AGENTS_MAX 64
+static struct { pid_t pid; char dir[64]; } live_agents[LIVE_AGENTS_MAX];
+
+static void stop_live_agents(void)
+{
+    for (int i = 0; i < LIVE_AGENTS_MAX; i++) {
+        if (live_agents[i].pid > 0) {
+            kill(-live_agents[i].pid, SIGKILL);
+            waitpid(live_agents[i].pid, NULL, 0);
+        }
+        if (live_agents[i].dir[0]) {
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", live_agents[i].dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "could not remove %s\n", live_agents[i].dir);
+        }
+        live_agents[i].pid = 0;
+        live_agents[i].dir[0] = '\0';
+    }
+}
+
+static void live_agent_add(const agent_proc *a)
+{
+    static bool registered;
+    if (!registered)
+        registered = atexit(stop_live_agents) == 0;
+    for (int i = 0; i < LIVE_AGENTS_MAX; i++)
+        if (live_agents[i].pid <= 0 && !live_agents[i].dir[0]) {
+            live_agents[i].pid = a->pid;
+            snprintf(live_agents[i].dir, sizeof live_agents[i].dir, "%s", a->dir);
+            return;
+        }
+}
+
+static void live_agent_remove(const agent_proc *a)
+{
+    for (int i = 0; i < LIVE_AGENTS_MAX; i++)
+        if (live_agents[i].pid == a->pid && strcmp(live_agents[i].dir, a->dir) == 0) {
+            live_agents[i].pid = 0;
+            live_agents[i].dir[0] = '\0';
+        }
 }
 
 void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_args)
@@ -50,6 +96,8 @@ void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_ar
         /* A group of its own: the listener and its job's worker process,
          * so a test can stop the agent as a whole (kill(-pid, ...)). */
         setpgid(0, 0);
+        /* And it dies with the test process, however that ends. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(out[1], 1);
         int log = open(a->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(log, 2);
@@ -61,6 +109,7 @@ void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_ar
         _exit(127);
     }
     close(out[1]);
+    live_agent_add(a);
     /* Two lines: the driver, then "listening on 127.0.0.1:PORT". */
     char buf[512] = "";
     size_t have = 0;
@@ -84,6 +133,7 @@ void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_ar
 
 void agent_stop(agent_proc *a)
 {
+    live_agent_remove(a);
     if (a->pid > 0) {
         kill(a->pid, SIGTERM);
         for (int i = 0; i < 200; i++) {
@@ -138,8 +188,12 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
         const char *seed = getenv("RIG_TEST_SEED");
         if (seed && *seed)
             setenv("SEED", seed, 1);
-        for (size_t i = 0; env_add && env_add[i]; i++)
-            putenv(env_add[i]);
+        for (size_t i = 0; env_add && env_add[i]; i++) {
+            if (strchr(env_add[i], '='))
+                putenv(env_add[i]);
+            else
+                unsetenv(env_add[i]);
+        }
         /* Programs are not ours: their leaks are not findings. */
         putenv("ASAN_OPTIONS=detect_leaks=0");
         execv(argv[0], argv);
@@ -149,6 +203,7 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
     close(out[1]);
     size_t cap = 1 << 16, have = 0;
     r.output = malloc(cap);
+    cr_assert_not_null(r.output);
     bool timed_out = false;
     for (;;) {
         int left = (int)((start + timeout_s - now_s()) * 1000);
@@ -160,14 +215,25 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
         struct pollfd p = { out[0], POLLIN, 0 };
         if (poll(&p, 1, left) <= 0)
             continue;
-        if (have + 4096 > cap)
-            r.output = realloc(r.output, cap *= 2);
+        if (have + 4096 > cap) {
+            char *more = realloc(r.output, cap * 2);
+            if (!more) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                close(out[0]);
+                free(r.output);
+                cr_assert_fail("no memory for %zu bytes of %s's output", cap * 2, argv[0]);
+            }
+            r.output = more;
+            cap *= 2;
+        }
         ssize_t n = read(out[0], r.output + have, cap - have - 1);
         if (n <= 0)
             break;
         have += (size_t)n;
     }
     r.output[have] = '\0';
+    r.len = have;
     close(out[0]);
     int status;
     waitpid(pid, &status, 0);

@@ -27,12 +27,15 @@ void agent_stop(agent_proc *a);
 
 typedef struct program_result {
     int status;            /* exit code, 128 + signal, or -1 on timeout */
-    char *output;          /* stdout and stderr together, malloc'd */
+    char *output;          /* stdout and stderr together, malloc'd, NUL after */
+    size_t len;            /* its bytes (the output may hold NULs) */
     double seconds;
 } program_result;
 
-/* Runs argv with env_add (NULL-terminated "NAME=VALUE" list) added to the
- * environment, capturing its output, killed after timeout_s. */
+/* The one way tests run a program to its end: argv with env_add (a
+ * NULL-terminated list of "NAME=VALUE" to set and "NAME" to unset) applied
+ * to the environment, stdout and stderr captured together, killed after
+ * timeout_s. */
 program_result program_run(char *const argv[], char *const env_add[], int timeout_s);
 void program_result_free(program_result *r);
 

@@ -232,12 +232,19 @@ Test(ptx_errors, unknown_opcode_named)
                  ".version 9.0\n.target sm_75\n.address_size 64\n"
                  ".visible .entry k()\n{\n.reg .b32 %%r<5>;\n.reg .b64 %%rd<3>;\n%s\nret;\n}\n",
                  cases[i][0]);
+        /* The module parses; only the kernel is refused, and says why. */
         soft_program *p = NULL;
         char msg[256];
         CUresult rc = parse_str(text, &p, msg, sizeof msg);
-        cr_assert_eq(rc, CUDA_ERROR_NOT_SUPPORTED, "%s: result %d (%s)", cases[i][0], rc, msg);
-        cr_assert(strstr(msg, cases[i][1]), "message '%s' does not name %s", msg, cases[i][1]);
-        cr_assert(strstr(msg, "line 8"), "message '%s' does not give the line", msg);
+        cr_assert_eq(rc, CUDA_SUCCESS, "%s: result %d (%s)", cases[i][0], rc, msg);
+        const char *why = soft_program_entry(p, 0)->refusal;
+        cr_assert(why, "%s: kernel not refused", cases[i][0]);
+        cr_assert(strstr(why, cases[i][1]), "reason '%s' does not name %s", why, cases[i][1]);
+        cr_assert(strstr(why, "line 8, in kernel k"), "reason '%s' does not give the line and kernel", why);
+        soft_launch l = { .entry = 0, .grid = { 1, 1, 1 }, .block = { 32, 1, 1 }, .memory = &tp_memory };
+        cr_assert_eq(soft_program_launch(p, &l, msg, sizeof msg), CUDA_ERROR_NOT_SUPPORTED);
+        cr_assert(strstr(msg, cases[i][1]), "launch message '%s'", msg);
+        soft_program_free(p);
     }
 }
 
@@ -480,4 +487,104 @@ Test(ptx_errors, device_assert)
         soft_program_free(p);
         tp_free_all();
     }
+}
+
+/* Indirect calls through what is not a device function of the module, or
+ * one whose parameters differ from the call's prototype; a pointer table and
+ * a variable's address in initialisers; misused mbarriers and cp.async out
+ * of bounds: each a clear error naming the kernel and line. */
+Test(ptx_errors, indirect_calls_and_async_copies)
+{
+    const char *text =
+        ".version 9.0\n.target sm_90\n.address_size 64\n"
+        ".func (.param .b32 r) twice(.param .b32 x)\n{\n.reg .b32 %r<3>;\n"
+        "ld.param.b32 %r1, [x];\nadd.s32 %r2, %r1, %r1;\nst.param.b32 [r], %r2;\nret;\n}\n"
+        ".func (.param .b64 r) wide(.param .b32 x)\n{\n.reg .b64 %rd<2>;\n"
+        "mov.u64 %rd1, 1;\nst.param.b64 [r], %rd1;\nret;\n}\n"
+        ".global .align 4 .u32 vals[4] = {10, 20, 30, 40};\n"
+        ".global .align 8 .u64 fns[3] = {twice, wide, 0};\n"
+        ".global .align 8 .u64 third = generic(vals)+8;\n"
+        ".shared .align 16 .b8 sh[64];\n"
+        ".visible .entry callk(.param .u64 out, .param .u32 which, .param .u64 raw)\n{\n"
+        ".reg .pred %p<2>;\n.reg .b32 %r<6>;\n.reg .b64 %rd<8>;\n"
+        "ld.param.u64 %rd1, [out];\nld.param.u32 %r1, [which];\nld.param.u64 %rd5, [raw];\n"
+        "mul.wide.u32 %rd2, %r1, 8;\nmov.u64 %rd3, fns;\nadd.s64 %rd3, %rd3, %rd2;\n"
+        "setp.eq.u32 %p1, %r1, 3;\n@!%p1 ld.global.u64 %rd4, [%rd3];\n@%p1 mov.u64 %rd4, %rd5;\n"
+        "ld.global.u64 %rd6, [third];\nld.u32 %r2, [%rd6];\n"
+        "{\n.param .b32 a0;\nst.param.b32 [a0], %r2;\n.param .b32 r0;\n"
+        "proto: .callprototype (.param .b32 _) _ (.param .b32 _);\n"
+        "call (r0), %rd4, (a0), proto;\nld.param.b32 %r3, [r0];\n}\n"
+        "st.global.u32 [%rd1], %r3;\nret;\n}\n"
+        ".visible .entry mbk(.param .u32 count, .param .u32 arrivals)\n{\n"
+        ".reg .b32 %r<6>;\n.reg .b64 %rd<4>;\n"
+        "ld.param.u32 %r1, [count];\nld.param.u32 %r2, [arrivals];\nmov.u32 %r3, sh;\n"
+        "mbarrier.init.shared.b64 [%r3], %r1;\n"
+        "mbarrier.arrive.shared.b64 %rd1, [%r3], %r2;\nret;\n}\n"
+        ".visible .entry cpk(.param .u64 src)\n{\n.reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n"
+        "ld.param.u64 %rd1, [src];\nmov.u32 %r1, sh;\n"
+        "cp.async.cg.shared.global [%r1], [%rd1], 16;\ncp.async.wait_all;\nret;\n}\n";
+    soft_program *p = NULL;
+    char msg[256];
+    cr_assert_eq(parse_str(text, &p, msg, sizeof msg), CUDA_SUCCESS, "%s", msg);
+    for (uint32_t i = 0; i < soft_program_global_count(p); i++) {
+        const soft_global_info *g = soft_program_global(p, i);
+        void *m = tp_alloc(g->size);
+        if (g->init)
+            memcpy(m, g->init, g->size);
+        soft_program_bind_global(p, i, (uintptr_t)m);
+    }
+    uint32_t *out = tp_alloc(4);
+    /* fns[0] is twice; third points at vals[2] */
+    tp_args args = { 0 };
+    TP_ARG(&args, out);
+    TP_ARG(&args, 0u);
+    TP_ARG(&args, (uint64_t)0);
+    cr_assert_eq(tp_launch_ex(p, "callk", 1, 1, 32, 1, 0, &args, NULL, NULL, msg, sizeof msg),
+                 CUDA_SUCCESS, "%s", msg);
+    cr_assert_eq(*out, 60u, "twice(vals[2]) through the table: %u", *out);
+    static const struct { uint32_t which; uint64_t raw; const char *why; } bad[] = {
+        { 1, 0, "parameters differ" },                  /* wide returns 64 bits */
+        { 2, 0, "not a device function" },              /* a null pointer */
+        { 3, 0xdeadbeefull, "not a device function" },  /* garbage */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        args = (tp_args){ 0 };
+        TP_ARG(&args, out);
+        TP_ARG(&args, bad[i].which);
+        TP_ARG(&args, bad[i].raw);
+        CUresult rc = tp_launch_ex(p, "callk", 1, 1, 32, 1, 0, &args, NULL, NULL, msg, sizeof msg);
+        cr_assert_eq(rc, CUDA_ERROR_ILLEGAL_INSTRUCTION, "case %zu: %d (%s)", i, rc, msg);
+        cr_assert(strstr(msg, "callk") && strstr(msg, bad[i].why) && strstr(msg, "line"),
+                  "case %zu: message '%s'", i, msg);
+    }
+    static const struct { uint32_t count, arrivals; CUresult rc; const char *why; } mb[] = {
+        { 32, 1, CUDA_SUCCESS, "" },
+        { 0, 1, CUDA_ERROR_LAUNCH_FAILED, "init count" },
+        { 1u << 20, 1, CUDA_ERROR_LAUNCH_FAILED, "init count" },
+        { 4, 5, CUDA_ERROR_LAUNCH_FAILED, "beyond the pending count" },
+    };
+    for (size_t i = 0; i < sizeof mb / sizeof mb[0]; i++) {
+        args = (tp_args){ 0 };
+        TP_ARG(&args, mb[i].count);
+        TP_ARG(&args, mb[i].arrivals);
+        CUresult rc = tp_launch_ex(p, "mbk", 1, 1, 1, 1, 0, &args, NULL, NULL, msg, sizeof msg);
+        cr_assert_eq(rc, mb[i].rc, "mbarrier case %zu: %d (%s)", i, rc, msg);
+        cr_assert(strstr(msg, mb[i].why), "mbarrier case %zu: message '%s'", i, msg);
+    }
+    uint8_t *src = tp_alloc(24);   /* calloc: 16-byte aligned */
+    args = (tp_args){ 0 };
+    TP_ARG(&args, src);
+    cr_assert_eq(tp_launch_ex(p, "cpk", 1, 1, 1, 1, 0, &args, NULL, NULL, msg, sizeof msg),
+                 CUDA_SUCCESS, "%s", msg);
+    args = (tp_args){ 0 };
+    TP_ARG(&args, src + 16);
+    cr_assert_eq(tp_launch_ex(p, "cpk", 1, 1, 1, 1, 0, &args, NULL, NULL, msg, sizeof msg),
+                 CUDA_ERROR_ILLEGAL_ADDRESS, "%s", msg);
+    cr_assert(strstr(msg, "cpk") && strstr(msg, "global cp.async source"), "message '%s'", msg);
+    args = (tp_args){ 0 };
+    TP_ARG(&args, src + 4);
+    cr_assert_eq(tp_launch_ex(p, "cpk", 1, 1, 1, 1, 0, &args, NULL, NULL, msg, sizeof msg),
+                 CUDA_ERROR_MISALIGNED_ADDRESS, "%s", msg);
+    cr_assert(strstr(msg, "cpk") && strstr(msg, "misaligned"), "message '%s'", msg);
+    soft_program_free(p);
 }

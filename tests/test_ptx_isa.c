@@ -708,3 +708,125 @@ Test(ptx_isa, special_registers_and_clocks)
         cr_assert(w[11] == (uint32_t)(gt >> 32) || w[11] == (uint32_t)(gt >> 32) + 1, "clock_hi");
     }
 }
+
+/* mbarrier phases across the block's two warps: every thread arrives and
+ * waits on its token (a failed wait lets the other warp run), parities of
+ * completed and current phases, a phase held open by an expected
+ * transaction count until complete_tx, arrive_drop shrinking the next
+ * phases, and the pending count an arrive's token carries. */
+Test(ptx_isa, mbarrier_phases)
+{
+    slot in[NT] = { 0 }, out[NT] = { 0 };
+    run_body(
+        ".shared .align 8 .b64 mb;\n"
+        "mov.u32 %r4, mb;\nsetp.eq.u32 %p1, %r31, 0;\n"
+        "@%p1 mbarrier.init.shared.b64 [%r4], 64;\nbar.sync 0;\n"
+        "mbarrier.arrive.shared.b64 %rd4, [%r4];\nmbarrier.pending_count.b64 %r5, %rd4;\n"
+        "$w1:\nmbarrier.test_wait.shared.b64 %p2, [%r4], %rd4;\n@!%p2 bra $w1;\n"
+        "mbarrier.test_wait.parity.shared.b64 %p3, [%r4], 0;\nselp.u32 %r6, 1, 0, %p3;\n"
+        "mbarrier.test_wait.parity.shared.b64 %p3, [%r4], 1;\nselp.u32 %r7, 1, 0, %p3;\n"
+        "bar.sync 0;\n"
+        "@%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 %rd5, [%r4], 32;\n"
+        "@!%p1 mbarrier.arrive.shared::cta.b64 %rd5, [%r4];\nbar.sync 0;\n"
+        "mbarrier.test_wait.parity.shared.b64 %p3, [%r4], 1;\nselp.u32 %r8, 1, 0, %p3;\nbar.sync 0;\n"
+        "@%p1 mbarrier.complete_tx.shared.b64 [%r4], 20;\n@%p1 mbarrier.complete_tx.shared.b64 [%r4], 12;\n"
+        "bar.sync 0;\n"
+        "mbarrier.try_wait.parity.shared.b64 %p3, [%r4], 1;\nselp.u32 %r9, 1, 0, %p3;\n"
+        "and.b32 %r10, %r31, 1;\nsetp.eq.u32 %p4, %r10, 1;\n"
+        "@%p4 mbarrier.arrive_drop.shared.b64 _, [%r4];\n@!%p4 mbarrier.arrive.shared.b64 _, [%r4];\n"
+        "bar.sync 0;\n"
+        "@!%p4 mbarrier.arrive.shared.b64 %rd6, [%r4];\n"
+        "$w2:\nmbarrier.try_wait.parity.relaxed.cta.shared.b64 %p5, [%r4], 1, 1000;\n@!%p5 bra $w2;\n"
+        "mbarrier.test_wait.parity.shared.b64 %p3, [%r4], 0;\nselp.u32 %r11, 1, 0, %p3;\n"
+        "bar.sync 0;\n@%p1 mbarrier.inval.shared.b64 [%r4];\nbar.sync 0;\nld.shared.u64 %rd7, [mb];\n"
+        "st.global.v4.u32 [%rd27], {%r5, %r6, %r7, %r8};\n"
+        "st.global.v4.u32 [%rd27+16], {%r9, %r11, 0, 0};\nst.global.u64 [%rd27+32], %rd7;\n",
+        in, out, 1);
+    uint64_t seen = 0;
+    for (int t = 0; t < NT; t++) {
+        const uint32_t *w = out[t].w;
+        cr_assert_lt(w[0], 64u, "thread %d: pending count %u after its arrive", t, w[0]);
+        seen |= 1ull << w[0];
+        cr_assert_eq(w[1], 1u, "thread %d: phase 0 (parity 0) complete", t);
+        cr_assert_eq(w[2], 0u, "thread %d: phase 1 (parity 1) not yet", t);
+        cr_assert_eq(w[3], 0u, "thread %d: phase 1 held open by 32 expected bytes", t);
+        cr_assert_eq(w[4], 1u, "thread %d: phase 1 complete once the bytes came", t);
+        cr_assert_eq(w[5], 0u, "thread %d: phase 4 (parity 0) not complete", t);
+        cr_assert_eq(out[t].u[4], 0u, "thread %d: inval clears the object", t);
+    }
+    cr_assert_eq(seen, ~0ull, "each arrive's token has its own pending count");
+}
+
+/* cp.async of 4, 8 and 16 bytes: a source size short of the copy zero-fills
+ * the rest (an immediate, a register), ignore-src zero-fills it all, cache
+ * hints and prefetch sizes change nothing; bytes not copied keep theirs. */
+Test(ptx_isa, cp_async_sizes_and_zero_fill)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    run_body(
+        ".shared .align 16 .b8 cpbuf[4096];\n"
+        "mov.u32 %r4, cpbuf;\nmad.lo.u32 %r5, %r31, 64, %r4;\n"
+        "mov.u32 %r6, -1414812757;\n"
+        "st.shared.v4.u32 [%r5], {%r6, %r6, %r6, %r6};\nst.shared.v4.u32 [%r5+16], {%r6, %r6, %r6, %r6};\n"
+        "st.shared.v4.u32 [%r5+32], {%r6, %r6, %r6, %r6};\nst.shared.v4.u32 [%r5+48], {%r6, %r6, %r6, %r6};\n"
+        "mov.u64 %rd9, 0;\nsetp.ne.u32 %p1, %r31, 1000;\nrem.u32 %r7, %r31, 17;\n"
+        "cp.async.ca.shared.global [%r5], [%rd28], 4;\n"
+        "cp.async.ca.shared.global [%r5+8], [%rd28+8], 8, 5;\n"
+        "cp.async.cg.shared.global.L2::cache_hint [%r5+16], [%rd28+16], 16, %rd9;\n"
+        "cp.async.cg.shared.global [%r5+32], [%rd28+32], 16, %p1;\n"
+        "cp.async.ca.shared.global.L2::128B [%r5+48], [%rd28+48], 16, %r7;\n"
+        "cp.async.commit_group;\ncp.async.wait_group 0;\ncp.async.wait_all;\n"
+        "ld.shared.v4.u32 {%r8, %r9, %r10, %r11}, [%r5];\nst.global.v4.u32 [%rd27], {%r8, %r9, %r10, %r11};\n"
+        "ld.shared.v4.u32 {%r8, %r9, %r10, %r11}, [%r5+16];\nst.global.v4.u32 [%rd27+16], {%r8, %r9, %r10, %r11};\n"
+        "ld.shared.v4.u32 {%r8, %r9, %r10, %r11}, [%r5+32];\nst.global.v4.u32 [%rd27+32], {%r8, %r9, %r10, %r11};\n"
+        "ld.shared.v4.u32 {%r8, %r9, %r10, %r11}, [%r5+48];\nst.global.v4.u32 [%rd27+48], {%r8, %r9, %r10, %r11};\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        const uint8_t *i = (const uint8_t *)&in[t], *o = (const uint8_t *)&out[t];
+        uint8_t want[64];
+        memset(want, 0xab, sizeof want);
+        memcpy(want, i, 4);
+        memset(want + 8, 0, 8);
+        memcpy(want + 8, i + 8, 5);
+        memcpy(want + 16, i + 16, 16);
+        memset(want + 32, 0, 16);
+        memset(want + 48, 0, 16);
+        memcpy(want + 48, i + 48, (size_t)(t % 17 < 16 ? t % 17 : 16));
+        for (int b = 0; b < 64; b++)
+            cr_assert_eq(o[b], want[b], "thread %d byte %d: %#x, want %#x", t, b, o[b], want[b]);
+    }
+}
+
+/* cp.async.bulk: one thread copies the block's 4 KiB into shared memory,
+ * completing an mbarrier's expected bytes; everyone waits on it; then one
+ * bulk copy back out to global memory in a bulk group. The one-CTA
+ * cluster's shared::cluster addresses are the CTA's shared ones. */
+Test(ptx_isa, cp_async_bulk)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    run_body(
+        ".shared .align 16 .b8 bulkbuf[4096];\n.shared .align 8 .b64 bmb;\n"
+        "mov.u32 %r4, bulkbuf;\nmov.u32 %r5, bmb;\nsetp.eq.u32 %p1, %r31, 0;\n"
+        "@%p1 mbarrier.init.shared::cta.b64 [%r5], 1;\nfence.mbarrier_init.release.cluster;\nbar.sync 0;\n"
+        "@%p1 cp.async.bulk.prefetch.L2.global [%rd31], 4096;\n"
+        "@%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r5], 4096;\n"
+        "@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r4], [%rd31], 4096, [%r5];\n"
+        "$w:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p2, [%r5], 0;\n@!%p2 bra $w;\n"
+        "mad.lo.u32 %r6, %r31, 64, %r4;\nld.shared.u32 %r7, [%r6+60];\nnot.b32 %r7, %r7;\n"
+        "st.shared.u32 [%r6+60], %r7;\n"
+        "cvt.u64.u32 %rd11, %r6;\ncvta.shared::cluster.u64 %rd10, %rd11;\n"
+        "isspacep.shared::cluster %p3, %rd10;\nselp.u32 %r8, 1, 0, %p3;\n"
+        "ld.shared::cluster.u32 %r9, [%r6+52];\nadd.u32 %r9, %r9, %r8;\nst.shared::cta.u32 [%r6+52], %r9;\n"
+        "fence.proxy.async.shared::cta;\nbar.sync 0;\n"
+        "@%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd30], [%r4], 4096;\n"
+        "cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        for (int k = 0; k < 15; k++)
+            cr_assert_eq(out[t].w[k], in[t].w[k] + (k == 13), "thread %d word %d (13: +1 if a cluster "
+                         "address of its own shared memory is shared)", t, k);
+        cr_assert_eq(out[t].w[15], ~in[t].w[15], "thread %d: the last word went through shared memory", t);
+    }
+}

@@ -37,6 +37,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("graphmemop"), BUILDS("graphmem"),
         BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"), BUILDS("texref"),
         BUILDS("devmalloc"), BUILDS("refusedptx"), BUILDS("thrustalgo"), BUILDS("cubsort"), BUILDS("cubalgo"),
+        BUILDS("memcpyasync"), BUILDS("virtualfn"), BUILDS("lazyrefuse"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -224,16 +225,55 @@ Test(remote, cublas_gets_through_create_then_names_the_kernel_softgpu_cannot_run
 
 Test(remote, a_refused_module_names_the_instruction_and_line, .timeout = 90)
 {
-    /* softgpu's own reason reaches the program's log, not only the agent's. */
+    /* softgpu's own reasons reach the program's log, not only the agent's:
+     * a module it cannot load at all, and a kernel it cannot run in a
+     * module that loads (its other kernel runs). */
     agent_proc a;
     agent_start(&a, NULL, NULL);
     program_result r = run_through(&a, 1, "refusedptx", "static", NULL);
     cr_assert_eq(r.status, 0, "%s", r.output);
     cr_assert(strstr(r.output, "refusedptx: ok"), "%s", r.output);
     cr_assert(strstr(r.output, "rig: module load on ") && strstr(r.output, "(softgpu) cannot load this module") &&
+                  strstr(r.output, "line 3: 32-bit addresses"),
+              "the shim's line names the PTX line and what softgpu lacks:\n%s", r.output);
+    cr_assert(strstr(r.output, "refusedptx: the module loaded; its bad kernel alone was refused"), "%s", r.output);
+    cr_assert(strstr(r.output, "rig: kernel refused on ") && strstr(r.output, "CUDA_ERROR_NOT_SUPPORTED") &&
+                  strstr(r.output, "the agent's driver logged: softgpu: cannot run kernel refused") &&
                   strstr(r.output, "line 8, in kernel refused") && strstr(r.output, "'frobnicate.b32'"),
               "the shim's line names the kernel, PTX line and instruction:\n%s", r.output);
     program_result_free(&r);
+    agent_stop(&a);
+}
+
+/* A runtime program's kernel softgpu cannot run: refused alone, at once,
+ * with softgpu's sentence in rig's line; the module's other kernel runs. */
+Test(remote, a_kernel_softgpu_cannot_run_is_refused_alone, .timeout = 90)
+{
+    char *out = run_ok(1, false, "lazyrefuse", "lazyrefuse: ok");
+    cr_assert(strstr(out, "lazyrefuse: the kernel with a breakpoint was refused alone"), "%s", out);
+    cr_assert(strstr(out, "rig: kernel _Z15with_breakpointPii on ") &&
+                  strstr(out, "the agent's driver logged: softgpu: cannot run kernel _Z15with_breakpointPii") &&
+                  strstr(out, "instruction 'brkpt' is not supported"),
+              "rig's line carries softgpu's reason:\n%s", out);
+    free(out);
+}
+
+/* VMM memory created on device 0 in pieces, mapped end to end, made
+ * accessible to both devices of one agent: copies and kernels on either
+ * see it. Every build. */
+Test(remote, vmm_shared_by_two_devices_of_one_agent, .timeout = 120)
+{
+    setenv("SOFTGPU_DEVICES", "2", 1);
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    unsetenv("SOFTGPU_DEVICES");
+    static const char *const builds[] = { "static", "shared", "ptds" };
+    for (int b = 0; b < 3; b++) {
+        program_result r = run_through(&a, 1, "vmmtwo", builds[b], NULL);
+        cr_expect_eq(r.status, 0, "vmmtwo.%s exited %d:\n%s", builds[b], r.status, r.output);
+        cr_expect(strstr(r.output, "vmmtwo: ok"), "vmmtwo.%s:\n%s", builds[b], r.output);
+        program_result_free(&r);
+    }
     agent_stop(&a);
 }
 

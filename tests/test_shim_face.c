@@ -29,6 +29,8 @@
 #define SHIM_PATH RIG_BUILD_DIR "/librigshim.so"
 #define PLAIN_SHIM_PATH RIG_PLAIN_BUILD_DIR "/librigshim.so"
 #define SOFTGPU_PATH RIG_PLAIN_BUILD_DIR "/libcudasoft.so"
+/* A directory whose libcuda.so.1 is softgpu: programs run on it directly. */
+#define SOFTGPU_DIRECT_DIR RIG_PLAIN_BUILD_DIR "/softgpu-direct"
 #define PROGRAMS RIG_PLAIN_BUILD_DIR "/programs/"
 
 /* The shim, loaded privately with the local driver chosen by `driver`
@@ -584,8 +586,9 @@ Test(export_tables, integrity_fixed_answers)
 
 /* Runs program (with the space-separated arguments in args, or none when
  * NULL) with the shim preloaded, RIG_LOCAL_DRIVER=driver and SOFTGPU_DEVICES=devices (unset when
- * NULL); returns its exit status (-1 when killed at the deadline), its
- * output in *out. */
+ * NULL); driver NULL: no shim, softgpu is its libcuda.so.1 (LD_LIBRARY_PATH).
+ * Returns its exit status (-1 when killed at the deadline), its output in
+ * *out. */
 static int run_program(const char *program, const char *args, const char *driver, const char *devices,
                        int timeout_ms, char **out)
 {
@@ -594,34 +597,21 @@ static int run_program(const char *program, const char *args, const char *driver
     snprintf(argbuf, sizeof argbuf, "%s", args ? args : "");
     for (char *save = NULL, *t = strtok_r(argbuf, " ", &save); t && argc < 7; t = strtok_r(NULL, " ", &save))
         argv[argc++] = t;
-    char path[512], logpath[] = "/tmp/rig-face-XXXXXX";
+    char path[512], local[600], count[64];
     snprintf(path, sizeof path, PROGRAMS "%s", program);
     cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
-    int fd = mkstemp(logpath);
-    cr_assert_geq(fd, 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        setenv("LD_PRELOAD", PLAIN_SHIM_PATH, 1);
-        setenv("RIG_LOCAL_DRIVER", driver, 1);
-        if (devices)
-            setenv("SOFTGPU_DEVICES", devices, 1);
-        else
-            unsetenv("SOFTGPU_DEVICES");
-        argv[0] = path;
-        execv(path, argv);
-        _exit(127);
-    }
-    close(fd);
-    int status = support_wait(pid, timeout_ms);
-    size_t len = 0;
-    *out = support_read_file(logpath, &len);
-    unlink(logpath);
-    cr_assert_not_null(*out);
-    return status;
+    argv[0] = path;
+    if (devices)
+        snprintf(count, sizeof count, "SOFTGPU_DEVICES=%s", devices);
+    else
+        snprintf(count, sizeof count, "SOFTGPU_DEVICES");
+    char *shimmed[] = { "LD_PRELOAD=" PLAIN_SHIM_PATH, local, count, NULL };
+    char *direct[] = { "LD_PRELOAD", "LD_LIBRARY_PATH=" SOFTGPU_DIRECT_DIR, count, NULL };
+    if (driver)
+        snprintf(local, sizeof local, "RIG_LOCAL_DRIVER=%s", driver);
+    program_result r = program_run(argv, driver ? shimmed : direct, (timeout_ms + 999) / 1000);
+    *out = r.output;
+    return r.status;
 }
 
 static void expect_run_on(const char *program, const char *driver, const char *devices, int want_status,
@@ -630,7 +620,7 @@ static void expect_run_on(const char *program, const char *driver, const char *d
     char *out = NULL;
     int st = run_program(program, NULL, driver, devices, 120 * 1000, &out);
     cr_assert_eq(st, want_status, "%s (driver %s, SOFTGPU_DEVICES=%s) exited %d, expected %d; its output:\n%s",
-                 program, driver, devices ? devices : "", st, want_status, out);
+                 program, driver ? driver : "softgpu directly", devices ? devices : "", st, want_status, out);
     cr_assert(strstr(out, want_text), "%s printed no \"%s\"; its output:\n%s", program, want_text, out);
     free(out);
 }
@@ -765,6 +755,50 @@ ON_THREE(devicequery, static, "devicequery: 3 device(s)")
 ON_THREE(multidev, static, "multidev: ok 3 devices")
 ON_THREE(multidev, shared, "multidev: ok 3 devices")
 ON_THREE(multidev, ptds, "multidev: ok 3 devices")
+
+/* softgpu's own reasons on the program's stderr: a kernel it cannot run in
+ * a module that loads (the other kernel runs), a module it cannot load. */
+Test(programs_on_softgpu, refusals_name_the_kernel_instruction_and_line, .timeout = 120)
+{
+    static const char *const says[] = {
+        "softgpu: cannot run kernel refused (CUDA_ERROR_NOT_SUPPORTED): line 8, in kernel refused: "
+        "instruction 'frobnicate.b32' is not supported",
+        "refusedptx: the module loaded; its bad kernel alone was refused",
+        "softgpu: line 3: 32-bit addresses",
+        "refusedptx: ok",
+    };
+    char *out = NULL;
+    int st = run_program("refusedptx.shared", NULL, SOFTGPU_PATH, NULL, 120 * 1000, &out);
+    cr_assert_eq(st, 0, "refusedptx exited %d:\n%s", st, out);
+    for (size_t i = 0; i < sizeof says / sizeof *says; i++)
+        cr_expect(strstr(out, says[i]), "no \"%s\" in its output:\n%s", says[i], out);
+    free(out);
+}
+
+/* softgpu as the program's own libcuda.so.1, no shim in front: the CUDA
+ * runtime initialises on it (export tables, integrity check), thrust and
+ * CUB run; driver-API programs too. */
+#define DIRECT(prog, build, text)                                                          \
+    Test(programs_directly_on_softgpu, prog##_##build, .timeout = 180)                     \
+    {                                                                                      \
+        expect_run_on(#prog "." #build, NULL, "2", 0, text);                               \
+    }
+DIRECT(vecadd, static, "vecadd: ok")
+DIRECT(vecadd, shared, "vecadd: ok")
+DIRECT(vecadd, ptds, "vecadd: ok")
+DIRECT(devicequery, shared, "devicequery: 2 device(s)")
+DIRECT(multidev, static, "multidev: ok 2 devices")
+DIRECT(graphs, static, "graphs: ok")
+DIRECT(mallocasync, ptds, "mallocasync: ok")
+DIRECT(streams, static, "streams: ok")
+DIRECT(thrustalgo, static, "thrustalgo: ok")
+DIRECT(cubsort, shared, "cubsort: ok")
+DIRECT(vmmtwo, static, "vmmtwo: ok")
+DIRECT(vmmtwo, shared, "vmmtwo: ok")
+DIRECT(refusedptx, static, "refusedptx: the module loaded; its bad kernel alone was refused")
+DIRECT(drvapi, static, "drvapi: ok")
+DIRECT(lazyrefuse, static, "lazyrefuse: ok")
+DIRECT(lazyrefuse, ptds, "cannot run kernel _Z15with_breakpointPii (CUDA_ERROR_NOT_SUPPORTED): line ")
 
 /* With no local driver (and no proxies) a runtime program sees no device. */
 #define NO_DRIVER(prog, build, status, text)                                               \

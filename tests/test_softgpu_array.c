@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tests/seed.h"
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/cuda_ok.h"
 
 static CUcontext ctx;
 static CUmodule mod;

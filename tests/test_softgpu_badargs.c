@@ -6,8 +6,8 @@
 #include <cuda.h>
 #include <stdint.h>
 #include <string.h>
+#include "tests/cuda_ok.h"
 
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
 #define BAD(call) cr_expect_neq((call), CUDA_SUCCESS, "%s succeeded", #call)
 #define IS(call, want) cr_expect_eq((call), (want), "%s", #call)
 

@@ -8,8 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/cuda_ok.h"
 
 Test(device, calls_before_init_fail)
 {

@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "tests/seed.h"
+#include "tests/cuda_ok.h"
 
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
 #define N 1000
 #define T 128
 #define B ((N + T - 1) / T)

@@ -1,8 +1,9 @@
 /* softgpu running the remaining kernels of tests/kernels through the driver
  * API, in every mode, on fresh random inputs against CPU references: warp
  * shuffles and votes, bit operations, 64-bit and 128-bit integer math, f16,
- * float and double math, global atomics. (test_softgpu_launch has the
- * others.) */
+ * float and double math, global atomics, asynchronous copies into shared
+ * memory (cp.async and mbarriers in the sm90 mode), virtual functions and
+ * function pointers. (test_softgpu_launch has the others.) */
 #include "tests/support.h"
 
 #include <criterion/criterion.h>
@@ -16,8 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "tests/seed.h"
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/cuda_ok.h"
 
 static CUcontext ctx;
 
@@ -362,6 +362,119 @@ Test(kernels, vector_accesses_are_never_torn)
         OK(cuMemFree(pair));
         OK(cuMemFree(quad));
         OK(cuMemFree(dres));
+        OK(cuModuleUnload(mod));
+    }
+}
+
+/* Every mode and the sm90 one, whose asynchronous copies are cp.async,
+ * cp.async.bulk and mbarrier waits. */
+static const char *all_modes[] = { "default", "fast", "debug", "nocomp", "speed", "size", "sm90" };
+#define NALL (sizeof all_modes / sizeof *all_modes)
+
+Test(kernels, async_copies)
+{
+    for (size_t m = 0; m < NALL; m++) {
+        const char *md = all_modes[m];
+        CUmodule mod = load("asynccopy", md);
+        /* a block-wide pipeline over tiles the blocks take in turn */
+        int tiles = 1 + rand() % 40, blocks = 1 + rand() % 6, n = tiles * 128;
+        int *in = malloc(n * 4), *out = malloc(n * 4);
+        for (int i = 0; i < n; i++)
+            in[i] = rand() - RAND_MAX / 2;
+        CUdeviceptr din = upload(in, n * 4), dout = upload(NULL, n * 4);
+        void *a1[] = { &din, &dout, &tiles };
+        run(fn(mod, "staged_copy"), blocks, 64, a1);
+        OK(cuMemcpyDtoH(out, dout, n * 4));
+        for (int i = 0; i < n; i++)
+            cr_assert_eq(out[i], 2 * in[i] + 1, "%s staged %d of %d tiles, %d blocks", md, i, tiles, blocks);
+        cuMemFree(din); cuMemFree(dout);
+        free(in); free(out);
+
+        /* zero-filled 16-byte copies: the input ends mid-chunk, exactly at
+         * its allocation's end */
+        int len = 1 + rand() % 3000, threads = 128, pblocks = (len + 4 * threads - 1) / (4 * threads);
+        int total = pblocks * threads * 4;
+        in = malloc(len * 4);
+        out = malloc(total * 4);
+        for (int i = 0; i < len; i++)
+            in[i] = rand() | 1;
+        din = upload(in, len * 4);
+        dout = upload(NULL, total * 4);
+        void *a2[] = { &din, &dout, &len };
+        run(fn(mod, "padded_copy"), pblocks, threads, a2);
+        OK(cuMemcpyDtoH(out, dout, total * 4));
+        for (int b = 0; b < pblocks; b++)
+            for (int t = 0; t < threads; t++)
+                for (int k = 0; k < 4; k++) {
+                    int src = (b * threads + (t + 1) % threads) * 4 + k;
+                    int want = src < len ? in[src] : 0;
+                    cr_assert_eq(out[(b * threads + t) * 4 + k], want, "%s padded: block %d thread %d word %d (len %d)",
+                                 md, b, t, k, len);
+                }
+        cuMemFree(din); cuMemFree(dout);
+        free(in); free(out);
+
+        /* per-thread pipeline of 4-byte copies */
+        int pb = 1 + rand() % 5;
+        float *fin = malloc((pb * 256 + 1) * 4), *fout = malloc(pb * 256 * 4);
+        for (int i = 0; i < pb * 256 + 1; i++)
+            fin[i] = (float)(rand() % 1000);
+        din = upload(fin, (pb * 256 + 1) * 4);
+        dout = upload(NULL, pb * 256 * 4);
+        void *a3[] = { &din, &dout };
+        run(fn(mod, "pairs_copy"), pb, 256, a3);
+        OK(cuMemcpyDtoH(fout, dout, pb * 256 * 4));
+        for (int i = 0; i < pb * 256; i++)
+            cr_assert_eq(fout[i], fin[i] + fin[i + 1], "%s pairs %d", md, i);
+        cuMemFree(din); cuMemFree(dout);
+        free(fin); free(fout);
+
+        /* a tile completing on a cuda::barrier */
+        int bb = 1 + rand() % 5;
+        in = malloc(bb * 256 * 4);
+        out = malloc(bb * 256 * 4);
+        for (int i = 0; i < bb * 256; i++)
+            in[i] = rand();
+        din = upload(in, bb * 256 * 4);
+        dout = upload(NULL, bb * 256 * 4);
+        void *a4[] = { &din, &dout };
+        run(fn(mod, "barrier_copy"), bb, 96, a4);
+        OK(cuMemcpyDtoH(out, dout, bb * 256 * 4));
+        for (int b = 0; b < bb; b++)
+            for (int i = 0; i < 256; i++)
+                cr_assert_eq(out[b * 256 + i], in[b * 256 + 255 - i], "%s barrier tile %d element %d", md, b, i);
+        cuMemFree(din); cuMemFree(dout);
+        free(in); free(out);
+        OK(cuModuleUnload(mod));
+    }
+}
+
+static int fact_cpu(int n)
+{
+    return n <= 1 ? 1 : n * fact_cpu(n - 1);
+}
+
+Test(kernels, virtual_functions)
+{
+    for (size_t m = 0; m < NALL; m++) {
+        const char *md = all_modes[m];
+        CUmodule mod = load("virtualcall", md);
+        int n = 1 + rand() % 2000;
+        int *in = malloc(n * 4), *out = malloc(n * 4);
+        for (int i = 0; i < n; i++)
+            in[i] = rand() % 2001 - 1000;
+        CUdeviceptr din = upload(in, n * 4), dout = upload(NULL, n * 4);
+        void *args[] = { &din, &dout, &n };
+        run(fn(mod, "virtual_calls"), (n + 127) / 128, 128, args);
+        OK(cuMemcpyDtoH(out, dout, n * 4));
+        for (int i = 0; i < n; i++) {
+            int x = in[i];
+            int op = i % 3 == 0 ? x + i : i % 3 == 1 ? x * 3 : -(x + 5);
+            int want = op + (i % 2 ? x / 2 : x * x) + fact_cpu(i % 8);
+            cr_assert_eq(out[i], want, "%s element %d: %d, want %d", md, i, out[i], want);
+        }
+        cuMemFree(din); cuMemFree(dout);
+        free(in); free(out);
         OK(cuModuleUnload(mod));
     }
 }

@@ -15,8 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "tests/seed.h"
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/cuda_ok.h"
 
 static CUcontext ctx;
 

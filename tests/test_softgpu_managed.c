@@ -9,12 +9,11 @@
 #include <string.h>
 #include <time.h>
 #include "tests/seed.h"
+#include "tests/cuda_ok.h"
 
 /* The CUDA 8 forms, which cuda.h maps onto their CUDA 12 successors. */
 CUresult prefetch_v1(CUdeviceptr p, size_t n, CUdevice to, CUstream s) __asm__("cuMemPrefetchAsync");
 CUresult advise_v1(CUdeviceptr p, size_t n, CUmem_advise a, CUdevice d) __asm__("cuMemAdvise");
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
 
 static CUcontext ctx;
 

@@ -8,8 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include "tests/seed.h"
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/cuda_ok.h"
 
 static CUcontext ctx;
 

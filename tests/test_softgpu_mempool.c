@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include "tests/cuda_ok.h"
 
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
 #define MiB (1ull << 20)
 
 static CUcontext ctx;

@@ -10,8 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/cuda_ok.h"
 
 static CUcontext ctx;
 
@@ -338,4 +337,128 @@ Test(module, many_virtual_registers_still_fit_a_block)
     OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 1024, 0));
     cr_expect_eq(blocks, 1);
     OK(cuModuleUnload(m));
+}
+
+/* Kernels the engine cannot run are refused one by one: the module loads,
+ * its other kernels run, and asking for (or launching) a refused kernel
+ * fails with CUDA_ERROR_NOT_SUPPORTED and one line naming the kernel, the
+ * instruction and its PTX line, on stderr and in the driver log. */
+static const char lazy_ptx[] =
+    ".version 8.0\n.target sm_75\n.address_size 64\n"              /* lines 1-3 */
+    ".extern .func nobody();\n"                                      /* 4 */
+    ".func helper()\n{\n.reg .b32 %r<3>;\n"                          /* 5-7 */
+    "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%r1}, {%r2}, {%r2}, {%r1};\n"   /* 8 */
+    "ret;\n}\n"                                                      /* 9-10 */
+    ".visible .entry good(.param .u64 p)\n{\n.reg .b32 %r<2>;\n.reg .b64 %rd<2>;\n"   /* 11-14 */
+    "ld.param.u64 %rd1, [p];\nmov.u32 %r1, 42;\nst.global.u32 [%rd1], %r1;\nret;\n}\n"  /* 15-19 */
+    ".visible .entry bad()\n{\n.reg .b32 %r<5>;\nmov.u32 %r1, 1;\n"  /* 20-23 */
+    "frobnicate.b32 %r2, %r1;\n"                                     /* 24 */
+    "ret;\n}\n"                                                      /* 25-26 */
+    ".visible .entry indirect()\n{\ncall.uni helper, ();\nret;\n}\n"     /* 27-31 */
+    ".visible .entry orphan()\n{\ncall.uni nobody, ();\nret;\n}\n";      /* 32-36 */
+
+/* The driver log's lines since it. */
+static void log_since(CUlogIterator it, char *buf, size_t size)
+{
+    OK(cuLogsDumpToMemory(&it, buf, &size, 0));
+}
+
+Test(module, a_kernel_it_cannot_run_is_refused_alone)
+{
+    CUmodule m;
+    OK(cuModuleLoadData(&m, lazy_ptx));
+    unsigned count;
+    OK(cuModuleGetFunctionCount(&count, m));
+    cr_expect_eq(count, 4);
+    /* The good kernel runs. */
+    CUfunction good;
+    OK(cuModuleGetFunction(&good, m, "good"));
+    CUdeviceptr d;
+    OK(cuMemAlloc(&d, 4));
+    void *args[] = { &d };
+    OK(cuLaunchKernel(good, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    unsigned v = 0;
+    OK(cuMemcpyDtoH(&v, d, 4));
+    cr_expect_eq(v, 42);
+    /* Each bad one says why. */
+    static const struct { const char *name, *says[3]; } bad[] = {
+        { "bad", { "kernel bad", "line 24", "'frobnicate.b32'" } },
+        { "indirect", { "kernel indirect calls helper", "line 8, in function helper", "mma" } },
+        { "orphan", { "line 34, in kernel orphan", "'nobody'", "external function" } },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CUlogIterator it;
+        OK(cuLogsCurrent(&it, 0));
+        CUfunction f = NULL;
+        cr_expect_eq(cuModuleGetFunction(&f, m, bad[i].name), CUDA_ERROR_NOT_SUPPORTED, "%s", bad[i].name);
+        char log[2048];
+        log_since(it, log, sizeof log);
+        for (int k = 0; k < 3; k++)
+            cr_expect(strstr(log, bad[i].says[k]), "%s: no \"%s\" in the log: %s", bad[i].name, bad[i].says[k],
+                      log);
+        cr_expect(strstr(log, "CUDA_ERROR_NOT_SUPPORTED") && strstr(log, "softgpu"), "log: %s", log);
+    }
+    /* Handed out another way (enumeration), it still does not launch, and
+     * the context is not poisoned by trying. */
+    CUfunction all[4];
+    OK(cuModuleEnumerateFunctions(all, 4, m));
+    int refused = 0;
+    for (int i = 0; i < 4; i++) {
+        const char *name = NULL;
+        OK(cuFuncGetName(&name, all[i]));
+        if (strcmp(name, "good") == 0)
+            continue;
+        cr_expect_eq(cuLaunchKernel(all[i], 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED,
+                     "%s", name);
+        refused++;
+    }
+    cr_expect_eq(refused, 3);
+    OK(cuCtxSynchronize());
+    OK(cuLaunchKernel(good, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    OK(cuCtxSynchronize());
+    OK(cuMemFree(d));
+    OK(cuModuleUnload(m));
+    /* A library's kernel is handed out; made a function (where a lazily
+     * loading driver compiles it) it is refused. */
+    CUlibrary lib;
+    OK(cuLibraryLoadData(&lib, lazy_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CUkernel k;
+    CUfunction f;
+    OK(cuLibraryGetKernel(&k, lib, "good"));
+    OK(cuKernelGetFunction(&f, k));
+    OK(cuLibraryGetKernel(&k, lib, "bad"));
+    cr_expect_eq(cuKernelGetFunction(&f, k), CUDA_ERROR_NOT_SUPPORTED);
+    cr_expect_eq(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    OK(cuLibraryUnload(lib));
+}
+
+Test(module, driver_log_iterates_and_refuses_a_buffer_too_small)
+{
+    CUlogIterator start, end;
+    OK(cuLogsCurrent(&start, 0));
+    CUmodule m;
+    cr_expect_eq(cuModuleLoadData(&m, "this is not PTX"), CUDA_ERROR_INVALID_PTX);
+    cr_expect_eq(cuModuleLoadData(&m, "neither is this"), CUDA_ERROR_INVALID_PTX);
+    OK(cuLogsCurrent(&end, 0));
+    cr_expect_eq(end - start, 2);
+    /* A buffer that holds no whole line. */
+    char small[8];
+    size_t n = sizeof small;
+    CUlogIterator it = start;
+    cr_expect_eq(cuLogsDumpToMemory(&it, small, &n, 0), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(n, 0);
+    cr_expect_eq(it, start);
+    /* Both lines, newline-separated, NUL-terminated; the iterator moves past them. */
+    char buf[2048];
+    n = sizeof buf;
+    OK(cuLogsDumpToMemory(&it, buf, &n, 0));
+    cr_expect_eq(it, end);
+    cr_expect_eq(n, strlen(buf));
+    cr_expect(n > 0 && buf[n - 1] == '\n', "%s", buf);
+    char *nl = strchr(buf, '\n');
+    cr_expect(nl && strchr(nl + 1, '\n') == buf + n - 1, "two lines: %s", buf);
+    /* Nothing new: zero bytes. */
+    n = sizeof buf;
+    OK(cuLogsDumpToMemory(&it, buf, &n, 0));
+    cr_expect_eq(n, 0);
 }

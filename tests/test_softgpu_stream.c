@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/cuda_ok.h"
 
 static CUcontext ctx;
 

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s", #call)
+#include "tests/cuda_ok.h"
+
 #define WINDOW 0x7e0000000000ull
 #define WSIZE (256ull << 30)   /* a whole agent window */
 
@@ -198,10 +199,14 @@ Test(vmm, many_allocations_in_one_window)
         OK(cuMemRelease(hs[i]));
     }
     grant(w, N * gran, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-    /* Each mapping is its own range; a copy spanning two is refused. */
+    /* Mappings end to end are one range to a fill, as on a GPU; past the
+     * last one there is no memory. */
     OK(cuMemsetD32(w + gran * 7, 7, gran / 4));
-    cr_expect_eq(cuMemsetD32(w + gran * 7, 7, gran / 4 + 1), CUDA_ERROR_INVALID_VALUE);
-    cr_expect_eq(((uint32_t *)(uintptr_t)(w + gran * 7))[3], 7);
+    OK(cuMemsetD32(w + gran * 7, 8, gran / 4 + 1));
+    cr_expect_eq(((uint32_t *)(uintptr_t)(w + gran * 7))[3], 8);
+    cr_expect_eq(((uint32_t *)(uintptr_t)(w + gran * 8))[0], 8);
+    cr_expect_eq(((uint32_t *)(uintptr_t)(w + gran * 8))[1], 0);
+    cr_expect_eq(cuMemsetD32(w + gran * (N - 1), 7, gran / 4 + 1), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemUnmap(w, N * gran));
     OK(cuMemAddressFree(w, 1ull << 30));
 }
@@ -298,5 +303,150 @@ Test(vmm, kernels_run_on_mapped_memory)
     free(img);
     free(a);
     free(b);
+    free(c);
+}
+
+/* ---- two devices: which devices have access is enforced ---- */
+
+static CUcontext on[2];
+
+static void setup_two(void)
+{
+    setenv("SOFTGPU_DEVICES", "2", 1);
+    cr_assert_eq(cuInit(0), CUDA_SUCCESS);
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(cuDevicePrimaryCtxRetain(&on[d], d), CUDA_SUCCESS);
+}
+
+TestSuite(vmm_two, .init = setup_two);
+
+static void set_access(CUdeviceptr p, size_t n, int dev, CUmemAccess_flags f)
+{
+    CUmemAccessDesc a = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev }, .flags = f };
+    OK(cuMemSetAccess(p, n, &a, 1));
+}
+
+static CUfunction vecadd_on(int dev)
+{
+    OK(cuCtxSetCurrent(on[dev]));
+    char path[512];
+    snprintf(path, sizeof path, "%s/kernels/vecadd.default.fatbin", RIG_BUILD_DIR);
+    size_t len;
+    char *img = support_read_file(path, &len);
+    cr_assert(img);
+    CUmodule m;
+    OK(cuModuleLoadData(&m, img));
+    free(img);
+    CUfunction f;
+    OK(cuModuleGetFunction(&f, m, "vecadd_i32"));
+    return f;
+}
+
+Test(vmm_two, a_device_without_access_finds_no_memory)
+{
+    CUmemAllocationProp pr = prop();   /* on device 0 */
+    size_t gran;
+    OK(cuMemGetAllocationGranularity(&gran, &pr, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    enum { N = 4096 };
+    size_t size = (3 * N * 4 + gran - 1) / gran * gran;
+    CUdeviceptr p;
+    OK(cuMemAddressReserve(&p, size, 0, 0, 0));
+    CUmemGenericAllocationHandle h;
+    OK(cuMemCreate(&h, size, &pr, 0));
+    OK(cuMemMap(p, size, 0, h, 0));
+    OK(cuMemRelease(h));
+    CUfunction add[2] = { vecadd_on(0), vecadd_on(1) };
+    int a[N], c[N];
+    for (int i = 0; i < N; i++)
+        a[i] = i * 5 - 7;
+    CUdeviceptr x = p, y = p + N * 4, z = p + 2 * N * 4;
+    int n = N;
+    void *args[] = { &x, &y, &z, &n };
+    CUmemLocation loc1 = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1 };
+    unsigned long long flags = 99;
+
+    /* Device 0 only. */
+    set_access(p, size, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(cuMemGetAccess(&flags, &loc1, p));
+    cr_expect_eq(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    OK(cuCtxSetCurrent(on[1]));
+    cr_expect_eq(cuMemcpyHtoD(x, a, sizeof a), CUDA_ERROR_INVALID_VALUE, "device 1 has no access");
+    OK(cuCtxSetCurrent(on[0]));
+    OK(cuMemcpyHtoD(x, a, sizeof a));
+    OK(cuMemcpyHtoD(y, a, sizeof a));
+
+    /* Device 1 too: the other device's access stays. */
+    set_access(p, size, 1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(cuMemGetAccess(&flags, &loc1, p));
+    cr_expect_eq(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(cuCtxSetCurrent(on[1]));
+    OK(cuLaunchKernel(add[1], N / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    OK(cuMemcpyDtoH(c, z, sizeof c));
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(c[i], 2 * a[i], "[%d]", i);
+
+    /* Device 1's access taken back: its copies are refused, device 0's go
+     * on, and its kernels fault as a GPU's would. */
+    set_access(p, size, 1, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    OK(cuMemGetAccess(&flags, &loc1, p));
+    cr_expect_eq(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    OK(cuCtxSetCurrent(on[0]));
+    memset(c, 0, sizeof c);
+    OK(cuMemcpyDtoH(c, z, sizeof c));
+    cr_expect_eq(c[N - 1], 2 * a[N - 1]);
+    OK(cuCtxSetCurrent(on[1]));
+    cr_expect_eq(cuMemcpyDtoH(c, z, sizeof c), CUDA_ERROR_INVALID_VALUE);
+    cr_expect_eq(cuMemsetD32(z, 0, N), CUDA_ERROR_INVALID_VALUE);
+    OK(cuLaunchKernel(add[1], N / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    cr_expect_eq(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    OK(cuCtxSetCurrent(on[0]));
+    OK(cuLaunchKernel(add[0], N / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    OK(cuCtxSynchronize());
+}
+
+Test(vmm_two, copies_and_kernels_span_mappings_end_to_end)
+{
+    /* One reservation, two pieces of physical memory (one on each device)
+     * mapped back to back, as PyTorch's expandable segments grow: copies
+     * and kernels see one range. */
+    size_t gran;
+    CUmemAllocationProp pr = prop();
+    OK(cuMemGetAllocationGranularity(&gran, &pr, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t piece = 2 * gran;
+    CUdeviceptr p;
+    OK(cuMemAddressReserve(&p, 2 * piece, 0, 0, 0));
+    for (int d = 0; d < 2; d++) {
+        CUmemAllocationProp pd = prop();
+        pd.location.id = d;
+        CUmemGenericAllocationHandle h;
+        OK(cuMemCreate(&h, piece, &pd, 0));
+        OK(cuMemMap(p + d * piece, piece, 0, h, 0));
+        OK(cuMemRelease(h));
+    }
+    CUmemAccessDesc both[2] = {
+        { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 }, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE },
+        { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1 }, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE },
+    };
+    OK(cuMemSetAccess(p, 2 * piece, both, 2));
+    int n = (int)(2 * piece / 4 / 3);
+    int *a = malloc(2 * piece), *c = malloc(2 * piece);
+    for (int i = 0; i < 3 * n; i++)
+        a[i] = i ^ 0x5a5a;
+    CUfunction add = vecadd_on(1);
+    OK(cuMemcpyHtoD(p, a, 3 * (size_t)n * 4));   /* across the seam */
+    CUdeviceptr x = p, y = p + (size_t)n * 4, z = p + 2 * (size_t)n * 4;
+    void *args[] = { &x, &y, &z, &n };
+    OK(cuLaunchKernel(add, (unsigned)(n + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    OK(cuCtxSynchronize());   /* device 0's copy does not wait for device 1's work */
+    OK(cuCtxSetCurrent(on[0]));
+    OK(cuMemcpyDtoH(c, p, 3 * (size_t)n * 4));
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(c[2 * n + i], a[i] + a[n + i], "[%d]", i);
+    /* Past the reservation's end: no memory. */
+    cr_expect_eq(cuMemcpyDtoH(c, p + piece, piece + 4), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemUnmap(p, piece));
+    OK(cuMemUnmap(p + piece, piece));
+    OK(cuMemAddressFree(p, 2 * piece));
+    free(a);
     free(c);
 }

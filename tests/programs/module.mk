@@ -13,7 +13,8 @@ PROGRAM_DIR    := build/programs
 PROGRAMS       := $(foreach p,$(PROGRAM_NAMES),$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m)))
 
 PROGRAM_ARCH     := -gencode arch=compute_75,code=[sm_75,compute_75]
-PROGRAM_NVFLAGS  := $(PROGRAM_ARCH) -O2 -I$(PROGRAM_DIR) -Wno-deprecated-gpu-targets
+# recursive: a program may set its own PROGRAM_ARCH (target-specific, below)
+PROGRAM_NVFLAGS   = $(PROGRAM_ARCH) -O2 -I$(PROGRAM_DIR) -Wno-deprecated-gpu-targets
 PROGRAM_LIBS     := -L$(CUDA_HOME)/lib64/stubs -lcuda
 PFLAGS_static    := --cudart=static
 PFLAGS_shared    := --cudart=shared -Xlinker -rpath=$(CUDA_HOME)/lib64
@@ -50,3 +51,7 @@ $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/cublas.$(m)): \
 # jitlink compiles with NVRTC at run time: the toolkit's shared libnvrtc.
 $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/jitlink.$(m)): \
 	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lnvrtc -Xlinker -rpath=$(CUDA_HOME)/lib64
+
+# memcpyasync's copies are cp.async and mbarriers, which need sm_80.
+$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/memcpyasync.$(m)): \
+	PROGRAM_ARCH := -gencode arch=compute_80,code=[sm_80,compute_80]

@@ -1,7 +1,7 @@
 /* rig-relay: a fault-injecting TCP relay for the fault tests. It accepts
  * controllers and dials the agent for each, passes bytes both ways, and on
  * command stalls, slows, cuts or corrupts them. It follows the job's wire
- * (DESIGN.md "Wire": the handshake, then u64 length + u8 kind + payload
+ * (docs/wire.md: the handshake, then u64 length + u8 kind + payload
  * frames) in each direction so a flip can aim at one byte of one frame.
  *
  *   rig-relay --to HOST:PORT [--listen HOST:PORT]
