@@ -93,7 +93,8 @@ typedef struct object_table {
 
 /* The object with id (of type, 0 = any), or NULL. */
 agent_obj *objects_get(object_table *t, uint64_t id, agent_obj_type type);
-/* A new zeroed object at id; NULL when the id is taken, 0 or too large. */
+/* A new zeroed object at id; NULL when the id is taken, 0 or too large
+ * (errno EEXIST, EINVAL), or when memory is short (errno ENOMEM). */
 agent_obj *objects_put(object_table *t, uint64_t id, agent_obj_type type, int device);
 void objects_remove(object_table *t, uint64_t id);
 

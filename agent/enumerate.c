@@ -35,14 +35,18 @@ void replay_enumerate(job *j, uint32_t op, wire_reader *r)
     if (rc == CUDA_SUCCESS && count > JOB_ENUMERATE_MAX)
         rc = CUDA_ERROR_NOT_SUPPORTED;
     void **handles = rc == CUDA_SUCCESS ? calloc(count ? count : 1, sizeof *handles) : NULL;
-    if (rc == CUDA_SUCCESS && !handles)
+    if (rc == CUDA_SUCCESS && !handles) {
+        job_log_nomem(j, "the %u handles of an enumeration", count);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (rc == CUDA_SUCCESS)
         rc = library ? d->fn_cuLibraryEnumerateKernels((CUkernel *)handles, count, m->u.library.real)
                      : d->fn_cuModuleEnumerateFunctions((CUfunction *)handles, count, m->u.module.real);
     const char **names = rc == CUDA_SUCCESS ? calloc(count ? count : 1, sizeof *names) : NULL;
-    if (rc == CUDA_SUCCESS && !names)
+    if (rc == CUDA_SUCCESS && !names) {
+        job_log_nomem(j, "the %u names of an enumeration", count);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     size_t bytes = 4;
     for (unsigned i = 0; rc == CUDA_SUCCESS && i < count; i++) {
         rc = library ? d->fn_cuKernelGetName(&names[i], (CUkernel)handles[i])
@@ -53,8 +57,10 @@ void replay_enumerate(job *j, uint32_t op, wire_reader *r)
             bytes += 4 + strlen(names[i]);
     }
     uint8_t *out = rc == CUDA_SUCCESS ? malloc(bytes) : NULL;
-    if (rc == CUDA_SUCCESS && !out)
+    if (rc == CUDA_SUCCESS && !out) {
+        job_log_nomem(j, "the answer to an enumeration (%zu bytes)", bytes);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     size_t n = 0;
     if (rc == CUDA_SUCCESS) {
         wire_writer w = wire_writer_init(out, bytes);

@@ -101,6 +101,10 @@ CUresult generic_call(const generic_env *env, const cuda_op_info *op, wire_reade
             if (!r->err) {
                 strings[i] = strndup((const char *)s, len);
                 vals[i].p = strings[i];
+                if (!strings[i]) {
+                    snprintf(why, whylen, "no memory for string argument %zu of %s", i + 1, op->symbol);
+                    rc = CUDA_ERROR_OUT_OF_MEMORY;
+                }
             }
             break;
         }

@@ -5,6 +5,7 @@
  * that each launch is one cuGraphLaunch on the job's stream. The shim
  * keeps graphs with host nodes or the program's memory and replays those
  * node by node. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,8 +86,10 @@ static CUresult add_node(job *j, int device, CUgraph g, uint32_t type, wire_read
         if (!d->fn_cuGraphAddBatchMemOpNode)
             return CUDA_ERROR_NOT_SUPPORTED;   /* the shim replays the graph */
         CUstreamBatchMemOpParams *ops = malloc((size_t)count * sizeof *ops + 1);
-        if (!ops)
+        if (!ops) {
+            job_log_nomem(j, "the %u operations of a graph's batch node", count);
             return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         if (count)
             memcpy(ops, bytes, (size_t)count * sizeof *ops);
         CUDA_BATCH_MEM_OP_NODE_PARAMS p = { .ctx = ctx, .count = count, .paramArray = ops };
@@ -125,6 +128,8 @@ void replay_graph(job *j, wire_reader *r)
     CUgraphNode *nodes = calloc((size_t)n + 1, sizeof *nodes);
     CUgraphNode *deps = NULL;
     bool malformed = false;
+    if (!nodes)
+        job_log_nomem(j, "the %u nodes of graph %llu", n, (unsigned long long)id);
     rc = nodes ? d->fn_cuGraphCreate(&g, 0) : CUDA_ERROR_OUT_OF_MEMORY;
     for (uint32_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
         uint32_t type = wire_get_u32(r), nd = wire_get_u32(r);
@@ -135,6 +140,7 @@ void replay_graph(job *j, wire_reader *r)
         free(deps);
         deps = calloc((size_t)nd + 1, sizeof *deps);
         if (!deps) {
+            job_log_nomem(j, "the %u dependencies of node %u of graph %llu", nd, i, (unsigned long long)id);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
             break;
         }
@@ -159,8 +165,14 @@ void replay_graph(job *j, wire_reader *r)
     if (!malformed && rc == CUDA_SUCCESS)
         rc = d->fn_cuGraphInstantiateWithFlags(&x, g, 0);
     agent_obj *o = NULL;
-    if (!malformed && rc == CUDA_SUCCESS && !(o = objects_put(&j->objs, id, AOBJ_GRAPH, (int)device)))
-        malformed = true;   /* an id this job already holds */
+    if (!malformed && rc == CUDA_SUCCESS && !(o = objects_put(&j->objs, id, AOBJ_GRAPH, (int)device))) {
+        if (errno == ENOMEM) {
+            job_log_nomem(j, "the record of graph %llu", (unsigned long long)id);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            malformed = true;   /* an id this job already holds */
+        }
+    }
     if (o) {
         o->u.graph.graph = g;
         o->u.graph.exec = x;

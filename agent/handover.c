@@ -1,6 +1,7 @@
 /* Handovers and drops: records enqueued on the job's real streams in the
  * order sent, with a marker behind them so the program learns the values
  * its streams reach; objects the program is done with. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,10 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         if (wire_reader_finish(r))
             return CUDA_ERROR_INVALID_VALUE;
         agent_obj *o = objects_put(&j->objs, object, AOBJ_STREAM, (int)device);
+        if (!o && errno == ENOMEM) {
+            job_log_nomem(j, "the record of stream %llu", (unsigned long long)object);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         if (!o)
             return CUDA_ERROR_INVALID_HANDLE;
         if ((rc = job_use_device(j, (int)device)))
@@ -46,6 +51,10 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         if (wire_reader_finish(r))
             return CUDA_ERROR_INVALID_VALUE;
         agent_obj *o = objects_put(&j->objs, object, AOBJ_EVENT, (int)device);
+        if (!o && errno == ENOMEM) {
+            job_log_nomem(j, "the record of event %llu", (unsigned long long)object);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         if (!o)
             return CUDA_ERROR_INVALID_HANDLE;
         if ((rc = job_use_device(j, (int)device)))

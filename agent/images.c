@@ -41,7 +41,7 @@ static agent_obj *put(job *j, uint64_t id, agent_obj_type type, uint32_t device)
     }
     agent_obj *o = objects_put(&j->objs, id, type, (int)device);
     if (!o)
-        job_refuse(j, "object id %llu is taken or out of range", (unsigned long long)id);
+        job_refuse(j, "object id %llu %s", (unsigned long long)id, job_put_failure());
     return o;
 }
 

@@ -2,6 +2,7 @@
  * request, this agent's driver links them for the device (a GPU's driver
  * makes a cubin for its architecture), and the image goes back to the
  * program, which loads it as any module. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,12 @@ void replay_link(job *j, wire_reader *r)
             return;
         }
         char *cname = strndup((const char *)name, name_len);
+        if (!cname) {
+            snprintf(log, sizeof log, "agent: no memory for the name of link input %u", i);
+            job_log_nomem(j, "the name of link input %u", i);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
         /* The driver may keep reading the bytes until the link completes;
          * the frame outlives this call. */
         rc = d->fn_cuLinkAddData_v2(state, (CUjitInputType)type, (void *)bytes, (size_t)len, cname, 0, NULL, NULL);
@@ -61,6 +68,8 @@ void replay_link(job *j, wire_reader *r)
     if (rc == CUDA_SUCCESS) {
         uint8_t *out = malloc(8 + size);
         if (!out) {
+            snprintf(log, sizeof log, "agent: no memory for the linked image (%zu bytes)", size);
+            job_log_nomem(j, "a linked image of %zu bytes", size);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             wire_store_u64(out, size);

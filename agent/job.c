@@ -164,12 +164,15 @@ void job_cleanup(job *j)
 
 job *job_new(backend *b, int fd, uint32_t index, char *why, size_t whylen)
 {
-    job *j = calloc(1, sizeof *j);
     rig_why cwhy = { "" };
-    if (!j || conn_init(&j->c, fd, JOB_FRAME_LIMIT, &cwhy) < 0) {
-        snprintf(why, whylen, "cannot start a job: out of memory");
-        free(j);
-        return NULL;
+    job *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(why, whylen, "cannot start a job: no memory for its state");
+        goto out;
+    }
+    if (conn_init(&j->c, fd, JOB_FRAME_LIMIT, &cwhy) < 0) {
+        snprintf(why, whylen, "cannot start a job: %s", cwhy.text);
+        goto out;
     }
     j->b = b;
     j->index = index;
@@ -180,6 +183,9 @@ job *job_new(backend *b, int fd, uint32_t index, char *why, size_t whylen)
     pthread_mutex_init(&j->q_lock, NULL);
     pthread_cond_init(&j->q_cond, NULL);
     return j;
+out:
+    free(j);   /* the caller keeps fd */
+    return NULL;
 }
 
 int job_start_threads(job *j)
@@ -246,6 +252,8 @@ static void *reader_main(void *arg)
         if (rc < 0) {
             if (rc == RIG_E_TIMEOUT)
                 job_fail(j, "controller: silent for %d s", JOB_SILENCE_MS / 1000);
+            else if (rc == RIG_E_NOMEM)
+                job_fail(j, "agent: %s", why.text);   /* ours, not the controller's fault */
             else
                 job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why.text);
             /* Bytes no frame can be made of (a corrupted stream): read on

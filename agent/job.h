@@ -92,6 +92,12 @@ void replay_request(job *j, const frame *f);
 void job_answer(job *j, CUresult result, const void *out, size_t n);
 /* A protocol refusal (u8 1, why): the controller fails the job with it. */
 void job_refuse(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Logs "no memory for WHAT" once; the caller then answers
+ * CUDA_ERROR_OUT_OF_MEMORY (the program's error) or refuses. */
+void job_log_nomem(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What objects_put's failure means, for a message: "is taken or out of
+ * range", or that memory is short (errno after objects_put). */
+const char *job_put_failure(void);
 
 /* ---- jitlink.c ---- */
 /* JOB_OP_LINK: links the program's inputs with this agent's driver. */

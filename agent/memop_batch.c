@@ -20,6 +20,8 @@ void replay_memop_batch(job *j, wire_reader *r)
     }
     const cuda_driver *d = &j->b->drv;
     CUstreamBatchMemOpParams *ops = malloc(count ? count * sizeof *ops : 1);
+    if (!ops)
+        job_log_nomem(j, "a batch of %u memory operations", count);
     CUresult rc = ops ? job_use_device(j, s->device) : CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS) {
         memcpy(ops, bytes, count * sizeof *ops);

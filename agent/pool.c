@@ -7,6 +7,7 @@
  * the release threshold: the driver does that at sync points, which the
  * agent never sees (the controller waits for words), so a pool request is
  * the agent's sync point. Everything goes with the window at the job's end. */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "agent/job.h"
@@ -94,12 +95,17 @@ CUresult pool_create(job *j, uint64_t id, int device, uint64_t max_size)
     if (device < 0 || device >= j->b->device_count)
         return CUDA_ERROR_INVALID_DEVICE;
     agent_pool *p = calloc(1, sizeof *p);
-    if (!p)
+    if (!p) {
+        job_log_nomem(j, "memory pool %llu", (unsigned long long)id);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     agent_obj *o = objects_put(&j->objs, id, AOBJ_POOL, device);
     if (!o) {
+        bool nomem = errno == ENOMEM;
         free(p);
-        return CUDA_ERROR_INVALID_HANDLE;
+        if (nomem)
+            job_log_nomem(j, "the record of memory pool %llu", (unsigned long long)id);
+        return nomem ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_HANDLE;
     }
     p->id = id;
     p->device = device;
@@ -147,8 +153,10 @@ CUresult pool_alloc(job *j, uint64_t id, uint64_t stream, uint64_t size, CUdevic
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
         b = calloc(1, sizeof *b);
-        if (!b)
+        if (!b) {
+            job_log_nomem(j, "a block of memory pool %llu", (unsigned long long)p->id);
             return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         rc = window_alloc(&j->win, j->b, p->device, need, &b->base);
         if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
             /* What pools hold unused goes back before the device is full. */

@@ -145,8 +145,10 @@ static void find_agents(agent_seen *seen)
         if (!isdigit((unsigned char)e->d_name[0]) || strcmp(e->d_name, self) == 0 || !is_agent(e->d_name))
             continue;
         agent_proc_seen *more = realloc(procs, (np + 1) * sizeof *procs);
-        if (!more)
+        if (!more) {
+            agent_log("probe: no memory to look at more than %zu agent processes; those counted are shown", np);
             break;
+        }
         procs = more;
         agent_proc_seen *p = &procs[np++];
         memset(p, 0, sizeof *p);

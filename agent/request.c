@@ -1,5 +1,6 @@
 /* Requests: each is replayed at once on the job thread and answered
  * (u8 0, u32 CUresult, outputs), or refused (u8 1, why) when malformed. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,23 @@ void job_answer(job *j, CUresult result, const void *out, size_t n)
     wire_store_u32(head + 1, (uint32_t)result);
     struct iovec iov[2] = { { head, 5 }, { (void *)out, n } };
     job_send(j, FRAME_ANSWER, iov, n ? 2 : 1);
+}
+
+/* Memory for one request's work was short: one line naming what, so the
+ * agent's log says why the program saw CUDA_ERROR_OUT_OF_MEMORY. */
+void job_log_nomem(job *j, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    agent_log("agent %u of a job: no memory for %s", j->index, what);
+}
+
+const char *job_put_failure(void)
+{
+    return errno == ENOMEM ? "cannot be recorded: the agent is out of memory" : "is taken or out of range";
 }
 
 /* A protocol refusal: the controller fails the job with this reason. */
@@ -53,6 +71,10 @@ static void open_job(job *j, wire_reader *r)
     }
     size_t cap = 1 << 16;
     uint8_t *out = malloc(cap);
+    if (!out) {
+        job_refuse(j, "agent: no memory for the answer to an open request (%zu bytes)", cap);
+        return;
+    }
     wire_writer w = wire_writer_init(out, cap);
     wire_put_u8(&w, 1);
     int version = 0;
@@ -126,6 +148,7 @@ static void load_module(job *j, uint32_t op, wire_reader *r)
     /* PTX text must end in a NUL the frame does not promise. */
     uint8_t *copy = malloc(n + 1);
     if (!copy) {
+        job_log_nomem(j, "a copy of module %llu (%zu bytes)", (unsigned long long)id, n + 1);
         job_answer(j, CUDA_ERROR_OUT_OF_MEMORY, NULL, 0);
         return;
     }
@@ -138,9 +161,10 @@ static void load_module(job *j, uint32_t op, wire_reader *r)
     if (rc == CUDA_SUCCESS) {
         o = objects_put(&j->objs, id, library ? AOBJ_LIBRARY : AOBJ_MODULE, (int)device);
         if (!o) {
+            const char *failure = job_put_failure();
             free(copy);
-            job_fail(j, "a module load names object %llu, which is taken or invalid", (unsigned long long)id);
-            job_refuse(j, "object %llu is taken or invalid", (unsigned long long)id);
+            job_fail(j, "a module load names object %llu, which %s", (unsigned long long)id, failure);
+            job_refuse(j, "object %llu %s", (unsigned long long)id, failure);
             return;
         }
         /* The driver's own reason for a refusal (softgpu's names the kernel,
@@ -217,11 +241,17 @@ static void get_function(job *j, uint32_t op, wire_reader *r)
         return;
     }
     char *cname = strndup((const char *)name, len);
+    if (!cname) {
+        job_fail(j, "agent: no memory for the name of function %llu", (unsigned long long)fid);
+        job_refuse(j, "agent: no memory for the name of function %llu", (unsigned long long)fid);
+        return;
+    }
     agent_obj *f = objects_put(&j->objs, fid, AOBJ_FUNCTION, m->device);
-    if (!f || !cname) {
+    if (!f) {
+        const char *failure = job_put_failure();
         free(cname);
-        job_fail(j, "a function request names object %llu, which is taken", (unsigned long long)fid);
-        job_refuse(j, "object %llu is taken", (unsigned long long)fid);
+        job_fail(j, "a function request names object %llu, which %s", (unsigned long long)fid, failure);
+        job_refuse(j, "object %llu %s", (unsigned long long)fid, failure);
         return;
     }
     f->u.fn.module = mid;
@@ -294,7 +324,9 @@ static void get_global(job *j, uint32_t op, wire_reader *r)
     char *cname = strndup((const char *)name, len);
     CUdeviceptr p = 0;
     size_t size = 0;
-    CUresult rc = job_use_device(j, (int)device);
+    CUresult rc = cname ? job_use_device(j, (int)device) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!cname)
+        job_log_nomem(j, "the name of a global of module %llu", (unsigned long long)mid);
     if (rc == CUDA_SUCCESS)
         rc = library ? j->b->drv.fn_cuLibraryGetGlobal(&p, &size, m->u.library.real, cname)
                      : j->b->drv.fn_cuModuleGetGlobal_v2(&p, &size, m->u.module.real, cname);
@@ -354,8 +386,9 @@ static void replay_vmm(job *j, uint32_t op, wire_reader *r)
             goto malformed;
         agent_obj *o = objects_put(&j->objs, id, AOBJ_MEMORY, (int)device);
         if (!o) {
-            job_fail(j, "controller: memory object %llu is taken or invalid", (unsigned long long)id);
-            job_refuse(j, "memory object %llu is taken or invalid", (unsigned long long)id);
+            const char *failure = job_put_failure();
+            job_fail(j, "controller: memory object %llu %s", (unsigned long long)id, failure);
+            job_refuse(j, "memory object %llu %s", (unsigned long long)id, failure);
             return;
         }
         CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,

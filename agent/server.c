@@ -562,50 +562,61 @@ int agent_main(int argc, char **argv)
         return 1;
     }
 
+    int lfd = -1;
     listener *s = calloc(1, sizeof *s);
     if (!s) {
-        fprintf(stderr, "rig-agent: out of memory\n");
+        fprintf(stderr, "rig-agent: no memory for the listener\n");
         return 1;
     }
+    s->wake[0] = s->wake[1] = -1;
     s->driver = driver;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->changed, NULL);
     rig_why why = { "" };
     if (key_file && key_read_file(&s->key, key_file, &why) < 0) {
         fprintf(stderr, "rig-agent: %s\n", why.text);
-        return 1;
+        goto out;
     }
     if (key_stdin) {
         uint8_t buf[KEY_MAX + 1];
         size_t n = fread(buf, 1, sizeof buf, stdin);
         if (key_from_bytes(&s->key, buf, n, &why) < 0) {
             fprintf(stderr, "rig-agent: key on standard input: %s\n", why.text);
-            return 1;
+            goto out;
         }
     }
     names_address addr;
     if (names_parse_listen(listen_at, &addr, &why) < 0) {
         fprintf(stderr, "rig-agent: --listen %s\n", why.text);
-        return 1;
+        goto out;
     }
     char announced[5000];
     if (announce_driver(driver, announced, sizeof announced) < 0) {
         fprintf(stderr, "rig-agent: no driver to replay on: %s\n", announced);
-        return 1;
+        goto out;
     }
-    int lfd;
     uint16_t port;
     if (net_listen(&addr, &lfd, &port, &why) < 0) {
         fprintf(stderr, "rig-agent: %s\n", why.text);
-        return 1;
+        goto out;
     }
     if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(lfd, F_SETFL, O_NONBLOCK) < 0) {
         fprintf(stderr, "rig-agent: %s\n", strerror(errno));
-        return 1;
+        goto out;
     }
     printf("rig-agent: %s\n", announced);
     printf(addr.ipv6 ? "listening on [%s]:%u\n" : "listening on %s:%u\n", addr.host, port);
     fflush(stdout);
     serve(s, lfd);
     return 0;
+out:
+    if (lfd >= 0)
+        close(lfd);
+    for (int i = 0; i < 2; i++)
+        if (s->wake[i] >= 0)
+            close(s->wake[i]);
+    pthread_cond_destroy(&s->changed);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return 1;
 }

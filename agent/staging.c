@@ -3,10 +3,10 @@
  * which dominated large copies. Sizes are rounded up to powers of two from
  * 64 KiB, and at most STAGING_KEEP bytes wait in the pool.
  *
- * staging_put never calls the driver: freeing pinned memory synchronises
- * the whole context, and the sender that gives buffers back must never wait
- * for kernels. Buffers past the pool's size go to a thread of their own
- * that frees them. */
+ * staging_put never calls the driver (but when memory for its record is
+ * short): freeing pinned memory synchronises the whole context, and the
+ * sender that gives buffers back must never wait for kernels. Buffers past
+ * the pool's size go to a thread of their own that frees them. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -90,8 +90,13 @@ void staging_put(backend *b, void *p, size_t n)
     size_t size;
     int c = class_of(n ? n : 1, &size);
     spare *s = malloc(sizeof *s);
-    if (!s)
-        return;   /* the buffer is lost to the job, not freed here: the worker's exit frees it */
+    if (!s) {
+        /* No record to keep it by: freed now, at the cost of the wait the
+         * freeing thread is there to spare the sender. */
+        agent_log("no memory to keep a %zu-byte staging buffer; freed at once", n);
+        b->drv.fn_cuMemFreeHost(p);
+        return;
+    }
     s->p = p;
     pthread_mutex_lock(&lock);
     if (c >= 0 && pooled + size <= STAGING_KEEP) {

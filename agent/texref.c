@@ -50,7 +50,7 @@ static void module_ref(job *j, const texref_req *q)
     if (!rc) {
         agent_obj *o = objects_put(&j->objs, q->ref, AOBJ_TEXREF, m->device);
         if (!o) {
-            job_refuse(j, "object id %llu is taken or out of range", (unsigned long long)q->ref);
+            job_refuse(j, "object id %llu %s", (unsigned long long)q->ref, job_put_failure());
             return;
         }
         o->u.texref.real = real;

@@ -30,6 +30,7 @@ bool window_reserve(window *w, backend *b, uint64_t base, uint64_t size)
     w->reserved = true;
     w->holes = calloc(1, sizeof *w->holes);
     if (!w->holes) {
+        agent_log("no memory for the free list of a pointer window");
         b->drv.fn_cuMemAddressFree(base, size);
         w->reserved = false;
         return false;
@@ -46,8 +47,10 @@ static bool carve(window *w, window_block **hp, CUdeviceptr at, uint64_t size)
     uint64_t before = at - h->base, after = h->base + h->size - (at + size);
     if (before && after) {
         window_block *tail = calloc(1, sizeof *tail);
-        if (!tail)
+        if (!tail) {
+            agent_log("no memory to split a free range of the pointer window");
             return false;
+        }
         tail->base = at + size;
         tail->size = after;
         tail->next = h->next;
@@ -81,11 +84,16 @@ CUresult window_take_range(window *w, backend *b, uint64_t size, uint64_t align,
                              : (h->base + align - 1) / align * align;
         if (at + size > h->base + h->size)
             continue;
-        if (!carve(w, hp, at, size))
-            return CUDA_ERROR_OUT_OF_MEMORY;
+        /* The record first: once carved, the range must not be lost. */
         window_block *r = calloc(1, sizeof *r);
-        if (!r)
+        if (!r) {
+            agent_log("no memory for the record of a reserved range of %llu bytes", (unsigned long long)size);
             return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (!carve(w, hp, at, size)) {
+            free(r);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         r->base = at;
         r->size = size;
         r->next = w->ranges;
@@ -96,7 +104,7 @@ CUresult window_take_range(window *w, backend *b, uint64_t size, uint64_t align,
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-static void add_hole(window *w, CUdeviceptr base, uint64_t size);
+static void add_hole(window *w, window_block *rec, CUdeviceptr base, uint64_t size);
 
 CUresult window_give_range(window *w, CUdeviceptr p, uint64_t size)
 {
@@ -107,8 +115,7 @@ CUresult window_give_range(window *w, CUdeviceptr p, uint64_t size)
                     return CUDA_ERROR_INVALID_VALUE;   /* still mapped */
             window_block *r = *rp;
             *rp = r->next;
-            free(r);
-            add_hole(w, p, size);
+            add_hole(w, r, p, size);
             return CUDA_SUCCESS;
         }
     return CUDA_ERROR_INVALID_VALUE;
@@ -122,8 +129,10 @@ CUresult window_map(window *w, backend *b, CUdeviceptr p, uint64_t size, CUmemGe
     if (!inside)
         return CUDA_ERROR_INVALID_VALUE;
     window_block *m = calloc(1, sizeof *m);
-    if (!m)
+    if (!m) {
+        agent_log("no memory for the record of a mapping of %llu bytes", (unsigned long long)size);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUresult rc = b->drv.fn_cuMemMap(p, size, 0, h, 0);
     if (rc) {
         free(m);
@@ -168,8 +177,10 @@ CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdevice
         return CUDA_ERROR_OUT_OF_MEMORY;
     window_block *hole = *hp;
     window_block *blk = calloc(1, sizeof *blk);
-    if (!blk)
+    if (!blk) {
+        agent_log("no memory for the record of an allocation of %llu bytes", (unsigned long long)size);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                  .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device } };
     CUresult rc = b->drv.fn_cuMemCreate(&blk->handle, size, &prop, 0);
@@ -220,8 +231,10 @@ CUresult window_alloc(window *w, backend *b, int device, uint64_t size, CUdevice
     return CUDA_SUCCESS;
 }
 
-/* Gives [base, base + size) back to the holes, merging neighbours. */
-static void add_hole(window *w, CUdeviceptr base, uint64_t size)
+/* Gives [base, base + size) back to the holes, merging neighbours. rec,
+ * the record of what is given back, becomes the new hole or is freed: a
+ * range given back needs no allocation and is never lost. */
+static void add_hole(window *w, window_block *rec, CUdeviceptr base, uint64_t size)
 {
     window_block **hp = &w->holes, *prev = NULL;
     while (*hp && (*hp)->base < base) {
@@ -236,16 +249,17 @@ static void add_hole(window *w, CUdeviceptr base, uint64_t size)
             prev->next = next->next;
             free(next);
         }
+        free(rec);
         return;
     }
     if (next && base + size == next->base) {
         next->base = base;
         next->size += size;
+        free(rec);
         return;
     }
-    window_block *h = calloc(1, sizeof *h);
-    if (!h)
-        return;   /* the range is lost to this job, not corrupted */
+    window_block *h = rec;
+    memset(h, 0, sizeof *h);
     h->base = base;
     h->size = size;
     h->next = next;
@@ -256,8 +270,7 @@ static void unmap_block(window *w, backend *b, window_block *blk)
 {
     b->drv.fn_cuMemUnmap(blk->base, blk->size);
     b->drv.fn_cuMemRelease(blk->handle);
-    add_hole(w, blk->base, blk->size);
-    free(blk);
+    add_hole(w, blk, blk->base, blk->size);
 }
 
 static CUresult free_block(window *w, backend *b, CUdeviceptr p, bool wait)

@@ -90,8 +90,11 @@ void worker_main(const worker_args *args)
         char why[700];
         job *j = job_new(&b, fd, args->index, why, sizeof why);
         if (!j) {
+            char line[800];
+            snprintf(line, sizeof line, "job failed: agent: %s", why);
             tell_ending(&status_fd);
-            tell_ended(&status_fd, "job failed: agent: out of memory");
+            tell_ended(&status_fd, line);
+            _exit(0);   /* tell_ended exits already; j is NULL past here */
         }
         j->hooks = &hooks;
         job_fail(j, "agent: cannot open its driver: %s", bwhy);

@@ -15,8 +15,10 @@ int conn_init(conn *c, int fd, uint64_t limit, rig_why *why)
     memset(c, 0, sizeof *c);
     c->fd = fd;
     c->rbuf = malloc(CONN_READ_BUF);
-    if (!c->rbuf)
+    if (!c->rbuf) {
+        c->fd = -1;
         return why_set(why, RIG_E_NOMEM, "no memory for a connection buffer");
+    }
     frame_decoder_init(&c->dec, limit);
     c->last_send_ms = c->last_recv_ms = deadline_now_ms();
     return 0;

@@ -24,7 +24,8 @@ typedef struct conn {
     uint64_t bytes_sent, bytes_received, frames_sent, frames_received;
 } conn;
 
-/* Takes ownership of fd; limit is the largest payload accepted. */
+/* Takes ownership of fd on success; limit is the largest payload accepted.
+ * On failure c holds nothing (its fd is -1) and fd is still the caller's. */
 int conn_init(conn *c, int fd, uint64_t limit, rig_why *why);
 /* Closes the descriptor and frees buffers; NULL is fine. */
 void conn_close(conn *c);

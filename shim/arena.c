@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "shim/log.h"
 #include "shim/proxy.h"
 
 #define SLOT_SIZE 128
@@ -14,8 +15,8 @@ _Static_assert(sizeof(proxy_obj) <= SLOT_SIZE, "a proxy object must fit its slot
 
 static uint8_t *arena;
 static uint32_t next_unused = 1;     /* slot 0 is never handed out: id 0 means none */
-static uint32_t *free_list;
-static uint32_t free_count, free_cap;
+static uint32_t *free_list;          /* room for every slot: freeing never allocates */
+static uint32_t free_count;
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool arena_init(void)
@@ -24,8 +25,19 @@ static bool arena_init(void)
         return true;
     void *p = mmap(NULL, (size_t)SLOT_SIZE * SLOTS, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
+    /* Pages of either are only backed once touched. */
+    void *fl = mmap(NULL, sizeof *free_list * SLOTS, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED || fl == MAP_FAILED) {
+        if (p != MAP_FAILED)
+            munmap(p, (size_t)SLOT_SIZE * SLOTS);
+        if (fl != MAP_FAILED)
+            munmap(fl, sizeof *free_list * SLOTS);
+        shim_log(SHIM_LOG_ERROR, "no memory for the table of handles (%zu MiB of address space)",
+                 ((size_t)SLOT_SIZE + sizeof *free_list) * SLOTS >> 20);
         return false;
+    }
+    free_list = fl;
     __atomic_store_n(&arena, p, __ATOMIC_RELEASE);
     return true;
 }
@@ -48,6 +60,8 @@ proxy_obj *arena_new(proxy_type type, int device)
             shim_device *d = shim_device_at(device);
             o->link = d ? d->link : NULL;
             __atomic_store_n(&o->type, type, __ATOMIC_RELEASE);
+        } else {
+            shim_log(SHIM_LOG_ERROR, "no free handle: all %u are in use", SLOTS - 1);
         }
     }
     pthread_mutex_unlock(&arena_lock);
@@ -59,17 +73,8 @@ void arena_free(proxy_obj *o)
     if (!o)
         return;
     pthread_mutex_lock(&arena_lock);
-    __atomic_store_n(&o->type, PROXY_FREE, __ATOMIC_RELEASE);
-    if (free_count == free_cap) {
-        uint32_t cap = free_cap ? free_cap * 2 : 4096;
-        uint32_t *grown = realloc(free_list, sizeof *free_list * cap);
-        if (grown) {
-            free_list = grown;
-            free_cap = cap;
-        }
-    }
-    /* Without room the slot is simply not reused. */
-    if (free_count < free_cap)
+    uint32_t was = __atomic_exchange_n(&o->type, PROXY_FREE, __ATOMIC_ACQ_REL);
+    if (was != PROXY_FREE && free_count < SLOTS)   /* each slot is listed at most once */
         free_list[free_count++] = (uint32_t)o->id;
     pthread_mutex_unlock(&arena_lock);
 }

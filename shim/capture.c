@@ -131,7 +131,7 @@ CUresult capture_add(proxy_obj *s, const shim_node *tmpl)
         shim_node *nd;
         rc = graph_add(m->c->graph, tmpl, m->deps, m->ndeps, &nd);
         if (rc == CUDA_SUCCESS && !set_deps(m, &nd, 1))
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            rc = shim_nomem("a captured stream's dependencies");
         if (rc)
             m->c->invalid = true;
     }
@@ -201,12 +201,12 @@ CUresult capture_record(proxy_obj *s, proxy_obj *e)
     if (!m) {
         rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else if (!k && !(k = calloc(1, sizeof *k))) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        rc = shim_nomem("an event's record in a capture");
     } else {
         e->u.event.cap = k;
         shim_node **v = m->ndeps ? malloc(m->ndeps * sizeof *v) : NULL;
         if (m->ndeps && !v) {
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            rc = shim_nomem("the %zu nodes an event records in a capture", m->ndeps);
         } else {
             if (v)
                 memcpy(v, m->deps, m->ndeps * sizeof *v);
@@ -258,7 +258,7 @@ CUresult capture_wait(proxy_obj *s, proxy_obj *e, bool *joined)
             c->members = v;
         if (!v || !n || !set_deps(n, k->nodes, k->n)) {
             free(n);
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            rc = shim_nomem("a stream joining a capture");
         } else {
             n->c = c;
             c->members[c->nmembers++] = s;
@@ -269,7 +269,7 @@ CUresult capture_wait(proxy_obj *s, proxy_obj *e, bool *joined)
         /* A join: s's next work also depends on the event's nodes. */
         shim_node **v = realloc(m->deps, (m->ndeps + k->n + 1) * sizeof *v);
         if (!v) {
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            rc = shim_nomem("a captured stream's %zu dependencies", m->ndeps + k->n);
         } else {
             size_t n = m->ndeps;
             for (size_t i = 0; i < k->n; i++) {
@@ -306,17 +306,15 @@ static CUresult begin(proxy_obj *s, CUstreamCaptureMode mode, shim_graph *into, 
     shim_capture *c = calloc(1, sizeof *c);
     struct capture_member *m = calloc(1, sizeof *m);
     shim_node **start = calloc(ndeps + 1, sizeof *start);
-    if (c)
-        c->members = malloc(sizeof *c->members);
-    if (!c || !m || !start || !c->members || !(c->graph = into ? into : graph_new(s->device, true))) {
-        if (c)
-            free(c->members);
-        free(c);
-        free(m);
-        free(start);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!c || !m || !start || !(c->members = malloc(sizeof *c->members))) {
+        rc = shim_nomem("a stream capture");
+        goto out;
     }
-    rc = CUDA_SUCCESS;
+    c->own_graph = !into;
+    if (!(c->graph = into ? into : graph_new(s->device, true))) {
+        rc = shim_nomem("a stream capture's graph");
+        goto out;
+    }
     for (size_t i = 0; i < ndeps && rc == CUDA_SUCCESS; i++) {
         proxy_obj *o = arena_get(deps ? deps[i] : NULL, PROXY_GRAPH_NODE);
         if (!o || o->u.gnode.n->graph != c->graph)
@@ -324,7 +322,6 @@ static CUresult begin(proxy_obj *s, CUstreamCaptureMode mode, shim_graph *into, 
         else
             start[i] = o->u.gnode.n;
     }
-    c->own_graph = !into;
     c->first = c->graph->n;
     c->mode = mode;
     c->thread = pthread_self();
@@ -333,7 +330,7 @@ static CUresult begin(proxy_obj *s, CUstreamCaptureMode mode, shim_graph *into, 
     if (rc == CUDA_SUCCESS && s->u.stream.cap)
         rc = CUDA_ERROR_ILLEGAL_STATE;
     if (rc == CUDA_SUCCESS && !set_deps(m, start, ndeps))
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        rc = shim_nomem("the %zu dependencies of a stream capture", ndeps);
     if (rc == CUDA_SUCCESS) {
         c->id = next_id++;
         c->members[c->nmembers++] = s;
@@ -343,13 +340,17 @@ static CUresult begin(proxy_obj *s, CUstreamCaptureMode mode, shim_graph *into, 
         live = c;
     }
     pthread_mutex_unlock(&cap_lock);
+out:
     free(start);
     if (rc) {
-        if (c->own_graph)
-            graph_free(c->graph);
-        free(c->members);
+        if (c) {
+            if (c->own_graph)
+                graph_free(c->graph);
+            free(c->members);
+        }
         free(c);
-        free(m->deps);
+        if (m)
+            free(m->deps);
         free(m);
     }
     return rc;
@@ -483,7 +484,7 @@ static CUresult update_deps(proxy_obj *s, CUgraphNode *deps, const CUgraphEdgeDa
     if (!m || m->c->invalid) {
         rc = CUDA_ERROR_ILLEGAL_STATE;
     } else if (!v) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        rc = shim_nomem("a captured stream's %zu dependencies", m->ndeps + n);
     } else {
         size_t k = 0;
         if (flags == CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
@@ -497,7 +498,7 @@ static CUresult update_deps(proxy_obj *s, CUgraphNode *deps, const CUgraphEdgeDa
                 v[k++] = o->u.gnode.n;
         }
         if (rc == CUDA_SUCCESS && !set_deps(m, v, k))
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            rc = shim_nomem("a captured stream's %zu dependencies", k);
     }
     pthread_mutex_unlock(&cap_lock);
     free(v);
@@ -551,7 +552,7 @@ static CUresult capture_info(proxy_obj *s, CUstreamCaptureStatus *status, cuuint
         if (!h || !e) {
             free(h);
             free(e);
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            rc = shim_nomem("the %zu dependencies a capture query returns", m->ndeps);
         } else {
             for (size_t i = 0; i < m->ndeps; i++)
                 h[i] = (CUgraphNode)m->deps[i]->handle;

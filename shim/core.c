@@ -241,6 +241,12 @@ static CUresult init_remote(rig_why *why)
         return CUDA_ERROR_INVALID_VALUE;
     }
     links = calloc(agents.count, sizeof *links);
+    if (!links) {
+        why_set(why, RIG_E_NOMEM, "no memory for the links to %zu agents", agents.count);
+        key_wipe(&key);
+        names_agents_free(&agents);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUresult rc = CUDA_SUCCESS;
     for (size_t i = 0; i < agents.count && rc == CUDA_SUCCESS; i++) {
         agent_link *l = &links[i];
@@ -364,7 +370,24 @@ typedef struct allocation {
 
 static allocation *allocs;
 static size_t alloc_count, alloc_cap;
+static size_t alloc_reserved;   /* room promised by shim_alloc_reserve, not yet used */
 static pthread_rwlock_t alloc_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* Room for need entries; the caller holds alloc_lock for writing. */
+static bool grow_locked(size_t need)
+{
+    if (need <= alloc_cap)
+        return true;
+    size_t cap = alloc_cap ? alloc_cap * 2 : 256;
+    while (cap < need)
+        cap *= 2;
+    allocation *grown = realloc(allocs, cap * sizeof *grown);
+    if (!grown)
+        return false;
+    allocs = grown;
+    alloc_cap = cap;
+    return true;
+}
 
 /* Index of the first allocation whose base is above p. */
 static size_t upper_bound(uint64_t p)
@@ -380,24 +403,56 @@ static size_t upper_bound(uint64_t p)
     return lo;
 }
 
-void shim_alloc_add(uint64_t base, uint64_t size, int device)
+CUresult shim_alloc_reserve(void)
 {
     pthread_rwlock_wrlock(&alloc_lock);
-    if (alloc_count == alloc_cap) {
-        size_t cap = alloc_cap ? alloc_cap * 2 : 256;
-        allocation *grown = realloc(allocs, cap * sizeof *grown);
-        if (!grown) {
-            pthread_rwlock_unlock(&alloc_lock);
-            return;
-        }
-        allocs = grown;
-        alloc_cap = cap;
-    }
+    bool ok = grow_locked(alloc_count + alloc_reserved + 1);
+    if (ok)
+        alloc_reserved++;
+    size_t count = alloc_count;
+    pthread_rwlock_unlock(&alloc_lock);
+    if (!ok)
+        shim_log(SHIM_LOG_ERROR, "no memory to record allocation %zu on proxy devices", count + 1);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void shim_alloc_unreserve(void)
+{
+    pthread_rwlock_wrlock(&alloc_lock);
+    if (alloc_reserved)
+        alloc_reserved--;
+    pthread_rwlock_unlock(&alloc_lock);
+}
+
+static void insert_locked(uint64_t base, uint64_t size, int device)
+{
     size_t at = upper_bound(base);
     memmove(&allocs[at + 1], &allocs[at], (alloc_count - at) * sizeof *allocs);
     allocs[at] = (allocation){ base, size, device };
     alloc_count++;
+}
+
+void shim_alloc_add_reserved(uint64_t base, uint64_t size, int device)
+{
+    pthread_rwlock_wrlock(&alloc_lock);
+    if (alloc_reserved)
+        alloc_reserved--;
+    if (grow_locked(alloc_count + alloc_reserved + 1))   /* always: the reservation made room */
+        insert_locked(base, size, device);
     pthread_rwlock_unlock(&alloc_lock);
+}
+
+bool shim_alloc_add(uint64_t base, uint64_t size, int device)
+{
+    pthread_rwlock_wrlock(&alloc_lock);
+    bool ok = grow_locked(alloc_count + alloc_reserved + 1);
+    if (ok)
+        insert_locked(base, size, device);
+    pthread_rwlock_unlock(&alloc_lock);
+    if (!ok)
+        shim_log(SHIM_LOG_ERROR, "no memory to record the allocation at %#llx on a proxy device",
+                 (unsigned long long)base);
+    return ok;
 }
 
 bool shim_alloc_remove(uint64_t base, uint64_t *size, int *device)

@@ -5,6 +5,7 @@
  * number of the next message. The local driver's own log is not merged:
  * these calls answer for rig's messages. */
 #include "shim/driver_logs.h"
+#include "shim/log.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -118,8 +119,8 @@ SHIM_EXPORT(cuLogsCurrent)
 /* The text of messages from *iterator (all kept ones when NULL) into a
  * malloc'd buffer, newest last, keeping at most cap bytes (NUL excluded)
  * and saying at its head when older messages were lost or left out;
- * advances *iterator. NULL when nothing fits or memory runs out. */
-static char *dump(CUlogIterator *iterator, size_t cap, size_t *len_out, bool *none)
+ * advances *iterator. NULL when nothing fits or (*nomem) memory runs out. */
+static char *dump(CUlogIterator *iterator, size_t cap, size_t *len_out, bool *none, bool *nomem)
 {
     pthread_mutex_lock(&log_lock);
     uint32_t from = iterator ? *iterator : first;
@@ -151,6 +152,7 @@ static char *dump(CUlogIterator *iterator, size_t cap, size_t *len_out, bool *no
         hl = 0;
     *none = next == from;
     char *out = (total || *none) ? malloc(total + hl + 1) : NULL;
+    *nomem = (total || *none) && !out;
     size_t off = 0;
     if (out) {
         memcpy(out, head, hl);
@@ -174,9 +176,11 @@ SHIM_EXPORT(cuLogsDumpToMemory)
     if (!buffer || !size || flags)
         return CUDA_ERROR_INVALID_VALUE;
     size_t cap = *size ? *size - 1 : 0;
-    bool none;
+    bool none, nomem = false;
     size_t len = 0;
-    char *text = *size ? dump(iterator, cap, &len, &none) : NULL;
+    char *text = *size ? dump(iterator, cap, &len, &none, &nomem) : NULL;
+    if (!text && nomem)
+        return shim_nomem("a copy of the driver log");
     if (!text) {
         /* Not even the newest message fits. */
         *size = 0;
@@ -192,11 +196,11 @@ SHIM_EXPORT(cuLogsDumpToFile)
 {
     if (!pathToFile || flags)
         return CUDA_ERROR_INVALID_VALUE;
-    bool none;
+    bool none, nomem = false;
     size_t len = 0;
-    char *text = dump(iterator, (size_t)LOG_BYTES_MAX * 2, &len, &none);
+    char *text = dump(iterator, (size_t)LOG_BYTES_MAX * 2, &len, &none, &nomem);
     if (!text)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return nomem ? shim_nomem("a copy of the driver log") : CUDA_ERROR_OUT_OF_MEMORY;
     /* Appends: a file named twice keeps what it already held. */
     int fd = open(pathToFile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     CUresult rc = fd < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;

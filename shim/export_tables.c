@@ -176,7 +176,7 @@ static CUresult storage_put(CUcontext ctx, void *key, void *value, storage_dtor 
             size_t cap = storage_cap ? storage_cap * 2 : 16;
             storage_entry *grown = realloc(storage, cap * sizeof *grown);
             if (!grown) {
-                rc = CUDA_ERROR_OUT_OF_MEMORY;
+                rc = shim_nomem("the runtime's context storage (%zu entries)", cap);
                 goto out;
             }
             storage = grown;

@@ -65,7 +65,7 @@ CUresult shim_generic_call(const cuda_op_info *op, const void *const *args)
             cap += strnlen(*(const char *const *)args[i], JOB_NAME_MAX + 1);
     uint8_t *body = malloc(cap);
     if (!body)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a %s request (%zu bytes)", op->symbol, cap);
     wire_writer w = wire_writer_init(body, cap);
     wire_put_u32(&w, op->op);
     wire_put_u32(&w, (uint32_t)d->remote_ordinal);

@@ -110,7 +110,7 @@ static CUresult kernel_ptrs(shim_node *nd)
     uint32_t n = f->u.fn.param_count;
     nd->u.kernel.ptrs = calloc(n + 1, sizeof(void *));
     if (!nd->u.kernel.ptrs)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("the %u parameter pointers of a kernel node", n);
     for (uint32_t i = 0; i < n; i++)
         nd->u.kernel.ptrs[i] = nd->u.kernel.params + f->u.fn.params[i].offset;
     return CUDA_SUCCESS;
@@ -124,7 +124,7 @@ CUresult node_copy_params(shim_node *dst, const shim_node *src)
         dst->u.kernel.ptrs = NULL;
         dst->u.kernel.params = malloc(src->u.kernel.nbytes ? src->u.kernel.nbytes : 1);
         if (!dst->u.kernel.params)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("a kernel node's %u bytes of parameters", src->u.kernel.nbytes);
         memcpy(dst->u.kernel.params, src->u.kernel.params, src->u.kernel.nbytes);
         CUresult rc = kernel_ptrs(dst);
         if (rc) {
@@ -142,7 +142,7 @@ CUresult node_copy_params(shim_node *dst, const shim_node *src)
     if (src->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
         size_t n = src->u.batch.count * sizeof *src->u.batch.ops;
         if (!(dst->u.batch.ops = malloc(n ? n : 1)))
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("a batch node's %zu bytes of operations", n);
         memcpy(dst->u.batch.ops, src->u.batch.ops, n);
     }
     return CUDA_SUCCESS;
@@ -153,7 +153,7 @@ CUresult node_copy_attrs(shim_node *nd, const CUlaunchAttributeValue *attr)
     if (!attr)
         return CUDA_SUCCESS;
     if (!nd->attr && !(nd->attr = malloc(SHIM_NODE_ATTRS * sizeof *attr)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a graph node's launch attributes");
     memcpy(nd->attr, attr, SHIM_NODE_ATTRS * sizeof *attr);
     return CUDA_SUCCESS;
 }
@@ -168,7 +168,7 @@ CUresult node_kernel(shim_node *nd, proxy_obj *f, int device, const unsigned gri
         return CUDA_ERROR_INVALID_VALUE;
     uint8_t *buf = malloc(f->u.fn.param_bytes ? f->u.fn.param_bytes : 1);
     if (!buf)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a kernel node's %u bytes of parameters", (unsigned)f->u.fn.param_bytes);
     long n = launch_pack_params(f, kernelParams, extra, buf);
     if (n < 0) {
         free(buf);
@@ -213,13 +213,13 @@ static CUresult add_locked(shim_graph *g, const shim_node *tmpl, shim_node *cons
         size_t cap = g->cap ? 2 * g->cap : 16;
         shim_node **v = realloc(g->nodes, cap * sizeof *v);
         if (!v)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("a graph of %zu nodes", cap);
         g->nodes = v;
         g->cap = cap;
     }
     shim_node *nd = calloc(1, sizeof *nd);
     if (!nd)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a graph node");
     CUresult rc = node_copy_params(nd, tmpl);
     if (rc) {
         free(nd);
@@ -234,7 +234,7 @@ static CUresult add_locked(shim_graph *g, const shim_node *tmpl, shim_node *cons
     for (size_t i = 0; i < ndeps; i++)
         if (!add_dep(nd, deps[i])) {
             node_free(nd);
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("a graph node's %zu dependencies", ndeps);
         }
     if (handle) {
         nd->handle = arena_new(PROXY_GRAPH_NODE, g->device);
@@ -262,30 +262,29 @@ CUresult graph_add(shim_graph *g, const shim_node *tmpl, shim_node *const *deps,
 static shim_graph *clone_locked(const shim_graph *g, bool with_handles)
 {
     shim_graph *c = graph_new(g->device, with_handles);
-    if (!c)
-        return NULL;
-    if (!graph_urefs_copy(c, g)) {
-        graph_free(c);
-        return NULL;
+    if (!c || !graph_urefs_copy(c, g)) {
+        shim_nomem("a copy of a graph");
+        goto out;
     }
     for (size_t i = 0; i < g->n; i++) {
         const shim_node *o = g->nodes[i];
         shim_node tmpl = *o;
         tmpl.origin = o;
         shim_node *nd;
-        if (add_locked(c, &tmpl, NULL, 0, with_handles, &nd)) {
-            graph_free(c);
-            return NULL;
-        }
+        if (add_locked(c, &tmpl, NULL, 0, with_handles, &nd))
+            goto out;   /* said why */
     }
     /* Edges by index: the copy's node i is the original's node i. */
     for (size_t i = 0; i < g->n; i++)
         for (size_t k = 0; k < g->nodes[i]->ndeps; k++)
             if (!add_dep(c->nodes[i], c->nodes[g->nodes[i]->deps[k]->index])) {
-                graph_free(c);
-                return NULL;
+                shim_nomem("the dependencies of a copied graph's node %zu", i);
+                goto out;
             }
     return c;
+out:
+    graph_free(c);
+    return NULL;
 }
 
 shim_graph *graph_clone(const shim_graph *g, bool with_handles)
@@ -312,7 +311,7 @@ shim_node **graph_order(const shim_graph *g, CUresult *rc)
         free(waiting);
         free(first);
         free(next);
-        *rc = CUDA_ERROR_OUT_OF_MEMORY;
+        *rc = shim_nomem("the launch order of a graph of %zu nodes", n);
         return NULL;
     }
     /* Dependents of node d: next[first[d] .. first[d + 1]). */
@@ -520,7 +519,7 @@ CUresult node_from_batch(shim_node *nd, int dev, const CUstreamBatchMemOpParams 
     }
     CUstreamBatchMemOpParams *v = malloc(count ? count * sizeof *v : 1);
     if (!v)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a batch node's %u operations", (unsigned)count);
     if (count)
         memcpy(v, ops, count * sizeof *v);
     memset(nd, 0, sizeof *nd);
@@ -538,7 +537,7 @@ static CUresult add_node(CUgraphNode *out, shim_graph *g, const CUgraphNode *dep
         return CUDA_ERROR_INVALID_VALUE;
     }
     shim_node **v = malloc((ndeps + 1) * sizeof *v);
-    CUresult rc = v ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = v ? CUDA_SUCCESS : shim_nomem("a graph node's %zu dependencies", ndeps);
     for (size_t i = 0; i < ndeps && rc == CUDA_SUCCESS; i++)
         if (!(v[i] = node_of(deps[i])))
             rc = CUDA_ERROR_INVALID_VALUE;
@@ -571,7 +570,7 @@ SHIM_EXPORT(cuGraphCreate)
         return CUDA_ERROR_INVALID_VALUE;
     shim_graph *g = graph_new(c->device, true);
     if (!g)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a graph");
     *phGraph = (CUgraph)g->handle;
     return CUDA_SUCCESS;
 }
@@ -735,7 +734,7 @@ static CUresult add_edges(shim_graph *g, const CUgraphNode *from, const CUgraphN
         if (reaches(a, b, 0))
             rc = CUDA_ERROR_INVALID_VALUE;   /* a cycle */
         else if (!add_dep(b, a))
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            rc = shim_nomem("a graph edge");
     }
     pthread_mutex_unlock(&graph_lock);
     return rc;

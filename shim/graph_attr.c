@@ -92,7 +92,7 @@ SHIM_EXPORT(cuGraphKernelNodeSetAttribute)
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     if (!nd->attr && !(nd->attr = calloc(SHIM_NODE_ATTRS, sizeof *nd->attr)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a graph node's launch attributes");
     nd->attr[attr] = *value;
     return CUDA_SUCCESS;
 }

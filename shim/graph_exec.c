@@ -99,18 +99,23 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h, unsigned long long flag
     }
     struct shim_exec *x = calloc(1, sizeof *x);
     if (!x)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("an executable graph");
     pthread_mutex_init(&x->lock, NULL);
     x->device = device;
     x->flags = flags;
     CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if ((x->g = graph_clone(g, false)) && (x->disabled = calloc(x->g->n + 1, sizeof *x->disabled)) &&
-        (x->handle = arena_new(PROXY_GRAPH_EXEC, device))) {
-        x->handle->u.gexec.x = x;
-        x->order = graph_order(x->g, &rc);
-        if (x->order)
-            rc = CUDA_SUCCESS;
+    if (!(x->g = graph_clone(g, false)))
+        goto out;   /* said why */
+    if (!(x->disabled = calloc(x->g->n + 1, sizeof *x->disabled))) {
+        rc = shim_nomem("the switches of an executable graph of %zu nodes", x->g->n);
+        goto out;
     }
+    if (!(x->handle = arena_new(PROXY_GRAPH_EXEC, device)))
+        goto out;   /* said why */
+    x->handle->u.gexec.x = x;
+    if (!(x->order = graph_order(x->g, &rc)))
+        goto out;
+    rc = CUDA_SUCCESS;
     /* Every node's device must be the graph's: a launch runs on one. */
     for (size_t i = 0; rc == CUDA_SUCCESS && i < x->g->n; i++) {
         const shim_node *nd = x->g->nodes[i];
@@ -120,13 +125,14 @@ static CUresult instantiate(CUgraphExec *out, CUgraph h, unsigned long long flag
                 *error_node = (CUgraphNode)g->nodes[i]->handle;
         }
     }
-    if (rc) {
-        exec_free(x);
-        return rc;
-    }
+    if (rc)
+        goto out;
     remote_build(x);
     *out = (CUgraphExec)x->handle;
     return CUDA_SUCCESS;
+out:
+    exec_free(x);
+    return rc;
 }
 
 /* Flags that change nothing here (upload, auto-free, priorities, device
@@ -215,7 +221,7 @@ static CUresult note_stream(struct shim_exec *x, proxy_obj *s)
             return CUDA_SUCCESS;
     proxy_obj **v = realloc(x->streams, (x->nstreams + 1) * sizeof *v);
     if (!v)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("the streams an executable graph was launched on");
     x->streams = v;
     v[x->nstreams++] = s;
     return CUDA_SUCCESS;
@@ -794,6 +800,8 @@ static void remote_build(struct shim_exec *x)
     for (size_t i = 0; body && i < f.n; i++)
         nrec += f.v[i].type == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
     proxy_obj **records = body ? calloc(nrec + 1, sizeof *records) : NULL;
+    if (f.ok && !records)   /* slower, not wrong */
+        shim_log(SHIM_LOG_WARN, "no memory for the agent's copy of a graph of %zu nodes: replayed node by node", f.n);
     if (records) {
         for (size_t i = 0, k = 0; i < f.n; i++)
             if (f.v[i].type == CU_GRAPH_NODE_TYPE_EVENT_RECORD)

@@ -143,7 +143,7 @@ CUresult node_from_mem_alloc(shim_node *nd, int dev, CUDA_MEM_ALLOC_NODE_PARAMS 
     struct shim_gmem *m = calloc(1, sizeof *m);
     if (!m || !(m->access = malloc((p->accessDescCount + 1) * sizeof *m->access))) {
         free(m);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a graph memory allocation node");
     }
     if (p->accessDescCount)
         memcpy(m->access, p->accessDescs, p->accessDescCount * sizeof *m->access);

@@ -14,6 +14,7 @@
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/link.h"
+#include "shim/log.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
 
@@ -43,7 +44,7 @@ CUresult shim_hostmap_register(proxy_obj *ctx, void *p, size_t size)
     if (!m || !shadow) {
         free(m);
         free(shadow);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("the shadow of %zu bytes of mapped host memory", size);
     }
     CUdeviceptr dev;
     CUresult rc = shim_mem_alloc(ctx, size, &dev);
@@ -156,19 +157,23 @@ CUresult shim_hostmap_before_launch(agent_link *l, proxy_obj *s)
     return rc;
 }
 
-/* Fetches m's device copy and takes each byte the CPU left alone. */
-static void fetch(hostmap *m)
+/* Fetches m's device copy and takes each byte the CPU left alone; false
+ * when it could not (the next sync tries again). */
+static bool fetch(hostmap *m)
 {
     uint8_t *got = malloc(m->size);
-    if (!got)
-        return;
+    if (!got) {
+        shim_nomem("a fetch of %zu bytes of mapped host memory; it keeps its older bytes until the next sync",
+                   m->size);
+        return false;
+    }
     /* This thread's own stream: the NULL stream's words may wait behind a
      * host function, which may be the one synchronising. */
     CUresult rc;
     proxy_obj *s = shim_per_thread_stream(m->device, &rc);
     if (!s) {
         free(got);
-        return;
+        return false;
     }
     uint64_t v = 0;
     for (uint64_t off = 0; off < m->size && rc == CUDA_SUCCESS; off += JOB_COPY_CHUNK) {
@@ -187,6 +192,7 @@ static void fetch(hostmap *m)
             if (m->host[i] == m->shadow[i])
                 m->host[i] = m->shadow[i] = got[i];
     free(got);
+    return rc == CUDA_SUCCESS;
 }
 
 void shim_hostmap_synced(agent_link *l)
@@ -203,10 +209,8 @@ void shim_hostmap_synced(agent_link *l)
         pthread_mutex_unlock(&l->lock);
         fetching = true;
         for (hostmap *m = maps; m; m = m->next)
-            if (m->link == l && m->written) {
-                fetch(m);
+            if (m->link == l && m->written && fetch(m))
                 m->written = !idle;   /* work still in flight may write again */
-            }
         fetching = false;
     }
     pthread_mutex_unlock(&map_lock);

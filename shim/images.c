@@ -202,7 +202,7 @@ SHIM_EXPORT(cuMipmappedArrayCreate)
         if (m)
             arena_free(m);
         free(levels);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return levels ? CUDA_ERROR_OUT_OF_MEMORY : shim_nomem("the %u levels of a mipmapped array", numMipmapLevels);
     }
     uint8_t body[20 + IMAGE_ARRAY_DESC_BYTES];
     wire_writer w = wire_writer_init(body, sizeof body);
@@ -331,6 +331,7 @@ static bool image_add(proxy_obj *o)
             capimages = cap;
         } else {
             ok = false;
+            shim_nomem("the table of %zu texture and surface objects", cap);
         }
     }
     if (ok)
@@ -379,7 +380,7 @@ static CUresult image_create(int device, uint64_t rid, const CUDA_RESOURCE_DESC 
         if (o)
             arena_free(o);
         free(descs);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return descs ? CUDA_ERROR_OUT_OF_MEMORY : shim_nomem("a %s object's descriptions", surface ? "surface" : "texture");
     }
     uint8_t body[16 + IMAGE_RESOURCE_MAX + IMAGE_TEXTURE_BYTES + IMAGE_VIEW_MAX];
     wire_writer w = wire_writer_init(body, sizeof body);
@@ -635,7 +636,7 @@ static CUresult hand_box(proxy_obj *st, const cside *src, const cside *dst, uint
     if (src->type == CU_MEMORYTYPE_HOST) {
         /* Rows packed here so the wire carries no gaps (d is 1). */
         if (!(packed = malloc(w * h)))
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("%llu bytes of packed rows of a 3-D copy", (unsigned long long)(w * h));
         for (uint64_t r = 0; r < h; r++)
             memcpy(packed + r * w, src->host + r * src->pitch, w);
         ho.data = packed;

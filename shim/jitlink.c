@@ -62,7 +62,7 @@ static CUresult add(proxy_obj *s, CUjitInputType type, const void *data, size_t 
         unsigned cap = s->u.jit.cap ? s->u.jit.cap * 2 : 4;
         jit_input *more = realloc(s->u.jit.inputs, cap * sizeof *more);
         if (!more)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("the %u inputs of a link", cap);
         s->u.jit.inputs = more;
         s->u.jit.cap = cap;
     }
@@ -72,7 +72,9 @@ static CUresult add(proxy_obj *s, CUjitInputType type, const void *data, size_t 
     if (!in->bytes || !in->name) {
         free(in->bytes);
         free(in->name);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        in->bytes = NULL;
+        in->name = NULL;
+        return shim_nomem("a copy of a %zu-byte link input", size);
     }
     memcpy(in->bytes, data, size);
     in->len = size;
@@ -157,7 +159,7 @@ SHIM_EXPORT(cuLinkComplete)
         return CUDA_ERROR_INVALID_VALUE;
     uint8_t *req = malloc(total);
     if (!req)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a link request of %zu bytes", total);
     wire_writer w = wire_writer_init(req, total);
     wire_put_u32(&w, JOB_OP_LINK);
     wire_put_u32(&w, (uint32_t)shim_device_at(s->device)->remote_ordinal);
@@ -187,7 +189,7 @@ SHIM_EXPORT(cuLinkComplete)
             if (!image)
                 return link_malformed(s->link, "an image of %llu bytes in a link answer of %zu",
                                       (unsigned long long)len, on);
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("a linked image of %llu bytes", (unsigned long long)len);
         }
         memcpy(copy, image, (size_t)len);
         free(s->u.jit.image);

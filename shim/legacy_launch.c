@@ -9,6 +9,7 @@
 
 #include "shim/core.h"
 #include "shim/exports.h"
+#include "shim/log.h"
 #include "shim/proxy.h"
 
 /* The old API's limit on a function's parameter bytes. */
@@ -26,8 +27,8 @@ static pthread_mutex_t legacy_lock = PTHREAD_MUTEX_INITIALIZER;
 /* f's state, made on first use (NULL: out of memory). Callers hold legacy_lock. */
 static struct shim_legacy_launch *legacy_of(proxy_obj *f)
 {
-    if (!f->u.fn.legacy)
-        f->u.fn.legacy = calloc(1, sizeof *f->u.fn.legacy);
+    if (!f->u.fn.legacy && !(f->u.fn.legacy = calloc(1, sizeof *f->u.fn.legacy)))
+        shim_nomem("a function's legacy launch settings");
     return f->u.fn.legacy;
 }
 
@@ -119,7 +120,7 @@ static CUresult legacy_launch(proxy_obj *f, int width, int height, CUstream stre
         return CUDA_ERROR_INVALID_VALUE;
     struct shim_legacy_launch *copy = malloc(sizeof *copy);
     if (!copy)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a copy of a function's legacy launch settings");
     pthread_mutex_lock(&legacy_lock);
     struct shim_legacy_launch *l = legacy_of(f);
     if (l)

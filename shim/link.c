@@ -305,8 +305,10 @@ static void *callbacks_main(void *arg)
     agent_link *l = arg;
     pthread_mutex_lock(&l->lock);
     for (;;) {
-        while (!l->cb_head)
+        while (!l->cb_head && !l->cb_stop)
             pthread_cond_wait(&l->cb_ready, &l->lock);
+        if (!l->cb_head)
+            break;   /* link_open failed */
         completion *c = l->cb_head;
         l->cb_head = c->next;
         if (!l->cb_head)
@@ -333,6 +335,7 @@ static void *callbacks_main(void *arg)
         c->stream->u.stream.deferred--;
         free(c);
     }
+    pthread_mutex_unlock(&l->lock);
     return NULL;
 }
 
@@ -383,6 +386,13 @@ static void apply_words(agent_link *l, const frame *f)
         for (pending_host *h = l->hosts; h && !defer; h = h->next)
             defer = h->stream == id && h->value <= value;
         completion *c = defer ? malloc(sizeof *c) : NULL;
+        if (defer && !c) {
+            /* Reaching the value now would run ahead of its host functions. */
+            pthread_mutex_unlock(&l->lock);
+            link_fail(l, CUDA_ERROR_OUT_OF_MEMORY, "%s: no memory to hold stream %llu at value %llu for its host functions",
+                      l->name, (unsigned long long)id, (unsigned long long)value);
+            return;
+        }
         if (c) {
             *c = (completion){ NULL, s, value, bytes };
             if (l->cb_tail)
@@ -473,6 +483,8 @@ static void *receiver_main(void *arg)
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection", l->name);
             else if (rc == RIG_E_TIMEOUT)
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: silent for %d s", l->name, JOB_SILENCE_MS / 1000);
+            else if (rc == RIG_E_NOMEM)   /* this process's memory, not the agent's fault */
+                link_fail(l, CUDA_ERROR_OUT_OF_MEMORY, "receiving from %s: %s", l->name, why.text);
             else
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
             linger(l);
@@ -690,6 +702,16 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
     CUresult failed = link_status(l);
     if (failed)
         return failed;
+    /* The records the receiver needs, before anything is counted or sent. */
+    pending_copy *c = h->dst ? malloc(sizeof *c) : NULL;
+    pending_host *hp = h->host_fn ? malloc(sizeof *hp) : NULL;
+    if ((h->dst && !c) || (h->host_fn && !hp)) {
+        free(c);
+        free(hp);
+        shim_log(SHIM_LOG_ERROR, "agent %s: no memory to record a %s of stream work", l->name,
+                 h->dst ? "copy into the program" : "host function");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     pthread_mutex_lock(&l->lock);
     while (l->unreported_bytes > UNREPORTED_LIMIT && !l->failed)
         pthread_cond_wait(&l->changed, &l->lock);
@@ -710,15 +732,15 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
         CUresult rc = l->failure;
         pthread_mutex_unlock(&l->lock);
         pthread_mutex_unlock(&l->send_lock);
+        free(c);
+        free(hp);
         return rc;
     }
-    if (h->dst) {
-        pending_copy *c = malloc(sizeof *c);
+    if (c) {
         *c = (pending_copy){ l->copies, s->id, v, h->dst, h->dst_len, h->dst_pitch, h->dst_width };
         l->copies = c;
     }
-    if (h->host_fn) {
-        pending_host *hp = malloc(sizeof *hp);
+    if (hp) {
         *hp = (pending_host){ NULL, s->id, v, h->host_fn, h->host_data };
         /* Appended, so host functions of one stream run in order. */
         pending_host **pp = &l->hosts;
@@ -868,15 +890,6 @@ static void adopt_devices(agent_link *l, const shim_open_info *o, shim_device *d
     l->device_count = (int)o->count;
 }
 
-/* A link that could not open gives back its connection and its batch. */
-static int open_failed(agent_link *l, int rc)
-{
-    conn_close(&l->c);
-    free(l->batch);
-    l->batch = NULL;
-    return rc;
-}
-
 int link_open(agent_link *l, const char *name, const names_address *addr, uint32_t index, const rig_key *key,
               shim_device *devs, int room, rig_why *why)
 {
@@ -888,50 +901,67 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
     pthread_mutex_init(&l->send_lock, NULL);
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->changed, NULL);
+    pthread_cond_init(&l->cb_ready, NULL);
 
-    int fd;
+    /* What a failure gives back at out: the socket before the connection
+     * owns it, the window reserved here, the host-function thread. */
+    int fd = -1;
+    uint64_t base = 0;
+    pthread_t callbacks;
+    bool callbacks_started = false;
     int rc = net_connect(addr, HS_TIMEOUT_MS, &fd, why);
-    if (rc < 0)
-        return why_prefix(why, rc, "agent %s", name);
+    if (rc < 0) {
+        why_prefix(why, rc, "agent %s", name);
+        goto out;
+    }
     hs_config cfg = { .key = key, .version = HS_VERSION, .timeout_ms = HS_TIMEOUT_MS };
     rc = hs_dial(fd, &cfg, 0, index, why);
     if (rc < 0) {
-        close(fd);
-        return why_prefix(why, rc, "agent %s", name);
+        why_prefix(why, rc, "agent %s", name);
+        goto out;
     }
     rc = conn_init(&l->c, fd, JOB_FRAME_LIMIT, why);
     if (rc < 0) {
-        close(fd);
-        return rc;
+        why_prefix(why, rc, "agent %s", name);
+        goto out;
     }
-    l->batch = malloc(BATCH_CAP);   /* without it every record goes alone */
+    fd = -1;   /* the connection's now */
+    l->batch = malloc(BATCH_CAP);
+    if (!l->batch)   /* slower, not wrong: every record goes alone */
+        shim_log(SHIM_LOG_WARN, "agent %s: no memory for a %zu-byte handover batch; records go one by one", name,
+                 BATCH_CAP);
 
     for (;;) {
-        uint64_t base = take_candidate();
-        if (!base)
-            return open_failed(l, why_set(why, RIG_E_NOMEM, "agent %s: no free pointer window found on both ends", name));
-        if (!reserve_here(base, JOB_WINDOW_SIZE))
+        base = take_candidate();
+        if (!base) {
+            rc = why_set(why, RIG_E_NOMEM, "agent %s: no free pointer window found on both ends", name);
+            goto out;
+        }
+        if (!reserve_here(base, JOB_WINDOW_SIZE)) {
+            base = 0;
             continue;
+        }
         frame f = { 0 };
         rc = open_request(l, base, &f, why);
         if (rc < 0) {
-            munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
-            return open_failed(l, why_prefix(why, rc, "agent %s", name));
+            why_prefix(why, rc, "agent %s", name);
+            goto out;
         }
         shim_open_info o;
         rc = shim_decode_open(f.payload, f.len, devs, room, &o, why);
         frame_release(&f);
         if (rc < 0) {
-            munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
-            return open_failed(l, why_prefix(why, rc, "agent %s: malformed answer to open", name));
+            why_prefix(why, rc, "agent %s: malformed answer to open", name);
+            goto out;
         }
         if (o.result != CUDA_SUCCESS) {
-            munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
-            return open_failed(l, why_set(why, RIG_E_REFUSED, "agent %s: opening its devices failed with CUDA error %u",
-                                          name, o.result));
+            rc = why_set(why, RIG_E_REFUSED, "agent %s: opening its devices failed with CUDA error %u", name,
+                         o.result);
+            goto out;
         }
         if (!o.taken) {
             munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
+            base = 0;
             continue;
         }
         l->window_base = base;
@@ -939,16 +969,42 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
         adopt_devices(l, &o, devs);
         break;
     }
-    pthread_cond_init(&l->cb_ready, NULL);
-    pthread_t callbacks;
-    if (pthread_create(&callbacks, NULL, callbacks_main, l) != 0)
-        return open_failed(l, why_set(why, RIG_E_IO, "agent %s: cannot start a host-function thread", name));
+    if (pthread_create(&callbacks, NULL, callbacks_main, l) != 0) {
+        rc = why_set(why, RIG_E_IO, "agent %s: cannot start a host-function thread", name);
+        goto out;
+    }
+    callbacks_started = true;
+    if (pthread_create(&l->receiver, NULL, receiver_main, l) != 0) {
+        rc = why_set(why, RIG_E_IO, "agent %s: cannot start a receiver thread", name);
+        goto out;
+    }
     pthread_detach(callbacks);
-    if (pthread_create(&l->receiver, NULL, receiver_main, l) != 0)
-        return why_set(why, RIG_E_IO, "agent %s: cannot start a receiver thread", name);
     l->receiver_started = true;
     register_link(l);
     return 0;
+
+out:
+    if (callbacks_started) {
+        pthread_mutex_lock(&l->lock);
+        l->cb_stop = true;
+        pthread_cond_broadcast(&l->cb_ready);
+        pthread_mutex_unlock(&l->lock);
+        pthread_join(callbacks, NULL);
+    }
+    for (int i = 0; i < l->device_count; i++) {
+        devs[i].proxy = false;
+        devs[i].link = NULL;
+    }
+    l->device_count = 0;
+    if (base)
+        munmap((void *)(uintptr_t)base, JOB_WINDOW_SIZE);
+    l->window_base = l->window_size = 0;
+    if (fd >= 0)
+        close(fd);
+    conn_close(&l->c);   /* the agent ends its side of the job */
+    free(l->batch);
+    l->batch = NULL;
+    return rc;
 }
 
 void link_close(agent_link *l)

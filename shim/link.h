@@ -32,6 +32,7 @@ struct agent_link {
     pending_host *hosts;             /* host functions waiting for a word */
     struct completion *cb_head, *cb_tail;  /* words waiting for host functions */
     pthread_cond_t cb_ready;
+    bool cb_stop;                    /* link_open failed: the host-function thread ends */
     pthread_t receiver;
     bool receiver_started;
     bool failed;

@@ -58,6 +58,17 @@ void shim_log(shim_log_level level, const char *fmt, ...)
     (void)w;
 }
 
+CUresult shim_nomem(const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    shim_log(SHIM_LOG_ERROR, "no memory for %s", what);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 void shim_log_unsupported_once(const char *symbol, const char *device)
 {
     /* One flag per wire number: the table is small and dense. */

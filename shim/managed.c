@@ -341,7 +341,8 @@ static CUresult region_add(uint64_t base, uint64_t dev, uint64_t size, uint64_t 
     shim_device *d = shim_device_at(device);
     int fd = memfd_create("rig-managed", MFD_CLOEXEC);
     if (fd < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a host copy of %llu bytes of managed memory (memfd: %s)", (unsigned long long)size,
+                          strerror(errno));
     void *alias = MAP_FAILED;
     _Atomic uint8_t *state = calloc(size / page_size, 1);
     if (state && ftruncate(fd, (off_t)size) == 0)
@@ -355,7 +356,8 @@ static CUresult region_add(uint64_t base, uint64_t dev, uint64_t size, uint64_t 
         if (alias != MAP_FAILED)
             munmap(alias, size);
         free(state);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("%s of %llu bytes of managed memory", state ? "the host views" : "the page states",
+                          (unsigned long long)size);
     }
     /* The device's copy starts as the host's: zero. */
     uint8_t body[40];
@@ -383,8 +385,10 @@ static CUresult region_add(uint64_t base, uint64_t dev, uint64_t size, uint64_t 
             slot = i;
             break;
         }
-    if (rc == CUDA_SUCCESS && slot == REGIONS_MAX)
+    if (rc == CUDA_SUCCESS && slot == REGIONS_MAX) {
+        shim_log(SHIM_LOG_ERROR, "no room for more than %d managed allocations", REGIONS_MAX);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (rc == CUDA_SUCCESS) {
         region *r = &regions[slot];
         r->size = size;
@@ -448,6 +452,15 @@ static uint64_t round_pages(uint64_t n)
     return (n + page_size - 1) / page_size * page_size;
 }
 
+/* Gives back an allocation a region could not be made for. */
+static void drop_alloc(CUdeviceptr p)
+{
+    uint64_t sz;
+    int dev;
+    if (shim_alloc_remove(p, &sz, &dev))
+        link_drop(shim_device_at(dev)->link, CUDA_OP_cuMemFree_v2, p);
+}
+
 /* Allocates a region on the current proxy context. */
 static CUresult region_alloc(proxy_obj *ctx, size_t bytes, bool host, unsigned flags, CUdeviceptr *out)
 {
@@ -460,10 +473,7 @@ static CUresult region_alloc(proxy_obj *ctx, size_t bytes, bool host, unsigned f
         return rc;
     rc = region_add(p, p, size, bytes, ctx->device, host, flags);
     if (rc) {
-        uint64_t sz;
-        int dev;
-        if (shim_alloc_remove(p, &sz, &dev))
-            link_drop(shim_device_at(dev)->link, CUDA_OP_cuMemFree_v2, p);
+        drop_alloc(p);
         return rc;
     }
     *out = p;
@@ -982,9 +992,13 @@ SHIM_EXPORT(cuLibraryGetManaged)
         CUdeviceptr h = 0;
         proxy_obj on = { .device = device };
         /* An allocation reserves the pages' address in the window. */
-        rc = copy ? shim_mem_alloc(&on, round_pages(size ? size : 1), &h) : CUDA_ERROR_OUT_OF_MEMORY;
-        if (rc == CUDA_SUCCESS)
+        rc = copy ? shim_mem_alloc(&on, round_pages(size ? size : 1), &h)
+                  : shim_nomem("the name of managed variable %s", name);
+        if (rc == CUDA_SUCCESS) {
             rc = region_add(h, g, round_pages(size ? size : 1), size, device, false, CU_MEM_ATTACH_GLOBAL);
+            if (rc)
+                drop_alloc(h);
+        }
         if (rc) {
             free(copy);
             return rc;

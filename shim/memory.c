@@ -14,6 +14,7 @@
 #include "shim/core.h"
 #include "shim/graph.h"
 #include "shim/link.h"
+#include "shim/log.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
 
@@ -38,7 +39,12 @@ static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out, bool 
     frame f;
     const uint8_t *o;
     size_t n;
-    CUresult rc = link_request(d->link, &iov, 1, &f, &o, &n);
+    CUresult rc = shim_alloc_reserve();
+    if (rc)
+        return rc;
+    rc = link_request(d->link, &iov, 1, &f, &o, &n);
+    if (rc != CUDA_SUCCESS)
+        shim_alloc_unreserve();
     if (rc == CUDA_SUCCESS) {
         uint64_t p = n == 8 ? wire_load_u64(o) : 0;
         agent_link *l = d->link;
@@ -50,8 +56,10 @@ static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out, bool 
                                 (unsigned long long)p, size);
         else {
             *out = p;
-            shim_alloc_add(p, size, ctx->device);
+            shim_alloc_add_reserved(p, size, ctx->device);
         }
+        if (rc)
+            shim_alloc_unreserve();
     }
     frame_release(&f);
     return rc;
@@ -185,7 +193,7 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
         if (p != MAP_FAILED)
             munmap(p, size ? size : 1);
         free(b);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("%zu bytes of page-locked host memory", size);
     }
     *b = (host_block){ NULL, p, size ? size : 1, flags };
     pthread_mutex_lock(&host_lock);
@@ -393,7 +401,7 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
         /* Staged: whole, synchronous, through this process. */
         void *tmp = malloc(n);
         if (!tmp)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("staging a copy of %zu bytes", n);
         rc = copy_any((CUdeviceptr)(uintptr_t)tmp, src, n, h, per_thread, true);
         if (rc == CUDA_SUCCESS) {
             if (pd == PLACE_LOCAL) {
@@ -416,7 +424,7 @@ static CUresult copy_from_local(CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
 {
     void *tmp = malloc(n ? n : 1);
     if (!tmp)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("staging a copy of %zu bytes from a local device", n);
     const shim_driver *drv = shim_local_driver();
     CUresult rc = drv->fn_cuMemcpyDtoH_v2(tmp, src, n);
     if (rc == CUDA_SUCCESS)
@@ -634,7 +642,7 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
         /* Rows are packed here so the wire carries no gaps. */
         uint8_t *packed = malloc(w * rows);
         if (!packed)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("%zu bytes of packed rows of a 2-D copy", w * rows);
         for (size_t r = 0; r < rows; r++)
             memcpy(packed + r * w, (const uint8_t *)(uintptr_t)src + r * spitch, w);
         wire_put_u8(&bw, 0);

@@ -101,13 +101,20 @@ static CUresult alloc_from(proxy_obj *pool, proxy_obj *s, size_t size, CUdevicep
     wire_put_u64(&w, size);
     uint64_t p = 0;
     agent_link *l = pool->link;
-    CUresult rc = pool_request(l, body, w.off, &p);
+    CUresult rc = shim_alloc_reserve();
     if (rc)
         return rc;
-    if (p < l->window_base || p - l->window_base >= l->window_size || size > l->window_size - (p - l->window_base))
+    rc = pool_request(l, body, w.off, &p);
+    if (rc) {
+        shim_alloc_unreserve();
+        return rc;
+    }
+    if (p < l->window_base || p - l->window_base >= l->window_size || size > l->window_size - (p - l->window_base)) {
+        shim_alloc_unreserve();
         return link_malformed(l, "a pool allocation at %#llx of %zu bytes, outside its pointer window",
                               (unsigned long long)p, size);
-    shim_alloc_add(p, size, pool->device);
+    }
+    shim_alloc_add_reserved(p, size, pool->device);
     *dptr = p;
     return CUDA_SUCCESS;
 }

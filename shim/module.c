@@ -164,7 +164,10 @@ static CUresult resolve(proxy_obj *f, shim_device *d)
     if (rc == CUDA_SUCCESS && !f->u.fn.params) {
         shim_param_info pi;
         rig_why bad = { "" };
-        if (shim_decode_param_info(o, on, &pi, &bad) < 0) {
+        int drc = shim_decode_param_info(o, on, &pi, &bad);
+        if (drc == RIG_E_NOMEM) {
+            rc = shim_nomem("the layout of kernel %s", f->u.fn.name);   /* ours, not the agent's fault */
+        } else if (drc < 0) {
             rc = link_malformed(l, "the layout of kernel %s: %s", f->u.fn.name, bad.text);
         } else {
             f->u.fn.params = pi.params;
@@ -236,7 +239,7 @@ SHIM_EXPORT(cuModuleLoad)
     uint8_t *buf;
     size_t n;
     if (image_read_file(fname, &buf, &n) < 0)
-        return errno == ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY
+        return errno == ENOMEM ? shim_nomem("the contents of module file %s", fname)
                                : errno == EFBIG ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_FILE_NOT_FOUND;
     const void *data;
     size_t len;
@@ -268,6 +271,7 @@ static proxy_obj *new_function(proxy_obj *m, const char *name, int device)
     f->u.fn.module = m;
     f->u.fn.name = strdup(name);
     if (!f->u.fn.name) {
+        shim_nomem("the name of function %s", name);
         arena_free(f);
         return NULL;
     }
@@ -340,12 +344,14 @@ static CUresult get_global(proxy_obj *m, int device, CUdeviceptr *dptr, size_t *
             int dev;
             /* Globals live where the agent's driver put them, outside the
              * window: the table is how copies find them. */
-            if (!shim_alloc_find(p, &b, &s, &dev))
-                shim_alloc_add(p, size, device);
-            if (dptr)
-                *dptr = p;
-            if (bytes)
-                *bytes = size;
+            if (!shim_alloc_find(p, &b, &s, &dev) && !shim_alloc_add(p, size, device)) {
+                rc = CUDA_ERROR_OUT_OF_MEMORY;   /* the global stays the module's */
+            } else {
+                if (dptr)
+                    *dptr = p;
+                if (bytes)
+                    *bytes = size;
+            }
         }
     }
     frame_release(&fr);
@@ -394,7 +400,7 @@ SHIM_EXPORT(cuLibraryLoadData)
     m->u.module.image = malloc(len);
     if (!m->u.module.image) {
         arena_free(m);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a copy of a library's %zu-byte image", len);
     }
     memcpy(m->u.module.image, data, len);
     m->u.module.image_len = len;

@@ -68,7 +68,7 @@ static CUresult kernel_names(proxy_obj *m, unsigned *count, const uint8_t ***nam
         free(*names);
         free(*lens);
         frame_release(fr);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a list of %u kernel names", c);
     }
     for (uint32_t i = 0; i < c && !r.err; i++)
         (*lens)[i] = wire_get_string(&r, &(*names)[i], JOB_NAME_MAX);

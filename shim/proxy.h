@@ -202,8 +202,15 @@ CUresult shim_init(unsigned flags);
 /* The thread's context stack across local and proxy contexts. */
 bool shim_ctx_push(proxy_obj *proxy);
 bool shim_ctx_pop(proxy_obj **was);
-/* The program's allocations on proxies, for pointer queries. */
-void shim_alloc_add(uint64_t base, uint64_t size, int device);
+/* The program's allocations on proxies, for pointer queries. Room first
+ * (CUDA_ERROR_OUT_OF_MEMORY, logged, when memory is short), so that what
+ * the agent allocated is never left unrecorded: reserve before the
+ * request, then add_reserved on success or unreserve on failure. */
+CUresult shim_alloc_reserve(void);
+void shim_alloc_unreserve(void);
+void shim_alloc_add_reserved(uint64_t base, uint64_t size, int device);
+/* Without a reservation: false (logged) when memory is short. */
+bool shim_alloc_add(uint64_t base, uint64_t size, int device);
 bool shim_alloc_remove(uint64_t base, uint64_t *size, int *device);
 bool shim_alloc_find(uint64_t p, uint64_t *base, uint64_t *size, int *device);
 

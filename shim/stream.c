@@ -10,6 +10,7 @@
 #include "shim/core.h"
 #include "shim/graph.h"
 #include "shim/link.h"
+#include "shim/log.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
 
@@ -21,7 +22,8 @@ static struct {
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread proxy_obj *per_thread[SHIM_DEVICES_MAX];
 
-static void live_add(proxy_obj *s)
+/* False when memory is short: a stream not listed would escape device syncs. */
+static bool live_add(proxy_obj *s)
 {
     pthread_mutex_lock(&live_lock);
     if (live[s->device].n == live[s->device].cap) {
@@ -32,9 +34,11 @@ static void live_add(proxy_obj *s)
             live[s->device].cap = cap;
         }
     }
-    if (live[s->device].n < live[s->device].cap)
+    bool ok = live[s->device].n < live[s->device].cap;
+    if (ok)
         live[s->device].v[live[s->device].n++] = s;
     pthread_mutex_unlock(&live_lock);
+    return ok;
 }
 
 static void live_remove(proxy_obj *s)
@@ -68,7 +72,7 @@ CUresult shim_sync_device(int device)
         targets[k++] = __atomic_load_n(&d->null_stream->u.stream.tl.submitted, __ATOMIC_ACQUIRE);
     }
     pthread_mutex_unlock(&live_lock);
-    CUresult rc = streams && targets ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = streams && targets ? CUDA_SUCCESS : shim_nomem("the %d streams a device sync waits for", n + 1);
     for (int i = 0; i < k && rc == CUDA_SUCCESS; i++)
         rc = link_wait(d->link, streams[i], targets[i]);
     free(streams);
@@ -97,7 +101,13 @@ static proxy_obj *create_stream(int device, unsigned flags, int priority, CUresu
         arena_free(s);
         return NULL;
     }
-    live_add(s);
+    if (!live_add(s)) {
+        link_drop(d->link, CUDA_OP_cuStreamDestroy_v2, s->id);
+        /* The slot stays taken, as a destroyed stream's: words may name it. */
+        __atomic_store_n(&s->type, PROXY_FREE, __ATOMIC_RELEASE);
+        *rc = shim_nomem("the list of streams on %s", d->label);
+        return NULL;
+    }
     return s;
 }
 
@@ -345,7 +355,7 @@ static CUresult add_callback(proxy_obj *s, CUstream h, CUstreamCallback cb, void
         return capture_misuse(s);   /* CUDA captures no stream callbacks */
     callback_box *b = malloc(sizeof *b);
     if (!b)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_nomem("a stream callback");
     *b = (callback_box){ cb, h, data };
     CUresult rc = host_func(s, run_callback, b);
     if (rc)

@@ -68,14 +68,17 @@ static CUresult module_ref(void *out, const void *hmod, const char *name, bool s
     if (nrefs == caprefs) {
         size_t cap = caprefs ? 2 * caprefs : 16;
         proxy_obj **v = realloc(refs, cap * sizeof *v);
-        if (!v)
+        if (!v) {
+            shim_nomem("the table of %zu texture references", cap);
             goto out;
+        }
         refs = v;
         caprefs = cap;
     }
     if (!(r = arena_new(PROXY_TEXREF, m->device)))
         goto out;
     if (!(r->u.texref.name = strdup(name))) {
+        shim_nomem("the name of texture reference %s", name);
         arena_free(r);
         goto out;
     }

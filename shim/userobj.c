@@ -13,6 +13,7 @@
 
 #include "shim/core.h"
 #include "shim/graph.h"
+#include "shim/log.h"
 #include "shim/proxy.h"
 
 static void retain(proxy_obj *o, unsigned count)
@@ -123,8 +124,15 @@ void urefs_release_after(graph_uref *v, size_t nv, proxy_obj *const *streams, si
         return;
     }
     pending_urefs *p = n ? malloc(sizeof *p) : NULL;
+    if (n && !p) {
+        /* No memory to wait without blocking: the launches end first. */
+        shim_nomem("a deferred release of a graph's user objects; waiting for its launches instead");
+        for (size_t i = 0; i < n; i++)
+            if (arena_get(streams[i], PROXY_STREAM))
+                cuStreamSynchronize((CUstream)streams[i]);
+    }
     if (!p) {
-        /* Never launched (or no memory to wait): released now. */
+        /* Never launched: released now. */
         urefs_release(v, nv);
         return;
     }
@@ -168,7 +176,7 @@ SHIM_EXPORT(cuGraphRetainUserObject)
     if (i == g->nurefs) {
         graph_uref *v = realloc(g->urefs, (g->nurefs + 1) * sizeof *v);
         if (!v)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return shim_nomem("a graph's list of %zu user objects", g->nurefs + 1);
         g->urefs = v;
         v[g->nurefs++] = (graph_uref){ o, 0 };
     }

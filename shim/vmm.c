@@ -165,9 +165,14 @@ SHIM_EXPORT(cuMemMap)
     wire_put_u64(&w, offset);
     wire_put_u64(&w, m->id);
     (void)flags;
-    CUresult rc = vmm_request(m->link, body, w.off, NULL);
+    CUresult rc = shim_alloc_reserve();
+    if (rc)
+        return rc;
+    rc = vmm_request(m->link, body, w.off, NULL);
     if (rc == CUDA_SUCCESS)
-        shim_alloc_add(ptr, size, m->device);
+        shim_alloc_add_reserved(ptr, size, m->device);
+    else
+        shim_alloc_unreserve();
     return rc;
 }
 

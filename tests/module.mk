@@ -90,3 +90,15 @@ $(B)/tests/test_hostile_agent: $(B)/tests/test_hostile_agent.o $(B)/tests/harnes
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion -lpthread $(PROTO_LDLIBS)
 
 CHECK_TESTS += $(B)/tests/test_hostile_agent
+
+# Allocation failures (issue 18): the agent's replay and the decoders of
+# proto and the shim with each allocation of a thread made to fail in turn;
+# --wrap sends the allocations of the objects linked here through
+# tests/failing_alloc.c.
+FAILING_ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup \
+  -Wl,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=free
+$(B)/tests/test_nomem: $(B)/tests/test_nomem.o $(B)/tests/failing_alloc.o $(B)/tests/replay_rig.o \
+  $(B)/shim/decode.o $(AGENT_LIB) $(PROTO_LIB) | $(B)/libcudasoft.so
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) $(FAILING_ALLOC_WRAP) -o $@ $(filter %.o %.a,$^) -lcriterion $(AGENT_LDLIBS)
+CHECK_TESTS += $(B)/tests/test_nomem
