@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 #define BINS 64
 
 __global__ void hist_shared(const int *in, int n, unsigned *hist)
@@ -104,15 +106,6 @@ __global__ void scalars(const int *in, const float *f, int n, Totals *t, unsigne
     if (threadIdx.x == 0)
         cas_add(&t->dsum_shared, block_sum);
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static unsigned long long rng;
 static unsigned next32()

@@ -17,20 +17,13 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 __global__ void mix(unsigned *x, size_t n, unsigned k)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = (x[i] ^ (unsigned)i) + k;
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static unsigned long long rng;
 static unsigned next32()

@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 namespace cg = cooperative_groups;
 
 // out[b] = sum of all of x, computed by block b after the grid barrier;
@@ -45,15 +47,6 @@ __global__ void grid_sum(long long *x, long long *partial, long long *out, int n
         grid.sync();
     }
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static int run(bool ex, int blocks, int rounds, const long long *h, int n)
 {

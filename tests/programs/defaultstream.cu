@@ -20,6 +20,8 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 __device__ __host__ unsigned chain(unsigned x, int rounds)
 {
     for (int r = 0; r < rounds; r++)
@@ -40,15 +42,6 @@ __global__ void consume(const unsigned *in, unsigned *out, int n)
     if (i < n)
         out[i] = in[i] ^ 0x5bd1e995u;
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static unsigned long long rng;
 static unsigned next32()

@@ -22,21 +22,14 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 __global__ void step(const unsigned *in, unsigned *out, int n, unsigned k)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         out[i] = in[i] * 2654435761u + k;
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static std::atomic<int> seq{ 0 }, errors{ 0 };
 

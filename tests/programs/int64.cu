@@ -15,6 +15,8 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 #define K 24   // results per operand pair
 
 __device__ __host__ inline void ops(long long a, long long b, unsigned long long *r, int s)
@@ -68,15 +70,6 @@ __global__ void int64_ops(const long long *a, const long long *b, const int *sh,
     atomicMin(&acc[4], ub);
     atomicMax(&acc[5], ub);
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static unsigned long long rng;
 static unsigned long long next64()

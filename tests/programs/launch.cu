@@ -25,6 +25,8 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 __global__ void where(unsigned *out)
 {
     unsigned bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;
@@ -98,15 +100,6 @@ __global__ void many(char c, short s, int i, long long ll, float f, double d, Bl
         out[11] = *p;
     }
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static int wrong;
 #define EXPECT(cond, ...)                  \

@@ -18,6 +18,8 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 enum {
     F_SQRT, F_RSQRT, F_CBRT, F_EXP, F_EXP2, F_EXP10, F_EXPM1, F_LOG, F_LOG2, F_LOG10, F_LOG1P, F_SIN, F_COS, F_TAN,
     F_ASIN, F_ACOS, F_ATAN, F_ATAN2, F_SINH, F_COSH, F_TANH, F_POW, F_ERF, F_ERFC, F_HYPOT, F_FMOD, F_FMA, F_DIV,
@@ -245,15 +247,6 @@ static double ulps(T got, long double want)
         return INFINITY;
     return (double)(fabsl((long double)got - want) / ulp_of<T>(w));
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static unsigned long long rng;
 static double uniform01()

@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 #define TILE 16
 
 template <typename T>
@@ -33,15 +35,6 @@ __global__ void matmul(const T *a, const T *b, T *c, int m, int k, int n)
     if (row < m && col < n)
         c[(size_t)row * n + col] = acc;
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static unsigned long long rng;
 static double uniform()   // in [-1, 1)

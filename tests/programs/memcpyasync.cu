@@ -18,16 +18,9 @@
 #include <cuda_runtime.h>
 #include <vector>
 
-namespace cg = cooperative_groups;
+#include "check.h"
 
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
+namespace cg = cooperative_groups;
 
 #define EXPECT(cond, ...)                                                             \
     do {                                                                              \

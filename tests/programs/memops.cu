@@ -23,6 +23,8 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 __constant__ float coeff[8];
 __device__ int table[300];
 
@@ -43,15 +45,6 @@ __global__ void bump_table(int k)
     if (i < 300)
         table[i] = table[i] * 2 + k;
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static unsigned long long rng;
 static unsigned next32()

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 __global__ void gather(const int *remote, int *local, int *remote_out, int n)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -19,15 +21,6 @@ __global__ void gather(const int *remote, int *local, int *remote_out, int n)
         remote_out[i] = remote[i] - i;     // device 0's memory, written from device 1
     }
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 #define EXPECT(call, want)                                                            \
     do {                                                                              \

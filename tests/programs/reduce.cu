@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 template <typename T>
 __global__ void block_sum(const T *in, T *out, int n)
 {
@@ -81,15 +83,6 @@ __global__ void warp_reduce(const T *in, T *sums, T *maxes, int *negatives, int 
         }
     }
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static unsigned long long rng;
 static unsigned next32()

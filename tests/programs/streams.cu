@@ -33,6 +33,8 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 
+#include "check.h"
+
 __global__ void transform(const int *in, int *out, int n, int k)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
@@ -61,15 +63,6 @@ __global__ void consume(const unsigned *x, unsigned *y, int n)
     if (i < n)
         y[i] = x[i] * 3u + 1u;
 }
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
 
 static std::atomic<int> gate_open{ 0 }, gate_entered{ 0 }, gate_timed_out{ 0 };
 
