@@ -155,19 +155,31 @@ Test(remote, peer_copies_between_local_and_proxy, .timeout = 90)
 /* One agent with two softgpu devices: they are peers, as its driver says;
  * access enabled through the agent lets a kernel on device 1 use device
  * 0's memory. Every build. */
-Test(remote, peers_on_one_agent_with_two_devices, .timeout = 120)
+/* An agent whose softgpu has two devices. */
+static void agent_start_two_devices(agent_proc *a)
 {
     setenv("SOFTGPU_DEVICES", "2", 1);
-    agent_proc a;
-    agent_start(&a, NULL, NULL);
+    agent_start(a, NULL, NULL);
     unsetenv("SOFTGPU_DEVICES");
+}
+
+/* program in every build through agent a exits 0 printing want. */
+static void expect_every_build(const agent_proc *a, const char *program, const char *want)
+{
     static const char *const builds[] = { "static", "shared", "ptds" };
     for (int b = 0; b < 3; b++) {
-        program_result r = run_through(&a, 1, "p2p", builds[b], NULL);
-        cr_expect_eq(r.status, 0, "p2p.%s exited %d:\n%s", builds[b], r.status, r.output);
-        cr_expect(strstr(r.output, "p2p: ok peers"), "p2p.%s:\n%s", builds[b], r.output);
+        program_result r = run_through(a, 1, program, builds[b], NULL);
+        cr_expect_eq(r.status, 0, "%s.%s exited %d:\n%s", program, builds[b], r.status, r.output);
+        cr_expect(strstr(r.output, want), "%s.%s printed no \"%s\":\n%s", program, builds[b], want, r.output);
         program_result_free(&r);
     }
+}
+
+Test(remote, peers_on_one_agent_with_two_devices, .timeout = 120)
+{
+    agent_proc a;
+    agent_start_two_devices(&a);
+    expect_every_build(&a, "p2p", "p2p: ok peers");
     program_result r = run_through(&a, 1, "peer", "static", NULL);
     cr_expect_eq(r.status, 0, "peer exited %d:\n%s", r.status, r.output);
     cr_expect(strstr(r.output, "can access peer: 0->1 1, 1->0 1") && strstr(r.output, "peer: ok"), "%s", r.output);
@@ -264,17 +276,9 @@ Test(remote, a_kernel_softgpu_cannot_run_is_refused_alone, .timeout = 90)
  * see it. Every build. */
 Test(remote, vmm_shared_by_two_devices_of_one_agent, .timeout = 120)
 {
-    setenv("SOFTGPU_DEVICES", "2", 1);
     agent_proc a;
-    agent_start(&a, NULL, NULL);
-    unsetenv("SOFTGPU_DEVICES");
-    static const char *const builds[] = { "static", "shared", "ptds" };
-    for (int b = 0; b < 3; b++) {
-        program_result r = run_through(&a, 1, "vmmtwo", builds[b], NULL);
-        cr_expect_eq(r.status, 0, "vmmtwo.%s exited %d:\n%s", builds[b], r.status, r.output);
-        cr_expect(strstr(r.output, "vmmtwo: ok"), "vmmtwo.%s:\n%s", builds[b], r.output);
-        program_result_free(&r);
-    }
+    agent_start_two_devices(&a);
+    expect_every_build(&a, "vmmtwo", "vmmtwo: ok");
     agent_stop(&a);
 }
 
