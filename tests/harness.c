@@ -169,6 +169,12 @@ void shim_env(char *preload, size_t cap)
 
 program_result program_run(char *const argv[], char *const env_add[], int timeout_s)
 {
+    return program_run_until(argv[0], argv, env_add, timeout_s, NULL);
+}
+
+program_result program_run_until(const char *path, char *const argv[], char *const env_add[], int timeout_s,
+                                 const char *interrupt_when)
+{
     program_result r = { .status = -1 };
     int out[2];
     cr_assert_eq(pipe(out), 0);
@@ -177,9 +183,13 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
+        /* A group of its own, like a shell's job: a timeout or an interrupt
+         * reaches its children too. */
+        setpgid(0, 0);
         dup2(out[1], 1);
         dup2(out[1], 2);
         close(out[0]);
+        close(out[1]);
         /* Criterion marks its workers; a program that is itself a Criterion
          * runner must not take that mark for its own. */
         unsetenv("BXFI_MAP");
@@ -188,41 +198,49 @@ program_result program_run(char *const argv[], char *const env_add[], int timeou
         const char *seed = getenv("RIG_TEST_SEED");
         if (seed && *seed)
             setenv("SEED", seed, 1);
+        /* Programs are not ours: their leaks are not findings (env_add
+         * may say otherwise). */
+        putenv("ASAN_OPTIONS=detect_leaks=0");
         for (size_t i = 0; env_add && env_add[i]; i++) {
             if (strchr(env_add[i], '='))
                 putenv(env_add[i]);
             else
                 unsetenv(env_add[i]);
         }
-        /* Programs are not ours: their leaks are not findings. */
-        putenv("ASAN_OPTIONS=detect_leaks=0");
-        execv(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        execv(path, argv);
+        fprintf(stderr, "cannot run %s: %s\n", path, strerror(errno));
         _exit(127);
     }
+    setpgid(pid, pid);
     close(out[1]);
     size_t cap = 1 << 16, have = 0;
     r.output = malloc(cap);
     cr_assert_not_null(r.output);
-    bool timed_out = false;
+    bool timed_out = false, interrupted = false;
     for (;;) {
+        if (interrupt_when && !interrupted && access(interrupt_when, F_OK) == 0) {
+            usleep(100000);
+            kill(-pid, SIGINT);   /* what Ctrl-C does */
+            interrupted = true;
+        }
         int left = (int)((start + timeout_s - now_s()) * 1000);
         if (left <= 0) {
             timed_out = true;
-            kill(pid, SIGKILL);
+            kill(-pid, SIGKILL);
             break;
         }
         struct pollfd p = { out[0], POLLIN, 0 };
-        if (poll(&p, 1, left) <= 0)
+        int wait_ms = interrupt_when && !interrupted && left > 50 ? 50 : left;
+        if (poll(&p, 1, wait_ms) <= 0)
             continue;
         if (have + 4096 > cap) {
             char *more = realloc(r.output, cap * 2);
             if (!more) {
-                kill(pid, SIGKILL);
+                kill(-pid, SIGKILL);
                 waitpid(pid, NULL, 0);
                 close(out[0]);
                 free(r.output);
-                cr_assert_fail("no memory for %zu bytes of %s's output", cap * 2, argv[0]);
+                cr_assert_fail("no memory for %zu bytes of %s's output", cap * 2, path);
             }
             r.output = more;
             cap *= 2;

@@ -37,6 +37,11 @@ typedef struct program_result {
  * to the environment, stdout and stderr captured together, killed after
  * timeout_s. */
 program_result program_run(char *const argv[], char *const env_add[], int timeout_s);
+/* The same with the program at path (argv[0] is only its name) and, when
+ * interrupt_when is set, SIGINT to its process group once that file
+ * exists. */
+program_result program_run_until(const char *path, char *const argv[], char *const env_add[], int timeout_s,
+                                 const char *interrupt_when);
 void program_result_free(program_result *r);
 
 /* "b=127.0.0.1:PORT,..." for the given agents, named b, c, d, ... */

@@ -227,76 +227,35 @@ typedef struct rig_result {
     double seconds;
 } rig_result;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* Runs rig with argv (argv[0] is "rig") and env_add, in a process group of
- * its own like a shell's job. With ready set, sends SIGINT to the group
- * (what Ctrl-C does) once that file exists. */
+/* Runs rig with argv (argv[0] is "rig") and env_add through the harness's
+ * runner (a process group of its own, like a shell's job). With ready set,
+ * sends SIGINT to the group (what Ctrl-C does) once that file exists. */
 static void rig_exec(rig_result *r, char *const argv[], char *const env_add[], int timeout_s, const char *ready)
 {
     memset(r, 0, sizeof *r);
-    int out[2];
-    cr_assert_eq(pipe(out), 0);
-    fflush(NULL);
-    double start = now_s();
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        setpgid(0, 0);
-        dup2(out[1], 1);
-        dup2(out[1], 2);
-        close(out[0]);
-        close(out[1]);
-        unsetenv("BXFI_MAP");
-        /* The test binary as the program: the shim comes after its ASan. */
-        putenv("ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0");
+    char *env[64];
+    size_t n = 0;
+    /* The test binary as the program: the shim comes after its ASan. */
+    env[n++] = "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0";
 #ifdef __SANITIZE_ADDRESS__
-        /* Programs are never sanitized: they preload the plain shim. */
-        putenv("RIG_SHIM=" PLAIN_BUILD "/librigshim.so");
-        /* The test binary, sanitized, as the program: no RTLD_DEEPBIND. */
-        putenv("RIG_LOCAL_DRIVER=none");
+    /* Programs are never sanitized: they preload the plain shim. */
+    env[n++] = "RIG_SHIM=" PLAIN_BUILD "/librigshim.so";
+    /* The test binary, sanitized, as the program: no RTLD_DEEPBIND. */
+    env[n++] = "RIG_LOCAL_DRIVER=none";
 #endif
-        /* Last, so a test's own RIG_SHIM wins over the defaults above. */
-        for (size_t i = 0; env_add && env_add[i]; i++)
-            putenv(env_add[i]);
-        execv(RIG, argv);
-        _exit(127);
+    /* Last, so a test's own RIG_SHIM wins over the defaults above. */
+    for (size_t i = 0; env_add && env_add[i]; i++) {
+        cr_assert_lt(n, sizeof env / sizeof env[0] - 1);
+        env[n++] = env_add[i];
     }
-    setpgid(pid, pid);
-    close(out[1]);
-    size_t have = 0;
-    bool sent = false, timed_out = false;
-    for (;;) {
-        if (ready && !sent && access(ready, F_OK) == 0) {
-            usleep(100000);
-            kill(-pid, SIGINT);
-            sent = true;
-        }
-        int left = (int)((start + timeout_s - now_s()) * 1000);
-        if (left <= 0) {
-            timed_out = true;
-            kill(-pid, SIGKILL);
-            break;
-        }
-        struct pollfd p = { out[0], POLLIN, 0 };
-        if (poll(&p, 1, left < 50 ? left : 50) <= 0)
-            continue;
-        ssize_t n = read(out[0], r->out + have, sizeof r->out - 1 - have);
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-    }
-    r->out[have] = '\0';
-    close(out[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    r->seconds = now_s() - start;
-    r->status = timed_out ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    env[n] = NULL;
+    program_result p = program_run_until(RIG, argv, env, timeout_s, ready);
+    size_t keep = p.len < sizeof r->out - 1 ? p.len : sizeof r->out - 1;
+    memcpy(r->out, p.output, keep);
+    r->out[keep] = '\0';
+    r->status = p.status;
+    r->seconds = p.seconds;
+    program_result_free(&p);
 }
 
 /* A directory of the test's own with a targets file. */
