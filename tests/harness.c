@@ -24,6 +24,43 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+pid_t child_spawn(const char *path, char *const argv[], char *const env_add[], int in_fd, int out_fd, int err_fd)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        /* A group of its own, like a shell's job: a timeout, an interrupt
+         * or a stop reaches its children too; and it dies with the test
+         * process, however that ends. */
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (in_fd >= 0)
+            dup2(in_fd, 0);
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        /* Criterion marks its workers; a program that is itself a Criterion
+         * runner must not take that mark for its own. */
+        unsetenv("BXFI_MAP");
+        /* The programs draw their data from SEED (and print it): the
+         * suite's RIG_TEST_SEED repeats their runs too. */
+        const char *seed = getenv("RIG_TEST_SEED");
+        if (seed && *seed)
+            setenv("SEED", seed, 1);
+        for (size_t i = 0; env_add && env_add[i]; i++) {
+            if (strchr(env_add[i], '='))
+                putenv(env_add[i]);
+            else
+                unsetenv(env_add[i]);
+        }
+        execv(path, argv);
+        fprintf(stderr, "cannot run %s: %s\n", path, strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    return pid;
+}
+
 /* Agents started and not yet stopped: an assertion that ends a test early
  * skips its agent_stop, so the test process stops them as it exits. */
 #define LIVE_AGENTS_MAX 64
@@ -88,26 +125,17 @@ void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_ar
         snprintf(a->key_hex + 2 * i, 3, "%02x", key[i]);
 
     int out[2];
-    cr_assert_eq(pipe(out), 0);
-    fflush(NULL);
-    a->pid = fork();
-    cr_assert_geq(a->pid, 0);
-    if (a->pid == 0) {
-        /* A group of its own: the listener and its job's worker process,
-         * so a test can stop the agent as a whole (kill(-pid, ...)). */
-        setpgid(0, 0);
-        /* And it dies with the test process, however that ends. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(out[1], 1);
-        int log = open(a->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(log, 2);
-        close(out[0]);
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd, "exec %s/rig-agent --listen 127.0.0.1:0 --key-file %s %s", SHIM_BUILD,
-                 a->key_file, extra_args ? extra_args : "");
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+    int log = open(a->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    cr_assert_geq(log, 0);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "exec %s/rig-agent --listen 127.0.0.1:0 --key-file %s %s", SHIM_BUILD, a->key_file,
+             extra_args ? extra_args : "");
+    /* Its group holds the listener and its job's worker, so a test stops
+     * the agent as a whole (kill(-pid, ...)); stdout says where it listens. */
+    char *argv[] = { "sh", "-c", cmd, NULL };
+    a->pid = child_spawn("/bin/sh", argv, NULL, -1, out[1], log);
+    close(log);
     close(out[1]);
     live_agent_add(a);
     /* Two lines: the driver, then "listening on 127.0.0.1:PORT". */
@@ -177,41 +205,17 @@ program_result program_run_until(const char *path, char *const argv[], char *con
 {
     program_result r = { .status = -1 };
     int out[2];
-    cr_assert_eq(pipe(out), 0);
-    fflush(NULL);
-    double start = now_s();
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        /* A group of its own, like a shell's job: a timeout or an interrupt
-         * reaches its children too. */
-        setpgid(0, 0);
-        dup2(out[1], 1);
-        dup2(out[1], 2);
-        close(out[0]);
-        close(out[1]);
-        /* Criterion marks its workers; a program that is itself a Criterion
-         * runner must not take that mark for its own. */
-        unsetenv("BXFI_MAP");
-        /* The programs draw their data from SEED (and print it): the
-         * suite's RIG_TEST_SEED repeats their runs too. */
-        const char *seed = getenv("RIG_TEST_SEED");
-        if (seed && *seed)
-            setenv("SEED", seed, 1);
-        /* Programs are not ours: their leaks are not findings (env_add
-         * may say otherwise). */
-        putenv("ASAN_OPTIONS=detect_leaks=0");
-        for (size_t i = 0; env_add && env_add[i]; i++) {
-            if (strchr(env_add[i], '='))
-                putenv(env_add[i]);
-            else
-                unsetenv(env_add[i]);
-        }
-        execv(path, argv);
-        fprintf(stderr, "cannot run %s: %s\n", path, strerror(errno));
-        _exit(127);
+    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+    /* Programs are not ours: their leaks are not findings (env_add may
+     * say otherwise: it comes after). */
+    char *env[128] = { "ASAN_OPTIONS=detect_leaks=0" };
+    size_t n = 1;
+    for (size_t i = 0; env_add && env_add[i]; i++) {
+        cr_assert_lt(n, sizeof env / sizeof env[0] - 1, "too many variables for %s", path);
+        env[n++] = env_add[i];
     }
-    setpgid(pid, pid);
+    double start = now_s();
+    pid_t pid = child_spawn(path, argv, env, -1, out[1], out[1]);
     close(out[1]);
     size_t cap = 1 << 16, have = 0;
     r.output = malloc(cap);

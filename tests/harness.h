@@ -36,6 +36,12 @@ typedef struct program_result {
  * NULL-terminated list of "NAME=VALUE" to set and "NAME" to unset) applied
  * to the environment, stdout and stderr captured together, killed after
  * timeout_s. */
+/* The one way tests start a program: path with argv, env_add applied to
+ * the environment as below, its stdin in_fd (-1: the test's), stdout
+ * out_fd and stderr err_fd; in a process group of its own (its pid) that
+ * dies with the test process. */
+pid_t child_spawn(const char *path, char *const argv[], char *const env_add[], int in_fd, int out_fd, int err_fd);
+
 program_result program_run(char *const argv[], char *const env_add[], int timeout_s);
 /* The same with the program at path (argv[0] is only its name) and, when
  * interrupt_when is set, SIGINT to its process group once that file

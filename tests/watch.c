@@ -105,23 +105,8 @@ void watch_start(watched *p, char *const argv[], unsigned agents_port, const cha
     int o[2], i[2];
     cr_assert_eq(pipe2(o, O_CLOEXEC), 0);
     cr_assert_eq(pipe2(i, O_CLOEXEC), 0);
-    fflush(NULL);
     p->started = watch_now();
-    p->pid = fork();
-    cr_assert_geq(p->pid, 0);
-    if (p->pid == 0) {
-        setpgid(0, 0);
-        dup2(i[0], 0);
-        dup2(o[1], 1);
-        dup2(o[1], 2);
-        unsetenv("BXFI_MAP");
-        for (size_t k = 0; env[k]; k++)
-            putenv(env[k]);
-        execv(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    setpgid(p->pid, p->pid);
+    p->pid = child_spawn(argv[0], argv, env, i[0], o[1], o[1]);
     watch_live_add(p->pid);
     close(o[1]);
     close(i[0]);
@@ -129,6 +114,7 @@ void watch_start(watched *p, char *const argv[], unsigned agents_port, const cha
     p->in = i[1];
     p->cap = 1 << 16;
     p->text = calloc(1, p->cap);
+    cr_assert_not_null(p->text);
 }
 
 void watch_read(watched *p, double until)
