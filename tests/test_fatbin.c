@@ -224,6 +224,19 @@ Test(fatbin, best_ptx_entry_is_chosen)
     free(ptx);
 }
 
+/* The CUDA libraries carry compute_120 PTX and SASS for older GPUs: PTX
+ * newer than softgpu's 7.5, when it is the only PTX, is taken (an
+ * interpreter is not bound to its target). */
+Test(fatbin, newer_ptx_taken_when_it_is_the_only_one)
+{
+    uint8_t buf[256];
+    const char text[] = ".version 8.8\n.target sm_120\n.address_size 64\n";
+    size_t n = build(buf, 0x11, text, (uint32_t)sizeof text, 0, 0, 120);
+    char *ptx = ptx_of(buf, n);
+    cr_expect_str_eq(ptx, text);
+    free(ptx);
+}
+
 static void check_mutation(const uint8_t *p, size_t n, void *ctx)
 {
     size_t *successes = ctx;
