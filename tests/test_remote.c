@@ -36,7 +36,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("graphs"), BUILDS("torchgraph"), BUILDS("graphbuild"), BUILDS("graphattr"), BUILDS("graphuser"),
         BUILDS("graphmemop"), BUILDS("graphmem"),
         BUILDS("drvmisc"), BUILDS("texture"), BUILDS("tensormap"), BUILDS("texref"),
-        BUILDS("devmalloc"), BUILDS("refusedptx"), BUILDS("thrustalgo"), BUILDS("cubsort"), BUILDS("cubalgo"),
+        BUILDS("devmalloc"), BUILDS("refusedptx"), BUILDS("cublasblas"), BUILDS("thrustalgo"), BUILDS("cubsort"), BUILDS("cubalgo"),
         BUILDS("memcpyasync"), BUILDS("virtualfn"), BUILDS("lazyrefuse"),
         BUILDS("wmmagemm"),
     };
