@@ -524,6 +524,11 @@ struct CUmod_st *soft_launch_module(const soft_op *op);
  * with one line in msg. */
 CUresult soft_fatbin_ptx(const void *image, size_t len, char **ptx, size_t *ptx_len,
                          char *msg, size_t msglen);
+/* For a library whose image is SASS only: PTX naming its kernels (from the
+ * first SASS entry's .text sections), each body a trap, so that the library
+ * loads and each kernel is refused when used, as a lazily loading driver
+ * would fail at first use. CUDA_ERROR_INVALID_IMAGE when there are none. */
+CUresult soft_fatbin_sass_stub(const void *image, size_t len, char **ptx, size_t *ptx_len);
 
 /* ---- modules (module.c) ---- */
 struct CUfunc_st {
@@ -549,12 +554,25 @@ struct CUmod_st {
     struct CUmod_st *next;     /* in module.c's list */
 };
 struct CUlib_st {
-    struct CUmod_st *mod;
+    struct CUmod_st *mod;      /* NULL until first used (library.c: lib_module) */
+    pthread_mutex_t lock;
+    char *ptx, *sass_only;     /* what mod is parsed from, until then */
+    size_t ptx_len;
+    CUresult err;              /* the parse's failure, answered from then on */
 };
 /* Loads image (see soft_fatbin_ptx for len) into a module owned by ctx (NULL:
  * a library's); on failure one line in log and on stderr. */
 CUresult soft_module_load(const void *image, size_t len, struct CUctx_st *ctx,
                           struct CUmod_st **out, char *log, size_t loglen);
+/* soft_module_load in two steps, for a library that parses at first use:
+ * the image's PTX (for a library of SASS only, its kernels' stub and
+ * *sass_only the reason they cannot run), then the module from that PTX
+ * (taking ptx and sass_only; each kernel of a SASS-only library refused
+ * with that reason). Each fails with one line in log and on stderr. */
+CUresult soft_module_image(const void *image, size_t len, bool library, char **ptx, size_t *ptx_len,
+                           char **sass_only, char *log, size_t loglen);
+CUresult soft_module_from_ptx(char *ptx, size_t ptx_len, char *sass_only, struct CUctx_st *ctx,
+                              struct CUmod_st **out, char *log, size_t loglen);
 /* Waits for the module's launches, frees it and everything it holds. */
 void soft_module_free(struct CUmod_st *mod);
 /* Launch bookkeeping, so that unloading waits for kernels still queued. */

@@ -126,6 +126,9 @@ CUresult soft_program_parse(const char *ptx, size_t len, soft_program **out,
 /* Frees a program; NULL is fine. */
 void soft_program_free(soft_program *prog);
 
+/* Refuses each of its kernels with why (a library of SASS only, loaded
+ * with stub kernels so that each is refused when used). */
+CUresult soft_program_refuse_all(soft_program *prog, const char *why);
 uint32_t soft_program_entry_count(const soft_program *prog);
 const soft_entry_info *soft_program_entry(const soft_program *prog, uint32_t i);
 /* Index of the entry named name, or -1. */

@@ -3,8 +3,10 @@
  * container (0xBA55ED50) or an ELF cubin. A container's entries are SASS
  * (kind 2), PTX (kind 1) or LTO-IR (kind 8), each raw, zstd or LZ4; the PTX
  * entry with the highest virtual architecture up to softgpu's 7.5 wins (else
- * the lowest above). Every read is bounded: a truncated or corrupt image
- * gets CUDA_ERROR_INVALID_IMAGE, never a read past its end. */
+ * the lowest above: an interpreter is not bound to its target). SASS
+ * without kernels or variables (cuBLAS loads such modules) loads empty.
+ * Every read is bounded: a truncated or corrupt image gets
+ * CUDA_ERROR_INVALID_IMAGE, never a read past its end. */
 #include "softgpu/driver.h"
 
 #include <lz4.h>
@@ -83,51 +85,137 @@ static CUresult text_copy(const char *src, size_t n, char **ptx, size_t *ptx_len
     return CUDA_SUCCESS;
 }
 
-static CUresult entry_ptx(const entry *e, char **ptx, size_t *ptx_len, char *msg, size_t msglen)
+/* An entry's payload, decompressed when it is (*owned: free it). */
+static CUresult entry_bytes(const entry *e, const uint8_t **out, size_t *out_len, bool *owned, char *msg,
+                            size_t msglen)
 {
     bool zstd = e->flags & FLAG_ZSTD, lz4 = e->flags & FLAG_LZ4;
-    if (!zstd && !lz4)
-        return text_copy((const char *)e->payload, e->payload_size, ptx, ptx_len, msg, msglen);
+    *owned = false;
+    if (!zstd && !lz4) {
+        *out = e->payload;
+        *out_len = (size_t)e->payload_size;
+        return CUDA_SUCCESS;
+    }
     if (zstd && lz4)
-        return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen, "fatbin: PTX entry flags 0x%llx name two compressions",
+        return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen, "fatbin: entry flags 0x%llx name two compressions",
                     (unsigned long long)e->flags);
     if (e->compressed == 0 || e->compressed > e->payload_size || e->uncompressed == 0 ||
         e->uncompressed > MAX_PTX)
         return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen,
-                    "fatbin: PTX entry sizes do not fit (compressed %u of %llu, uncompressed %llu)",
+                    "fatbin: entry sizes do not fit (compressed %u of %llu, uncompressed %llu)",
                     e->compressed, (unsigned long long)e->payload_size, (unsigned long long)e->uncompressed);
     char *buf = malloc(e->uncompressed + 1);
     if (!buf)
-        return fail(CUDA_ERROR_OUT_OF_MEMORY, msg, msglen, "fatbin: out of memory for %llu bytes of PTX",
+        return fail(CUDA_ERROR_OUT_OF_MEMORY, msg, msglen, "fatbin: out of memory for %llu bytes",
                     (unsigned long long)e->uncompressed);
     size_t got;
     if (zstd) {
         got = ZSTD_decompress(buf, e->uncompressed, e->payload, e->compressed);
         if (ZSTD_isError(got)) {
             free(buf);
-            return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen, "fatbin: zstd PTX entry does not decompress: %s",
+            return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen, "fatbin: zstd entry does not decompress: %s",
                         ZSTD_getErrorName(got));
         }
     } else {
         int n = LZ4_decompress_safe((const char *)e->payload, buf, (int)e->compressed, (int)e->uncompressed);
         if (n < 0) {
             free(buf);
-            return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen, "fatbin: LZ4 PTX entry does not decompress");
+            return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen, "fatbin: LZ4 entry does not decompress");
         }
         got = (size_t)n;
     }
     if (got != e->uncompressed) {
         free(buf);
-        return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen,
-                    "fatbin: PTX entry decompressed to %zu bytes, header says %llu", got,
-                    (unsigned long long)e->uncompressed);
+        return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen, "fatbin: entry decompressed to %zu bytes, header says %llu",
+                    got, (unsigned long long)e->uncompressed);
     }
-    CUresult r = text_copy(buf, got, ptx, ptx_len, msg, msglen);
-    free(buf);
+    *out = (const uint8_t *)buf;
+    *out_len = got;
+    *owned = true;
+    return CUDA_SUCCESS;
+}
+
+static CUresult entry_ptx(const entry *e, char **ptx, size_t *ptx_len, char *msg, size_t msglen)
+{
+    const uint8_t *b;
+    size_t n;
+    bool owned;
+    CUresult r = entry_bytes(e, &b, &n, &owned, msg, msglen);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = text_copy((const char *)b, n, ptx, ptx_len, msg, msglen);
+    if (owned)
+        free((void *)b);
     return r;
 }
 
-static CUresult container(const uint8_t *p, size_t len, char **ptx, size_t *ptx_len, char *msg, size_t msglen)
+/* Whether an ELF cubin holds what a program could reach: code (a .text.*
+ * section) or a variable with a global name (a defined GLOBAL or WEAK
+ * OBJECT symbol). A malformed one counts as holding them, so that it is
+ * refused rather than loaded empty. */
+static bool elf_has_code(const uint8_t *p, size_t n)
+{
+    reader r = { .p = p, .len = n };
+    if (n < 64 || p[4] != 2)   /* ELFCLASS64 */
+        return true;
+    r.off = 0x28;
+    uint64_t shoff = get(&r, 8);
+    r.off = 0x3a;
+    uint16_t shentsize = (uint16_t)get(&r, 2), shnum = (uint16_t)get(&r, 2), shstrndx = (uint16_t)get(&r, 2);
+    if (r.err || shentsize < 64 || shstrndx >= shnum || shoff > n || (uint64_t)shnum * shentsize > n - shoff)
+        return true;
+    r.off = (size_t)shoff + (size_t)shstrndx * shentsize + 0x18;
+    uint64_t stroff = get(&r, 8), strsize = get(&r, 8);
+    if (r.err || stroff > n || strsize > n - stroff)
+        return true;
+    for (unsigned i = 0; i < shnum; i++) {
+        r.off = (size_t)shoff + (size_t)i * shentsize;
+        uint32_t name = (uint32_t)get(&r, 4), type = (uint32_t)get(&r, 4);
+        r.off += 16;
+        uint64_t off = get(&r, 8), size = get(&r, 8);
+        if (r.err || name >= strsize)
+            return true;
+        const char *s = (const char *)p + stroff + name;
+        if (strnlen(s, (size_t)(strsize - name)) > 6 && strncmp(s, ".text.", 6) == 0)
+            return true;
+        if (type != 2)   /* SHT_SYMTAB */
+            continue;
+        if (off > n || size > n - off)
+            return true;
+        for (uint64_t k = 0; k + 24 <= size; k += 24) {
+            const uint8_t *sym = p + off + k;
+            unsigned bind = sym[4] >> 4, stype = sym[4] & 15;
+            uint16_t shndx = (uint16_t)(sym[6] | sym[7] << 8);
+            if ((bind == 1 || bind == 2) && stype == 1 && shndx != 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* A raw cubin's size when none is given: its section headers come last. */
+static size_t elf_size(const uint8_t *p)
+{
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, p + 0x28, 8);
+    memcpy(&shentsize, p + 0x3a, 2);
+    memcpy(&shnum, p + 0x3c, 2);
+    return shoff < MAX_IMAGE ? (size_t)shoff + (size_t)shentsize * shnum : 0;
+}
+
+/* PTX for a module that holds no code at all (an ELF with no kernels, no
+ * variables): loading it gives an empty module, as a GPU driver's does. */
+static CUresult empty_module(char **ptx, size_t *ptx_len, char *msg, size_t msglen)
+{
+    static const char empty[] = ".version 7.0\n.target sm_75\n.address_size 64\n";
+    return text_copy(empty, sizeof empty, ptx, ptx_len, msg, msglen);
+}
+
+/* The PTX to run from a container; with elf_out, its first SASS entry
+ * instead (CUDA_ERROR_NOT_FOUND when it has none). */
+static CUresult container(const uint8_t *p, size_t len, char **ptx, size_t *ptx_len, char *msg, size_t msglen,
+                          entry *elf_out)
 {
     reader r = { .p = p, .len = len };
     uint32_t magic = (uint32_t)get(&r, 4);
@@ -146,7 +234,7 @@ static CUresult container(const uint8_t *p, size_t len, char **ptx, size_t *ptx_
                     (unsigned long long)psize, hsize <= len ? len - hsize : 0);
 
     reader body = { .p = p + hsize, .len = (size_t)psize };
-    entry best = { 0 };
+    entry best = { 0 }, elf = { 0 };
     bool have = false;
     uint32_t sass_sm = 0;
     unsigned others = 0;
@@ -184,9 +272,27 @@ static CUresult container(const uint8_t *p, size_t len, char **ptx, size_t *ptx_
                 have = true;
             }
         } else if (e.kind == KIND_ELF) {
+            if (!sass_sm)
+                elf = e;
             sass_sm = e.sm;
         } else {
             others++;
+        }
+    }
+    if (elf_out) {
+        *elf_out = elf;
+        return sass_sm ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    }
+    if (!have && sass_sm) {
+        const uint8_t *b;
+        size_t n;
+        bool owned;
+        if (entry_bytes(&elf, &b, &n, &owned, msg, msglen) == CUDA_SUCCESS) {
+            bool code = elf_has_code(b, n);
+            if (owned)
+                free((void *)b);
+            if (!code)
+                return empty_module(ptx, ptx_len, msg, msglen);
         }
     }
     if (!have) {
@@ -252,7 +358,11 @@ CUresult soft_fatbin_ptx(const void *image, size_t len, char **ptx, size_t *ptx_
                             (unsigned long long)psize);
             n = (size_t)hsize + (size_t)psize;
         }
-        return container(p, n, ptx, ptx_len, msg, msglen);
+        return container(p, n, ptx, ptx_len, msg, msglen, NULL);
+    }
+    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F') {
+        if (!elf_has_code(p, unknown ? elf_size(p) : len))
+            return empty_module(ptx, ptx_len, msg, msglen);
     }
     if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F')
         return fail(CUDA_ERROR_NOT_SUPPORTED, msg, msglen,
@@ -263,4 +373,94 @@ CUresult soft_fatbin_ptx(const void *image, size_t len, char **ptx, size_t *ptx_
         return fail(CUDA_ERROR_INVALID_IMAGE, msg, msglen,
                     "image is neither PTX text, a fatbin nor a cubin (starts 0x%08x)", magic);
     return text_copy((const char *)p, n, ptx, ptx_len, msg, msglen);
+}
+
+/* Appends the kernels of an ELF cubin (its .text.NAME sections) to text as
+ * entries whose bodies trap; false when it is malformed or full. */
+static bool stub_kernels(const uint8_t *p, size_t n, char *text, size_t cap, size_t *len, unsigned *count)
+{
+    reader r = { .p = p, .len = n };
+    if (n < 64 || p[4] != 2)
+        return false;
+    r.off = 0x28;
+    uint64_t shoff = get(&r, 8);
+    r.off = 0x3a;
+    uint16_t shentsize = (uint16_t)get(&r, 2), shnum = (uint16_t)get(&r, 2), shstrndx = (uint16_t)get(&r, 2);
+    if (r.err || shentsize < 64 || shstrndx >= shnum || shoff > n || (uint64_t)shnum * shentsize > n - shoff)
+        return false;
+    r.off = (size_t)shoff + (size_t)shstrndx * shentsize + 0x18;
+    uint64_t stroff = get(&r, 8), strsize = get(&r, 8);
+    if (r.err || stroff > n || strsize > n - stroff)
+        return false;
+    for (unsigned i = 0; i < shnum; i++) {
+        r.off = (size_t)shoff + (size_t)i * shentsize;
+        uint32_t name = (uint32_t)get(&r, 4);
+        if (r.err || name >= strsize)
+            return false;
+        const char *s = (const char *)p + stroff + name;
+        size_t sl = strnlen(s, (size_t)(strsize - name));
+        if (sl <= 6 || strncmp(s, ".text.", 6) != 0)
+            continue;
+        int w = snprintf(text + *len, cap - *len, ".visible .entry %.*s()\n{\ntrap;\n}\n", (int)(sl - 6), s + 6);
+        if (w < 0 || (size_t)w >= cap - *len)
+            return false;
+        *len += (size_t)w;
+        (*count)++;
+    }
+    return true;
+}
+
+CUresult soft_fatbin_sass_stub(const void *image, size_t len, char **ptx, size_t *ptx_len)
+{
+    const uint8_t *p = image;
+    if (!image || len < 4)
+        return CUDA_ERROR_INVALID_IMAGE;
+    if (le32(p) == WRAPPER_MAGIC) {
+        uint64_t data;
+        memcpy(&data, p + 8, 8);
+        if (!data)
+            return CUDA_ERROR_INVALID_IMAGE;
+        p = (const uint8_t *)(uintptr_t)data;
+        len = SIZE_MAX;
+    }
+    const uint8_t *elf = NULL;
+    size_t n = 0;
+    bool owned = false;
+    char msg[8];
+    if (le32(p) == CONTAINER_MAGIC) {
+        uint64_t psize;
+        uint16_t hsize;
+        memcpy(&psize, p + 8, 8);
+        memcpy(&hsize, p + 6, 2);
+        if (psize > MAX_IMAGE || hsize < 16)
+            return CUDA_ERROR_INVALID_IMAGE;
+        size_t total = (size_t)hsize + (size_t)psize;
+        entry e;
+        if (container(p, len == SIZE_MAX || len > total ? total : len, NULL, NULL, msg, sizeof msg, &e) !=
+                CUDA_SUCCESS ||
+            entry_bytes(&e, &elf, &n, &owned, msg, sizeof msg) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_IMAGE;
+    } else if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F') {
+        elf = p;
+        n = len == SIZE_MAX ? elf_size(p) : len;
+    } else {
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    size_t cap = 64 + n, tl = 0;   /* a section name is in the ELF: its line is at most ~40 more */
+    char *text = malloc(cap * 2);
+    unsigned count = 0;
+    CUresult r = CUDA_ERROR_INVALID_IMAGE;
+    if (text) {
+        tl = (size_t)snprintf(text, cap * 2, ".version 7.0\n.target sm_75\n.address_size 64\n");
+        if (stub_kernels(elf, n, text, cap * 2, &tl, &count) && count > 0) {
+            *ptx = text;
+            *ptx_len = tl;
+            text = NULL;
+            r = CUDA_SUCCESS;
+        }
+    }
+    free(text);
+    if (owned)
+        free((void *)elf);
+    return r;
 }

@@ -1,6 +1,7 @@
 /* Libraries (cuLibrary*): context-independent modules. Here a library holds
  * one module whose globals belong to no context; its kernels are the
- * module's functions (a CUkernel and its CUfunction are one object). */
+ * module's functions (a CUkernel and its CUfunction are one object). A
+ * large library's PTX is parsed at its first use. */
 #include "softgpu/driver.h"
 
 #include <stdlib.h>
@@ -10,6 +11,43 @@ CUresult soft_read_file(const char *path, void **data, size_t *len);
 void soft_jit_log(unsigned n, const CUjit_option *opts, void **vals, const char *text);
 struct CUfunc_st *soft_module_function(struct CUmod_st *mod, const char *name);
 CUresult soft_module_global(struct CUmod_st *mod, const char *name, CUdeviceptr *dptr, size_t *bytes);
+
+#define LAZY_PTX_BYTES (1u << 20)
+
+/* Parses a library's PTX into its module; lock held or not yet shared. */
+static CUresult lib_parse(struct CUlib_st *lib, char *log, size_t loglen)
+{
+    char *ptx = lib->ptx, *sass_only = lib->sass_only;
+    lib->ptx = lib->sass_only = NULL;
+    CUresult r = soft_module_from_ptx(ptx, lib->ptx_len, sass_only, NULL, &lib->mod, log, loglen);
+    if (r != CUDA_SUCCESS) {
+        lib->err = r;
+        return r;
+    }
+    lib->mod->lib = lib;
+    return CUDA_SUCCESS;
+}
+
+/* The library's module, parsed at the first call that needs it. */
+static CUresult lib_module(struct CUlib_st *lib, struct CUmod_st **mod)
+{
+    pthread_mutex_lock(&lib->lock);
+    CUresult r = lib->err;
+    if (r == CUDA_SUCCESS && !lib->mod)
+        r = lib_parse(lib, NULL, 0);
+    *mod = lib->mod;
+    pthread_mutex_unlock(&lib->lock);
+    return r;
+}
+
+static void lib_free(struct CUlib_st *lib)
+{
+    soft_module_free(lib->mod);
+    free(lib->ptx);
+    free(lib->sass_only);
+    pthread_mutex_destroy(&lib->lock);
+    free(lib);
+}
 
 static CUresult load(CUlibrary *library, const void *code, size_t len, CUjit_option *jitOptions,
                      void **jitOptionsValues, unsigned numJitOptions, unsigned numLibraryOptions,
@@ -23,16 +61,20 @@ static CUresult load(CUlibrary *library, const void *code, size_t len, CUjit_opt
     if (!lib)
         return CUDA_ERROR_OUT_OF_MEMORY;
     char log[512] = "";
-    CUresult r = soft_module_load(code, len, NULL, &lib->mod, log, sizeof log);
+    CUresult r = soft_module_image(code, len, true, &lib->ptx, &lib->ptx_len, &lib->sass_only, log, sizeof log);
+    pthread_mutex_init(&lib->lock, NULL);
+    /* A large library (cuBLAS's hold megabytes of PTX, dozens of them
+     * loaded at cublasCreate) is parsed when first used, as a lazily
+     * loading driver does; a small one at once, so its errors come here. */
+    if (r == CUDA_SUCCESS && lib->ptx_len <= LAZY_PTX_BYTES)
+        r = lib_parse(lib, log, sizeof log);
     soft_jit_log(numJitOptions, jitOptions, jitOptionsValues, log);
     if (r != CUDA_SUCCESS) {
-        free(lib);
+        lib_free(lib);
         return r;
     }
-    lib->mod->lib = lib;
     if (!soft_handle_add(lib, SOFT_LIBRARY)) {
-        soft_module_free(lib->mod);
-        free(lib);
+        lib_free(lib);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *library = lib;
@@ -71,8 +113,7 @@ SOFT_API CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
     if (!soft_handle_valid(library, SOFT_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
     soft_handle_remove(library);
-    soft_module_free(library->mod);
-    free(library);
+    lib_free(library);
     return CUDA_SUCCESS;
 }
 
@@ -83,7 +124,9 @@ SOFT_API CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary librar
     SOFT_TRY(soft_check_init());
     if (!soft_handle_valid(library, SOFT_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
-    struct CUfunc_st *f = soft_module_function(library->mod, name);
+    struct CUmod_st *mod;
+    SOFT_TRY(lib_module(library, &mod));
+    struct CUfunc_st *f = soft_module_function(mod, name);
     if (!f)
         return CUDA_ERROR_NOT_FOUND;
     *pKernel = (CUkernel)f;
@@ -97,7 +140,9 @@ SOFT_API CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int *count, CUlibrary
     SOFT_TRY(soft_check_init());
     if (!soft_handle_valid(lib, SOFT_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
-    *count = lib->mod->nfuncs;
+    struct CUmod_st *mod;
+    SOFT_TRY(lib_module(lib, &mod));
+    *count = mod->nfuncs;
     return CUDA_SUCCESS;
 }
 
@@ -108,8 +153,10 @@ SOFT_API CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel *kernels, unsigned 
     SOFT_TRY(soft_check_init());
     if (!soft_handle_valid(lib, SOFT_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
-    for (unsigned i = 0; i < numKernels && i < lib->mod->nfuncs; i++)
-        kernels[i] = (CUkernel)&lib->mod->funcs[i];
+    struct CUmod_st *mod;
+    SOFT_TRY(lib_module(lib, &mod));
+    for (unsigned i = 0; i < numKernels && i < mod->nfuncs; i++)
+        kernels[i] = (CUkernel)&mod->funcs[i];
     return CUDA_SUCCESS;
 }
 
@@ -120,7 +167,9 @@ SOFT_API CUresult CUDAAPI cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
     SOFT_TRY(soft_check_init());
     if (!soft_handle_valid(library, SOFT_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
-    *pMod = library->mod;
+    struct CUmod_st *mod;
+    SOFT_TRY(lib_module(library, &mod));
+    *pMod = mod;
     return CUDA_SUCCESS;
 }
 
@@ -129,7 +178,9 @@ SOFT_API CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, C
     SOFT_TRY(soft_check_init());
     if (!soft_handle_valid(library, SOFT_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
-    return soft_module_global(library->mod, name, dptr, bytes);
+    struct CUmod_st *mod;
+    SOFT_TRY(lib_module(library, &mod));
+    return soft_module_global(mod, name, dptr, bytes);
 }
 
 SOFT_API CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
@@ -141,7 +192,8 @@ SOFT_API CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, 
         return CUDA_ERROR_INVALID_VALUE;
     /* A __managed__ variable is its global: this process's memory, which
      * the CPU uses at the address kernels use. */
-    struct CUmod_st *mod = library->mod;
+    struct CUmod_st *mod;
+    SOFT_TRY(lib_module(library, &mod));
     for (uint32_t i = 0; i < mod->nglobals; i++) {
         const soft_global_info *g = soft_program_global(mod->prog, i);
         if (g->name && g->managed && strcmp(g->name, name) == 0)

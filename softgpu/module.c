@@ -80,35 +80,67 @@ static CUresult failed(CUresult r, const char *what, char *log, size_t loglen)
     return r;
 }
 
+CUresult soft_module_image(const void *image, size_t len, bool library, char **ptx, size_t *ptx_len,
+                           char **sass_only, char *log, size_t loglen)
+{
+    char msg[512];
+    *ptx = NULL;
+    *sass_only = NULL;
+    CUresult r = soft_fatbin_ptx(image, len, ptx, ptx_len, msg, sizeof msg);
+    /* A library loads lazily: its SASS-only kernels are refused when used. */
+    if (r == CUDA_ERROR_NOT_SUPPORTED && library && soft_fatbin_sass_stub(image, len, ptx, ptx_len) == CUDA_SUCCESS) {
+        *sass_only = strdup(msg);
+        if (!*sass_only) {
+            free(*ptx);
+            *ptx = NULL;
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        r = CUDA_SUCCESS;
+    }
+    if (r != CUDA_SUCCESS)
+        return failed(r, msg, log, loglen);
+    return CUDA_SUCCESS;
+}
+
 CUresult soft_module_load(const void *image, size_t len, struct CUctx_st *ctx,
                           struct CUmod_st **out, char *log, size_t loglen)
 {
-    char msg[512];
-    char *ptx = NULL;
+    char *ptx, *sass_only;
     size_t ptx_len = 0;
-    CUresult r = soft_fatbin_ptx(image, len, &ptx, &ptx_len, msg, sizeof msg);
-    if (r != CUDA_SUCCESS)
-        return failed(r, msg, log, loglen);
+    SOFT_TRY(soft_module_image(image, len, !ctx, &ptx, &ptx_len, &sass_only, log, loglen));
+    return soft_module_from_ptx(ptx, ptx_len, sass_only, ctx, out, log, loglen);
+}
+
+CUresult soft_module_from_ptx(char *ptx, size_t ptx_len, char *sass_only, struct CUctx_st *ctx,
+                              struct CUmod_st **out, char *log, size_t loglen)
+{
+    char msg[512];
+    CUresult r;
     struct CUmod_st *m = calloc(1, sizeof *m);
     if (!m) {
         free(ptx);
+        free(sass_only);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     m->ctx = ctx;
     msg[0] = 0;
     r = soft_program_parse(ptx, ptx_len, &m->prog, msg, sizeof msg);
+    if (r == CUDA_SUCCESS && sass_only && (r = soft_program_refuse_all(m->prog, sass_only)) != CUDA_SUCCESS)
+        snprintf(msg, sizeof msg, "out of memory refusing a SASS-only library's kernels");
+    free(sass_only);
     if (r != CUDA_SUCCESS) {
-        /* PTX for a newer GPU (a library's compute_120 entry, say) is tried,
-         * but say so when it fails: a 7.5 GPU could not run it either. */
+        /* PTX for a newer GPU (a library's compute_120 entry, say) is run
+         * like any other (an interpreter is not bound to its target); the
+         * target is named for context. */
         const char *t = strstr(ptx, ".target sm_");
         unsigned sm = t ? (unsigned)strtoul(t + 11, NULL, 10) : 0;
         char why[600];
         if (sm > 75)
-            snprintf(why, sizeof why, "PTX for sm_%u, newer than softgpu's 7.5: %s", sm,
-                     msg[0] ? msg : "does not parse");
+            snprintf(why, sizeof why, "%s (PTX for sm_%u)", msg[0] ? msg : "PTX does not parse", sm);
         else
             snprintf(why, sizeof why, "%s", msg[0] ? msg : "PTX does not parse");
         free(ptx);
+        soft_program_free(m->prog);
         free(m);
         return failed(r, why, log, loglen);
     }

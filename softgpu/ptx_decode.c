@@ -473,6 +473,42 @@ static void dec_ldst(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
     address(p, m, adr, space, in);
 }
 
+static int has_v8(const mods *m)
+{
+    for (unsigned i = 0; i < m->n; i++)
+        if (is(m, i, "v8"))
+            return (int)i;
+    return -1;
+}
+
+/* A 256-bit ld/st.v8 (sm_100's) as two .v4 halves; the second is left in in. */
+static void dec_ldst_v8(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, bool load)
+{
+    unsigned vi = load ? 0 : 1;
+    if (n < 2 || n > PTX_MAX_OPDS || o[vi].kind != OPD_VEC || o[vi].n != 8)
+        invalid(p, m, "a .v8 access needs eight values");
+    for (unsigned i = 0; load && o[1].kind == OPD_ADDR && o[1].addr_reg && i < 4; i++)
+        if (o[0].v[i].kind == OPD_REG && o[0].v[i].reg == o[1].reg)
+            unsupported(p, m, "a .v8 load whose first half overwrites its address");
+    int k = has_v8(m);
+    ptx_opd half[PTX_MAX_OPDS];
+    ptx_insn first = *in;
+    for (unsigned h = 0; h < 2; h++) {
+        mods hm = *m;
+        hm.s[k] = "v4";
+        memcpy(half, o, n * sizeof *o);
+        half[vi].n = 4;
+        memcpy(half[vi].v, o[vi].v + 4 * h, 4 * sizeof *o[vi].v);
+        if (h) {
+            half[1 - vi].off += 4 * (int64_t)ptx_type_size(first.type);
+            dec_ldst(p, &hm, in, half, n, load);
+        } else {
+            dec_ldst(p, &hm, &first, half, n, load);
+            ptx_emit(p, &first);
+        }
+    }
+}
+
 /* Maps a binary/ternary arithmetic op on type t to the decoded type:
  * integer types lose signedness unless keep_sign. */
 static ptx_type arith_type(ptx_parser *p, mods *m, ptx_type t, bool keep_sign)
@@ -764,6 +800,34 @@ static void dec_selp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
         in->flags |= F_NEG_C;
 }
 
+/* cvt.rn.{f16x2,bf16x2}.f32 d, a, b: d packs a (high half) and b
+ * (low half), each rounded: two converts and a pack (the last left in in). */
+static void dec_cvt_pack(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n, ptx_type half)
+{
+    float_mods(m, in);
+    ptx_type st = take_type(m);
+    finish_mods(p, m);
+    need(p, m, n, 3);
+    if (st != T_F32 || in->mode != RND_RN || (in->flags & (F_SAT | F_FTZ)))
+        unsupported(p, m, "only .rn from f32");
+    uint32_t d = dst(p, m, &o[0]);
+    uint32_t parts[2];
+    for (unsigned i = 0; i < 2; i++) {
+        ptx_insn c = { .op = OP_CVT, .type = (uint8_t)half, .type2 = T_F32, .mode = RND_RN,
+                       .guard = in->guard, .flags = in->flags & F_GUARD_NEG, .line = in->line };
+        c.a = src(p, m, &o[2 - i], T_F32);
+        c.d = parts[i] = ptx_new_reg(p, half);
+        c.dwidth = 2;
+        ptx_emit(p, &c);
+    }
+    in->op = OP_PACK;
+    in->type = T_U32;
+    in->vec = 2;
+    in->d = d;
+    in->v[0] = parts[0];
+    in->v[1] = parts[1];
+}
+
 static void dec_cvt(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
 {
     if (take(m, "tf32")) {   /* cvt.{rna,rn,rz}.tf32.f32: f32 bits with a 10-bit mantissa */
@@ -781,6 +845,13 @@ static void dec_cvt(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
         in->a = src(p, m, &o[1], T_F32);
         return;
     }
+    for (unsigned i = 0; i < m->n; i++)
+        if (is(m, i, "f16x2") || is(m, i, "bf16x2")) {
+            ptx_type half = is(m, i, "f16x2") ? T_F16 : T_BF16;
+            m->used[i] = true;
+            dec_cvt_pack(p, m, in, o, n, half);
+            return;
+        }
     float_mods(m, in);
     ptx_type dt = take_type(m), st = take_type(m);
     finish_mods(p, m);
@@ -1737,6 +1808,7 @@ bool ptx_known_opcode(const ptx_tok *op)
         "cos", "tanh", "fma", "testp", "shf", "bmsk", "match", "redux", "dp4a", "prefetch",
         "prefetchu", "isspacep", "tex", "tld4", "txq", "suld", "sust", "suq", "cp", "mbarrier", "wmma", "mma",
         "ldmatrix", "stmatrix", "movmatrix",
+        "griddepcontrol", "createpolicy",
     };
     const char *dot = memchr(op->s, '.', op->len);
     size_t n = dot ? (size_t)(dot - op->s) : op->len;
@@ -1754,10 +1826,17 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
     ptx_insn in = { .guard = guard, .line = optok->line };
     if (guard_neg)
         in.flags |= F_GUARD_NEG;
+    /* .L2::cache_hint's operand (last) is a cache policy: a hint, dropped
+     * (cp's forms count it themselves). */
+    for (unsigned i = 0; i < m->n && strcmp(m->base, "cp") != 0; i++)
+        if (is(m, i, "L2::cache_hint") && n > 0)
+            n--;
     const char *b = m->base;
 #define IS(s) (strcmp(b, s) == 0)
     if (IS("mov")) {
         dec_mov(p, m, &in, o, n);
+    } else if ((IS("ld") || IS("st")) && has_v8(m) >= 0) {
+        dec_ldst_v8(p, m, &in, o, n, IS("ld"));
     } else if (IS("ld")) {
         dec_ldst(p, m, &in, o, n, true);
     } else if (IS("tex") || IS("tld4")) {
@@ -1812,9 +1891,14 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
     } else if (IS("rem")) {
         dec_binary(p, m, &in, o, n, OP_REM, true, false, true);
     } else if (IS("min") || IS("max")) {
-        if (take(m, "NaN") || take(m, "xorsign"))
+        bool nan = take(m, "NaN");
+        if (take(m, "xorsign"))
             unsupported(p, m, NULL);
         dec_binary(p, m, &in, o, n, IS("min") ? OP_MIN : OP_MAX, true, true, true);
+        if (nan && in.type != T_F32 && in.type != T_F64)
+            unsupported(p, m, ".NaN of this type");
+        if (nan)
+            in.flags |= F_NAN;
     } else if (IS("abs") || IS("neg")) {
         dec_unary(p, m, &in, o, n, IS("abs") ? OP_ABS : OP_NEG, true, true, true);
         if (int_type(in.type) && !ptx_type_signed(in.type))
@@ -1946,6 +2030,23 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
                          is(m, i, "global") || is(m, i, "mbarrier_init") ||
                          is(m, i, "release") || is(m, i, "acquire") || is(m, i, "cluster");
         finish_mods(p, m);
+    } else if (IS("createpolicy")) {
+        /* A cache policy for .L2::cache_hint accesses, which drop it. */
+        for (unsigned i = 0; i < m->n; i++)
+            m->used[i] = true;
+        if (n < 2 || o[0].kind != OPD_REG || p->prog->reg_width[o[0].reg] != 8)
+            invalid(p, m, "needs a 64-bit destination");
+        in.op = OP_MOV;
+        in.type = T_U64;
+        in.d = dst(p, m, &o[0]);
+        in.a = ptx_const_reg(p, 0);
+    } else if (IS("griddepcontrol")) {
+        /* Programmatic dependent launch: a stream's grids run one after
+         * another here, so the one before has finished and nothing waits. */
+        if (!take(m, "wait") && !take(m, "launch_dependents"))
+            unsupported(p, m, NULL);
+        finish_mods(p, m);
+        in.op = OP_NOP;
     } else if (IS("nanosleep") || IS("pmevent")) {
         take_type(m);
         finish_mods(p, m);

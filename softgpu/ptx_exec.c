@@ -1182,13 +1182,19 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 break;
             }
             case T_F32:
-                if (mx)
+                if (in->flags & F_NAN)   /* a NaN operand gives the canonical NaN */
+                    EACH({ float a = F32(A[l]), b = F32(B[l]);
+                           D[l] = isnan(a) || isnan(b) ? 0x7fffffffu : B32(mx ? fmaxf(a, b) : fminf(a, b)); });
+                else if (mx)
                     EACH(D[l] = B32(fmaxf(F32(A[l]), F32(B[l]))));
                 else
                     EACH(D[l] = B32(fminf(F32(A[l]), F32(B[l]))));
                 goto post32;
             case T_F64:
-                if (mx)
+                if (in->flags & F_NAN)
+                    EACH({ double a = F64(A[l]), b = F64(B[l]);
+                           D[l] = isnan(a) || isnan(b) ? 0x7fffffffffffffffull : B64(mx ? fmax(a, b) : fmin(a, b)); });
+                else if (mx)
                     EACH(D[l] = B64(fmax(F64(A[l]), F64(B[l]))));
                 else
                     EACH(D[l] = B64(fmin(F64(A[l]), F64(B[l]))));

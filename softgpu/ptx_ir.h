@@ -132,6 +132,7 @@ enum { QUERY_WIDTH, QUERY_HEIGHT, QUERY_DEPTH, QUERY_CHANNEL_DATA_TYPE, QUERY_CH
 #define F_MEMBER     0x1000   /* .sync warp op: v[0] holds the member mask */
 #define F_FORMATTED  0x2000   /* sust.p */
 #define F_REF        0x4000   /* image access: a is a texture/surface reference index, not a register */
+#define F_NAN        0x8000   /* min/max.NaN: a NaN operand gives the canonical NaN */
 
 typedef struct ptx_insn {
     uint8_t op;          /* ptx_op */

@@ -15,8 +15,11 @@ void ptx_fail(ptx_parser *p, CUresult err, uint32_t line, const char *fmt, ...)
 {
     va_list ap;
     /* The kernel or function whose body fails, for a refusal to name it. */
-    int n = p->fn && p->fn->name ? snprintf(p->msg, p->msglen, "line %u, in %s %s: ", line,
-                                            p->fn->is_entry ? "kernel" : "function", p->fn->name)
+    /* A library's mangled names run to a thousand characters: the reason
+     * must still fit a log line after one. */
+    int n = p->fn && p->fn->name ? snprintf(p->msg, p->msglen, "line %u, in %s %.160s%s: ", line,
+                                            p->fn->is_entry ? "kernel" : "function", p->fn->name,
+                                            strlen(p->fn->name) > 160 ? "..." : "")
                                  : snprintf(p->msg, p->msglen, "line %u: ", line);
     va_start(ap, fmt);
     if (n >= 0 && (size_t)n < p->msglen)

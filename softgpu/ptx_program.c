@@ -48,6 +48,19 @@ uint32_t soft_program_entry_count(const soft_program *g)
     return g ? g->nentries : 0;
 }
 
+CUresult soft_program_refuse_all(soft_program *g, const char *why)
+{
+    for (uint32_t i = 0; i < g->nentries; i++) {
+        ptx_func *f = &g->funcs[g->entries[i]];
+        if (f->refusal)
+            continue;
+        if (!(f->refusal = strdup(why)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        f->info.refusal = f->refusal;
+    }
+    return CUDA_SUCCESS;
+}
+
 const soft_entry_info *soft_program_entry(const soft_program *g, uint32_t i)
 {
     if (!g || i >= g->nentries)

@@ -122,6 +122,77 @@ Test(fatbin, sass_only_is_refused_with_a_message)
     free(img);
 }
 
+/* A minimal ELF64 cubin: a NULL section, .shstrtab and, when given, one more
+ * named section (size n written to *len). */
+static uint8_t *tiny_cubin(const char *extra, size_t *len)
+{
+    static uint8_t img[512];
+    memset(img, 0, sizeof img);
+    memcpy(img, "\x7f" "ELF", 4);
+    img[4] = 2;   /* 64-bit */
+    img[5] = 1;
+    char names[64] = "";
+    size_t nl = 1;   /* names[0] = "" */
+    memcpy(names + nl, ".shstrtab", 10);
+    size_t shstr = nl;
+    nl += 10;
+    size_t xname = nl;
+    if (extra) {
+        memcpy(names + nl, extra, strlen(extra) + 1);
+        nl += strlen(extra) + 1;
+    }
+    memcpy(img + 64, names, nl);
+    uint64_t shoff = 192;
+    uint16_t shentsize = 64, shnum = extra ? 3 : 2, shstrndx = 1;
+    memcpy(img + 0x28, &shoff, 8);
+    memcpy(img + 0x3a, &shentsize, 2);
+    memcpy(img + 0x3c, &shnum, 2);
+    memcpy(img + 0x3e, &shstrndx, 2);
+    uint8_t *sh = img + shoff + 64;   /* section 1: .shstrtab */
+    uint32_t nm = (uint32_t)shstr, type = 3;
+    uint64_t off = 64, size = nl;
+    memcpy(sh, &nm, 4);
+    memcpy(sh + 4, &type, 4);
+    memcpy(sh + 0x18, &off, 8);
+    memcpy(sh + 0x20, &size, 8);
+    if (extra) {
+        sh += 64;
+        nm = (uint32_t)xname;
+        type = 1;
+        memcpy(sh, &nm, 4);
+        memcpy(sh + 4, &type, 4);
+    }
+    *len = shoff + (size_t)shentsize * shnum;
+    return img;
+}
+
+Test(fatbin, cubin_without_kernels_or_variables_loads_empty)
+{
+    /* cuBLAS loads SASS modules holding nothing a program can reach. */
+    size_t n;
+    uint8_t *img = tiny_cubin(".nv.callgraph", &n);
+    char *ptx = NULL, msg[256] = "";
+    size_t len;
+    cr_assert_eq(soft_fatbin_ptx(img, n, &ptx, &len, msg, sizeof msg), CUDA_SUCCESS, "%s", msg);
+    cr_expect(strstr(ptx, ".version") && !strstr(ptx, ".entry"), "%s", ptx);
+    free(ptx);
+    ptx = NULL;
+    /* Unknown size, as cuLibraryLoadData passes: the section headers say. */
+    cr_assert_eq(soft_fatbin_ptx(img, SIZE_MAX, &ptx, &len, msg, sizeof msg), CUDA_SUCCESS, "%s", msg);
+    free(ptx);
+    ptx = NULL;
+    img = tiny_cubin(".text.kernel", &n);
+    cr_expect_eq(soft_fatbin_ptx(img, n, &ptx, &len, msg, sizeof msg), CUDA_ERROR_NOT_SUPPORTED);
+    cr_expect_null(ptx);
+    /* A library of it: the kernel named, its body a trap. */
+    cr_assert_eq(soft_fatbin_sass_stub(img, n, &ptx, &len), CUDA_SUCCESS);
+    cr_expect(strstr(ptx, ".entry kernel()") && strstr(ptx, "trap;"), "%s", ptx);
+    free(ptx);
+    img = tiny_cubin(".nv.global", &n);
+    cr_expect_eq(soft_fatbin_ptx(img, n, &ptx, &len, msg, sizeof msg), CUDA_SUCCESS);
+    free(ptx);
+}
+
 Test(fatbin, cubin_is_refused)
 {
     static const uint8_t elf[64] = { 0x7f, 'E', 'L', 'F', 2, 1, 1 };
@@ -221,6 +292,19 @@ Test(fatbin, best_ptx_entry_is_chosen)
     memcpy(buf + 8, &total, 8);
     char *ptx = ptx_of(buf, (size_t)(p - buf));
     cr_expect_str_eq(ptx, want);
+    free(ptx);
+}
+
+/* The CUDA libraries carry compute_120 PTX and SASS for older GPUs: PTX
+ * newer than softgpu's 7.5, when it is the only PTX, is taken (an
+ * interpreter is not bound to its target). */
+Test(fatbin, newer_ptx_taken_when_it_is_the_only_one)
+{
+    uint8_t buf[256];
+    const char text[] = ".version 8.8\n.target sm_120\n.address_size 64\n";
+    size_t n = build(buf, 0x11, text, (uint32_t)sizeof text, 0, 0, 120);
+    char *ptx = ptx_of(buf, n);
+    cr_expect_str_eq(ptx, text);
     free(ptx);
 }
 

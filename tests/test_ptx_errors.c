@@ -227,6 +227,8 @@ Test(ptx_errors, unknown_opcode_named)
         { "add.xyz.u32 %r1, %r2, %r3;", "add.xyz.u32" },
         { "tex.2dms.v4.f32.s32 {%r1, %r2, %r3, %r4}, [%rd1, {%r1, %r2, %r3, %r4}];", "tex.2dms" },
         { "bar.arrive 0, 32;", "bar.arrive" },
+        /* split in two .v4, the first half would replace the second's address */
+        { "ld.shared.v8.b32 {%r1, %r2, %r3, %r4, %r1, %r2, %r3, %r4}, [%r2];", "overwrites its address" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[1024];

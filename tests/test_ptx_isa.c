@@ -609,6 +609,54 @@ Test(ptx_isa, bmsk_clamp_and_wrap)
     cr_assert_eq(out[2].w[0], 0xf0000000u);
 }
 
+/* Forms the CUDA libraries' compute_120 PTX uses: a load with a cache
+ * policy operand, programmatic-dependent-launch controls, NaN-propagating
+ * min/max, two floats packed into f16x2/bf16x2, 256-bit .v8 loads/stores. */
+Test(ptx_isa, library_forms_of_newer_targets)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    for (int t = 0; t < NT; t++) {
+        in[t].f[6] = (float)(t - 20) * 0.5f;   /* exact in f16 and bf16 */
+        in[t].f[7] = (float)(t % 7) * -0.25f;
+    }
+    in[0].f[6] = NAN;
+    in[1].f[7] = NAN;
+    run_body(
+        "createpolicy.fractional.L2::evict_last.b64 %rd10, 1.0;\n"
+        "ld.global.L2::cache_hint.u32 %r4, [%rd28], %rd10;\n"
+        "griddepcontrol.wait;\ngriddepcontrol.launch_dependents;\n"
+        "max.NaN.f32 %f3, %f1, %f2;\nmin.NaN.f32 %f4, %f1, %f2;\n"
+        "cvt.rn.f16x2.f32 %r5, %f1, %f2;\ncvt.rn.bf16x2.f32 %r6, %f1, %f2;\n"
+        "st.global.u32 [%rd27], %r4;\nst.global.f32 [%rd27+4], %f3;\nst.global.f32 [%rd27+8], %f4;\n"
+        "st.global.u32 [%rd27+12], %r5;\nst.global.u32 [%rd27+16], %r6;\n"
+        "ld.global.nc.v8.f32 {%f5, %f6, %f7, %f8, %f9, %f10, %f11, %f12}, [%rd28+32];\n"
+        "st.global.v8.f32 [%rd27+32], {%f12, %f11, %f10, %f9, %f8, %f7, %f6, %f5};\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        float a = in[t].f[6], b = in[t].f[7];
+        cr_assert_eq(out[t].w[0], in[t].w[0], "ld.L2::cache_hint thread %d", t);
+        if (isnan(a) || isnan(b)) {
+            cr_assert_eq(out[t].w[1], 0x7fffffffu, "max.NaN thread %d", t);
+            cr_assert_eq(out[t].w[2], 0x7fffffffu, "min.NaN thread %d", t);
+            continue;
+        }
+        cr_assert_eq(out[t].f[1], fmaxf(a, b), "max.NaN thread %d", t);
+        cr_assert_eq(out[t].f[2], fminf(a, b), "min.NaN thread %d", t);
+        _Float16 ha = (_Float16)a, hb = (_Float16)b;
+        uint16_t ua, ub;
+        memcpy(&ua, &ha, 2);
+        memcpy(&ub, &hb, 2);
+        cr_assert_eq(out[t].w[3], (uint32_t)ua << 16 | ub, "cvt.rn.f16x2 thread %d: %08x", t, out[t].w[3]);
+        uint32_t ba, bb;
+        memcpy(&ba, &a, 4);
+        memcpy(&bb, &b, 4);
+        cr_assert_eq(out[t].w[4], (ba & 0xffff0000u) | bb >> 16, "cvt.rn.bf16x2 thread %d: %08x", t, out[t].w[4]);
+        for (int i = 0; i < 8; i++)
+            cr_assert_eq(out[t].w[8 + i], in[t].w[15 - i], "v8 element %d thread %d", i, t);
+    }
+}
+
 /* A kernel parameter's address taken with mov and read through ld.param
  * [%rd+off], as CUB does with a by-value struct. */
 Test(ptx_isa, kernel_parameter_address)

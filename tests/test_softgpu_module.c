@@ -232,9 +232,70 @@ Test(module, sass_only_is_refused_with_a_message)
     void *vals[] = { log, (void *)(uintptr_t)sizeof log };
     cr_expect_eq(cuModuleLoadDataEx(&m, img, 2, opts, vals), CUDA_ERROR_NOT_SUPPORTED);
     cr_expect(strstr(log, "SASS"), "log: %s", log);
+    /* A library loads lazily (cuBLAS loads SASS-only ones it never runs
+     * here): its kernels are known, and each is refused when used. */
     CUlibrary lib;
-    cr_expect_eq(cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0), CUDA_ERROR_NOT_SUPPORTED);
+    cr_assert_eq(cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+    CUkernel k;
+    cr_assert_eq(cuLibraryGetKernel(&k, lib, "sass_only"), CUDA_SUCCESS);
+    CUfunction f;
+    cr_expect_eq(cuKernelGetFunction(&f, k), CUDA_ERROR_NOT_SUPPORTED);
+    CUdeviceptr d;
+    cr_assert_eq(cuMemAlloc(&d, 4), CUDA_SUCCESS);
+    void *args[] = { &d };
+    cr_expect_eq(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    cr_expect_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    cr_expect_eq(cuMemFree(d), CUDA_SUCCESS);
+    cr_expect_eq(cuLibraryUnload(lib), CUDA_SUCCESS);
     free(img);
+}
+
+/* PTX of a library over 1 MiB (padded with comments) is parsed at its
+ * first use, as cuBLAS's are: a fault in it shows there, not at the load. */
+static char *large_ptx(const char *body)
+{
+    size_t pad = (1u << 20) + 4096, n = strlen(body) + pad + 1;
+    char *t = malloc(n);
+    cr_assert(t);
+    size_t at = 0;
+    static const char line[] = "// padding to make the library large\n";
+    while (at + sizeof line < pad) {
+        memcpy(t + at, line, sizeof line - 1);
+        at += sizeof line - 1;
+    }
+    strcpy(t + at, body);
+    return t;
+}
+
+Test(module, a_large_library_is_parsed_at_its_first_use)
+{
+    char *good = large_ptx(".version 9.0\n.target sm_120\n.address_size 64\n"
+                           ".visible .entry fine(.param .u64 p)\n{\n.reg .b32 %r<2>;\n.reg .b64 %rd<2>;\n"
+                           "ld.param.u64 %rd1, [p];\nmov.u32 %r1, 7;\nst.global.u32 [%rd1], %r1;\nret;\n}\n");
+    char *bad = large_ptx(".version 9.0\n.target sm_75\n.address_size 64\n"
+                          ".visible .entry broken()\n{\nadd.u32;\n}\n");
+    CUlibrary lib, blib;
+    cr_assert_eq(cuLibraryLoadData(&lib, good, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+    cr_assert_eq(cuLibraryLoadData(&blib, bad, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+    free(good);
+    free(bad);   /* the library keeps what it needs */
+    CUkernel k;
+    cr_expect_eq(cuLibraryGetKernel(&k, blib, "broken"), CUDA_ERROR_INVALID_PTX);
+    unsigned count = 9;
+    cr_expect_eq(cuLibraryGetKernelCount(&count, blib), CUDA_ERROR_INVALID_PTX);
+    cr_expect_eq(cuLibraryUnload(blib), CUDA_SUCCESS);
+    cr_assert_eq(cuLibraryGetKernelCount(&count, lib), CUDA_SUCCESS);
+    cr_expect_eq(count, 1);
+    cr_assert_eq(cuLibraryGetKernel(&k, lib, "fine"), CUDA_SUCCESS);
+    CUdeviceptr d;
+    cr_assert_eq(cuMemAlloc(&d, 4), CUDA_SUCCESS);
+    void *args[] = { &d };
+    cr_assert_eq(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+    int v = 0;
+    cr_assert_eq(cuMemcpyDtoH(&v, d, 4), CUDA_SUCCESS);
+    cr_expect_eq(v, 7);
+    cr_expect_eq(cuMemFree(d), CUDA_SUCCESS);
+    cr_expect_eq(cuLibraryUnload(lib), CUDA_SUCCESS);
 }
 
 Test(module, broken_images_are_refused)

@@ -48,8 +48,9 @@ ALL_TARGETS += $(PROGRAMS)
 $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/wmmagemm.$(m)): \
 	PROGRAM_ARCH := -gencode arch=compute_80,code=[sm_80,compute_80]
 
-# cublas links the toolkit's shared cuBLAS, found at run time by rpath.
-$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/cublas.$(m)): \
+# cublas, cublasblas (and tests/pending's cublasgemm) link the toolkit's
+# shared cuBLAS, found at run time by rpath.
+$(foreach p,cublas cublasblas cublasgemm,$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m))): \
 	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lcublas -Xlinker -rpath=$(CUDA_HOME)/lib64
 
 # jitlink compiles with NVRTC at run time: the toolkit's shared libnvrtc.

@@ -36,3 +36,14 @@ $(B)/tests/test_service: $(B)/tests/test_service.o $(B)/tests/harness.o $(B)/tes
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
 
 CHECK_TESTS += $(B)/tests/test_service
+
+# rig-ptx-census: how much of a CUDA library's PTX softgpu loads (issue 14):
+# `build/tests/tools/rig-ptx-census /usr/local/cuda/lib64/libcublas.so ...`.
+# Not run by make check (minutes over the toolkit's libraries).
+CENSUS_BIN := $(B)/tests/tools/rig-ptx-census
+
+$(CENSUS_BIN): $(B)/tests/tools/ptx_census.o $(B)/softgpu/fatbin.o $(B)/softgpu/log.o $(B)/softgpu/logs.o $(SOFT_ENGINE_LIB)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lzstd -llz4 -lpthread -lm
+
+ALL_TARGETS += $(CENSUS_BIN)

@@ -1,0 +1,122 @@
+// cuBLAS GEMM through the runtime, as an application writes it: a handle,
+// cublasSgemm and cublasDgemm on column-major matrices with padded leading
+// dimensions (128x96x64, A plain and transposed), alpha and beta not 1 and
+// 0, checked against a CPU GEMM. On softgpu this runs the PTX cuBLAS ships
+// (compute_120) in the interpreter. Linked with the toolkit's shared
+// libcublas (see the rule in module.mk).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        cudaError_t e_ = (call);                                                      \
+        if (e_ != cudaSuccess) {                                                      \
+            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
+            exit(1);                                                                  \
+        }                                                                             \
+    } while (0)
+#define BLAS(call)                                                                    \
+    do {                                                                              \
+        cublasStatus_t s_ = (call);                                                   \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
+            cudaError_t e_ = cudaGetLastError();                                      \
+            printf("%s:%d: %s: %s (last CUDA error %s)\n", __FILE__, __LINE__, #call,  \
+                   cublasGetStatusName(s_), cudaGetErrorName(e_));                    \
+            exit(1);                                                                  \
+        }                                                                             \
+    } while (0)
+
+static unsigned long long rng = 12345;
+static double uniform()
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(rng >> 11) / (double)(1ULL << 53) * 2.0 - 1.0;
+}
+
+template <typename T> struct gemm_of;
+template <> struct gemm_of<float> {
+    static cublasStatus_t run(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, const float *alpha,
+                              const float *a, int lda, const float *b, int ldb, const float *beta, float *c, int ldc)
+    {
+        return cublasSgemm(h, ta, CUBLAS_OP_N, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    }
+    static constexpr double tol = 1e-4;
+    static constexpr const char *name = "cublasSgemm";
+};
+template <> struct gemm_of<double> {
+    static cublasStatus_t run(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, const double *alpha,
+                              const double *a, int lda, const double *b, int ldb, const double *beta, double *c,
+                              int ldc)
+    {
+        return cublasDgemm(h, ta, CUBLAS_OP_N, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    }
+    static constexpr double tol = 1e-12;
+    static constexpr const char *name = "cublasDgemm";
+};
+
+// C (m x n, ldc) = alpha * op(A) * B + beta * C, column-major; returns the
+// number of wrong elements.
+template <typename T> static int check(cublasHandle_t h, bool transa, int m, int n, int k)
+{
+    int lda = transa ? k + 3 : m + 2, ldb = k + 1, ldc = m + 5;
+    std::vector<T> a((size_t)lda * (transa ? m : k)), b((size_t)ldb * n), c((size_t)ldc * n);
+    for (auto &x : a) x = (T)uniform();
+    for (auto &x : b) x = (T)uniform();
+    for (auto &x : c) x = (T)uniform();
+    T alpha = (T)1.5, beta = (T)-0.75;
+    T *da, *db, *dc;
+    CHECK(cudaMalloc(&da, a.size() * sizeof(T)));
+    CHECK(cudaMalloc(&db, b.size() * sizeof(T)));
+    CHECK(cudaMalloc(&dc, c.size() * sizeof(T)));
+    CHECK(cudaMemcpy(da, a.data(), a.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(db, b.data(), b.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dc, c.data(), c.size() * sizeof(T), cudaMemcpyHostToDevice));
+    BLAS(gemm_of<T>::run(h, transa ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, da, lda, db, ldb, &beta, dc, ldc));
+    std::vector<T> got(c.size());
+    CHECK(cudaMemcpy(got.data(), dc, got.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < ldc; i++) {
+            double want = c[(size_t)j * ldc + i];   // rows past m stay as they were
+            if (i < m) {
+                double s = 0, mag = 0;
+                for (int p = 0; p < k; p++) {
+                    double x = transa ? a[(size_t)i * lda + p] : a[(size_t)p * lda + i];
+                    s += x * b[(size_t)j * ldb + p];
+                    mag += fabs(x * b[(size_t)j * ldb + p]);
+                }
+                want = alpha * s + beta * want;
+                if (fabs(got[(size_t)j * ldc + i] - want) > gemm_of<T>::tol * (mag + 1.0)) {
+                    if (bad++ < 5)
+                        printf("%s%s: C[%d,%d] = %.10g, expected %.10g\n", gemm_of<T>::name, transa ? " (A^T)" : "",
+                               i, j, (double)got[(size_t)j * ldc + i], want);
+                }
+            } else if (got[(size_t)j * ldc + i] != (T)want) {
+                if (bad++ < 5)
+                    printf("%s: padding C[%d,%d] changed\n", gemm_of<T>::name, i, j);
+            }
+        }
+    CHECK(cudaFree(da));
+    CHECK(cudaFree(db));
+    CHECK(cudaFree(dc));
+    return bad;
+}
+
+int main()
+{
+    cublasHandle_t h;
+    BLAS(cublasCreate(&h));
+    int bad = check<float>(h, false, 128, 96, 64) + check<float>(h, true, 128, 96, 64) +
+              check<double>(h, false, 128, 96, 64) + check<double>(h, true, 128, 96, 64);
+    BLAS(cublasDestroy(h));
+    if (bad) {
+        printf("cublasgemm: %d wrong elements\n", bad);
+        return 1;
+    }
+    printf("cublasgemm: ok\n");
+    return 0;
+}
