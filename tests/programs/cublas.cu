@@ -17,25 +17,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "check.h"
-
-#define BLAS(call)                                                                    \
-    do {                                                                              \
-        cublasStatus_t s_ = (call);                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
-            cudaError_t e_ = cudaGetLastError();                                      \
-            printf("%s:%d: %s: %s (last CUDA error %s)\n", __FILE__, __LINE__, #call,  \
-                   cublasGetStatusName(s_), cudaGetErrorName(e_));                    \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
-
-static unsigned long long rng;
-static float uniform()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((double)(rng >> 11) / (double)(1ULL << 53) * 2.0 - 1.0);
-}
+#include "blas.h"
 
 // C (m x n, leading dimension ldc) = alpha * op(A) * B + beta * C, column-major.
 static int gemm_check(cublasHandle_t h, bool transa, int m, int n, int k, float alpha, float beta)

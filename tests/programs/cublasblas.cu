@@ -14,31 +14,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
-#define BLAS(call)                                                                    \
-    do {                                                                              \
-        cublasStatus_t s_ = (call);                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
-            cudaError_t e_ = cudaGetLastError();                                      \
-            printf("%s:%d: %s: %s (last CUDA error %s)\n", __FILE__, __LINE__, #call,  \
-                   cublasGetStatusName(s_), cudaGetErrorName(e_));                    \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
-
-static unsigned long long rng;
-static float uniform()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((double)(rng >> 11) / (double)(1ULL << 53) * 2.0 - 1.0);
-}
+#include "blas.h"
 
 static int bad;
 static void expect(const char *what, int i, double got, double want, double tol)

@@ -50,6 +50,8 @@ $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/wmmagemm.$(m)): \
 
 # cublas, cublasblas (and tests/pending's cublasgemm) link the toolkit's
 # shared cuBLAS, found at run time by rpath.
+# The cuBLAS programs share blas.h.
+$(foreach p,cublas cublasblas,$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m))): tests/programs/blas.h
 $(foreach p,cublas cublasblas cublasgemm,$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m))): \
 	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lcublas -Xlinker -rpath=$(CUDA_HOME)/lib64
 
