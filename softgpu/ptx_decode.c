@@ -2215,6 +2215,29 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
     ptx_emit(p, &in);
 }
 
+/* A call's arguments and results match what it calls (a function or, for
+ * a call through a register, its prototype) in count and sizes. */
+static void check_call_sizes(ptx_parser *p, const mods *m, const ptx_sym **args, unsigned nargs,
+                             const ptx_sym **rets, unsigned nrets, unsigned want_args, const uint32_t *arg_size,
+                             unsigned want_rets, const uint32_t *ret_size, const char *what)
+{
+    char why[96];
+    if (nargs != want_args || nrets != want_rets) {
+        snprintf(why, sizeof why, "argument count does not match %s", what);
+        invalid(p, m, why);
+    }
+    for (unsigned i = 0; i < nargs; i++)
+        if (args[i]->size != arg_size[i]) {
+            snprintf(why, sizeof why, "argument size does not match %s", what);
+            invalid(p, m, why);
+        }
+    for (unsigned i = 0; i < nrets; i++)
+        if (rets[i]->size != ret_size[i]) {
+            snprintf(why, sizeof why, "result size does not match %s", what);
+            invalid(p, m, why);
+        }
+}
+
 void ptx_decode_call(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_neg,
                      const ptx_tok *callee, const ptx_sym **rets, unsigned nrets,
                      const ptx_sym **args, unsigned nargs)
@@ -2238,14 +2261,8 @@ void ptx_decode_call(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool gu
     ptx_func *f = &g->funcs[s->index];
     if (f->is_entry)
         invalid(p, m, "call to an entry");
-    if (nargs != f->nparams || nrets != f->nrets)
-        invalid(p, m, "argument count does not match the callee");
-    for (unsigned i = 0; i < nargs; i++)
-        if (args[i]->size != f->param_size[i])
-            invalid(p, m, "argument size does not match the callee");
-    for (unsigned i = 0; i < nrets; i++)
-        if (rets[i]->size != f->ret_size[i])
-            invalid(p, m, "result size does not match the callee");
+    check_call_sizes(p, m, args, nargs, rets, nrets, f->nparams, f->param_size, f->nrets, f->ret_size,
+                     "the callee");
     if (f->is_extern && !f->defined) {
         if (strcmp(f->name, "vprintf") == 0) {
             if (nargs != 2 || nrets > 1 || f->param_size[0] != 8 || f->param_size[1] != 8)
@@ -2336,14 +2353,8 @@ void ptx_decode_icall(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool g
     soft_program *g = p->prog;
     if (g->reg_width[target] != 8)
         invalid(p, m, "the callee's address must be a 64-bit register");
-    if (nargs != proto->nargs || nrets != proto->nrets)
-        invalid(p, m, "argument count does not match the prototype");
-    for (unsigned i = 0; i < nargs; i++)
-        if (args[i]->size != proto->arg_size[i])
-            invalid(p, m, "argument size does not match the prototype");
-    for (unsigned i = 0; i < nrets; i++)
-        if (rets[i]->size != proto->ret_size[i])
-            invalid(p, m, "result size does not match the prototype");
+    check_call_sizes(p, m, args, nargs, rets, nrets, proto->nargs, proto->arg_size, proto->nrets,
+                     proto->ret_size, "the prototype");
     if (g->ncalls >= (1u << 20))
         invalid(p, m, "too many calls");
     ptx_call *c = ptx_new_call(p);

@@ -592,3 +592,30 @@ Test(ptx_errors, indirect_calls_and_async_copies)
     cr_assert(strstr(msg, "cpk") && strstr(msg, "misaligned"), "message '%s'", msg);
     soft_program_free(p);
 }
+
+/* A call whose arguments do not match its callee, or its prototype when
+ * made through a register, is malformed PTX, named as such. */
+Test(ptx_errors, call_arguments_must_match)
+{
+    static const char *const cases[][2] = {
+        { "call.uni (r), f, (a, a);", "argument count does not match the callee" },
+        { "call.uni (r), f, (h);", "argument size does not match the callee" },
+        { "call.uni (h), f, (a);", "result size does not match the callee" },
+        { "call.uni (r), %rd1, (a, a), proto;", "argument count does not match the prototype" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 ".version 9.0\n.target sm_75\n.address_size 64\n"
+                 ".func (.param .b32 fr) f(.param .b32 fa)\n{\nst.param.b32 [fr], 1;\nret;\n}\n"
+                 ".visible .entry k()\n{\n.reg .b64 %%rd<3>;\n"
+                 "proto: .callprototype (.param .b32 _) _ (.param .b32 _);\n"
+                 "{\n.param .b32 a;\n.param .b32 r;\n.param .b16 h;\n%s\n}\nret;\n}\n",
+                 cases[i][0]);
+        soft_program *p = NULL;
+        char msg[256];
+        CUresult rc = parse_str(text, &p, msg, sizeof msg);
+        cr_assert_eq(rc, CUDA_ERROR_INVALID_PTX, "%s: result %d (%s)", cases[i][0], rc, msg);
+        cr_assert(strstr(msg, cases[i][1]), "message '%s' does not say '%s'", msg, cases[i][1]);
+    }
+}
