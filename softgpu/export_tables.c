@@ -1,5 +1,5 @@
 /* cuGetExportTable: the undocumented tables the CUDA runtime asks its
- * driver for by UUID (/work/shared/CUDART.md has what each slot does, as
+ * driver for by UUID (docs/cudart.md has what each slot does, as
  * measured), so that a cudart program runs on softgpu loaded directly as
  * libcuda.so.1, with no shim in front. A slot of unknown use answers
  * CUDA_ERROR_NOT_SUPPORTED without reading its arguments. */

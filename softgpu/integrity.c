@@ -2,7 +2,7 @@
  * over this process, thread, the tables and every device, which the
  * runtime recomputes from what it was told and compares
  * (cudaErrorSoftwareValidityNotEstablished when it differs). The record
- * and key are as measured (CUDART.md). */
+ * and key are as measured (docs/cudart.md). */
 #include "softgpu/driver.h"
 
 #include <string.h>

@@ -108,7 +108,7 @@ Test(exports, soname)
     cr_expect(ok);
 }
 
-/* The tables the CUDA runtime asks for (CUDART.md): known ones answer,
+/* The tables the CUDA runtime asks for (docs/cudart.md): known ones answer,
  * table 1 is refused as the runtime expects, an unknown UUID is invalid;
  * the integrity check gives the fixed answers and a time-dependent one;
  * context-local storage keeps a value per context and key. */
