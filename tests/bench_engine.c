@@ -113,6 +113,16 @@ static double measure(const char *label, soft_program *p, soft_launch *l, unsign
     return dt;
 }
 
+/* A GEMM kernel's first parameters: A, B, C, then m, n, k all m. */
+static void gemm_params(uint8_t *params, void *A, void *B, void *C, int m)
+{
+    memcpy(params, &A, 8);
+    memcpy(params + 8, &B, 8);
+    memcpy(params + 16, &C, 8);
+    for (int i = 0; i < 3; i++)
+        memcpy(params + 24 + 4 * i, &m, 4);
+}
+
 int main(void)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -156,14 +166,7 @@ int main(void)
             soft_program *p = load("matmul");
             int m = 256;
             uint8_t params[36];
-            void *A = alloc((size_t)m * m * 4), *B = alloc((size_t)m * m * 4),
-                 *C = alloc((size_t)m * m * 4);
-            memcpy(params, &A, 8);
-            memcpy(params + 8, &B, 8);
-            memcpy(params + 16, &C, 8);
-            memcpy(params + 24, &m, 4);
-            memcpy(params + 28, &m, 4);
-            memcpy(params + 32, &m, 4);
+            gemm_params(params, alloc((size_t)m * m * 4), alloc((size_t)m * m * 4), alloc((size_t)m * m * 4), m);
             soft_launch l = { .entry = (uint32_t)soft_program_find_entry(p, "matmul"),
                               .grid = { (uint32_t)m / 16, (uint32_t)m / 16, 1 },
                               .block = { 16, 16, 1 }, .params = params };
@@ -176,20 +179,14 @@ int main(void)
             int m = 256;
             float alpha = 1.0f;
             uint8_t params[40];
-            void *A = alloc((size_t)m * m * 2), *B = alloc((size_t)m * m * 2),
-                 *C = alloc((size_t)m * m * 4);
-            memcpy(params, &A, 8);
-            memcpy(params + 8, &B, 8);
-            memcpy(params + 16, &C, 8);
-            memcpy(params + 24, &m, 4);
-            memcpy(params + 28, &m, 4);
-            memcpy(params + 32, &m, 4);
+            gemm_params(params, alloc((size_t)m * m * 2), alloc((size_t)m * m * 2), alloc((size_t)m * m * 4), m);
             memcpy(params + 36, &alpha, 4);
             soft_launch l = { .entry = (uint32_t)soft_program_find_entry(p, "wmma_f16_rr"),
                               .grid = { (uint32_t)(m / 16) * (m / 16) / 4, 1, 1 },
                               .block = { 128, 1, 1 }, .params = params };
-            double dt = measure("wmma f16", p, &l, t, 2);
-            double flop = 2.0 * m * m * m * 2;
+            int reps = 2;
+            double dt = measure("wmma f16", p, &l, t, reps);
+            double flop = 2.0 * m * m * m * reps;
             printf("  softgpu %-10s %2u thread%s %7.3f GFLOP/s, %.3f per CPU-second (256^3 GEMM, "
                    "tensor-core path)\n", "wmma f16", t, t == 1 ? " " : "s", flop / dt * 1e-9,
                    flop / last_cpu_s * 1e-9);
