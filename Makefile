@@ -59,6 +59,7 @@ include tests/module.mk
 include launcher/module.mk
 include bench/module.mk
 include gpu/module.mk
+include packaging/module.mk
 
 build-all: $(ALL_TARGETS)
 

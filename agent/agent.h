@@ -153,6 +153,19 @@ bool agent_log_allowed(log_limit *l);
  * and backslashes escaped; returns the length written (cut to fit cap). */
 size_t agent_escape(char *out, size_t cap, const char *s, size_t n);
 
+/* ---- config.c: rig-agent --config FILE ---- */
+#define AGENT_CONFIG_VALUE_MAX 4096
+/* Lines of `NAME = VALUE` ('#' starts a comment); an unset one is "". */
+typedef struct agent_config {
+    char listen[AGENT_CONFIG_VALUE_MAX];
+    char key_file[AGENT_CONFIG_VALUE_MAX];
+    char driver[AGENT_CONFIG_VALUE_MAX];
+} agent_config;
+/* Both fail naming FILE:LINE and what is wrong there (an unknown name, a
+ * setting given twice, a line without '='). */
+int agent_config_parse(agent_config *c, const char *text, size_t len, const char *path, char *why, size_t whylen);
+int agent_config_read(agent_config *c, const char *path, char *why, size_t whylen);
+
 /* ---- server.c: the listener ---- */
 /* rig-agent's command line (`rig agent` runs the same); returns the exit
  * status. */

@@ -51,9 +51,16 @@ int backend_open(backend *b, const char *path, char *why, size_t whylen)
             ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
             if (n > 0) {
                 exe[n] = '\0';
-                char soft[4200];
-                snprintf(soft, sizeof soft, "%s/libcudasoft.so", dirname(exe));
-                rc = try_open(b, soft, "softgpu", why, whylen);
+                const char *dir = dirname(exe);
+                /* Beside the program in a build folder; PREFIX/lib/rig once
+                 * installed (the program in PREFIX/bin or PREFIX/sbin). */
+                static const char *const places[] = { "%s/libcudasoft.so", "%s/../lib/rig/libcudasoft.so" };
+                for (size_t i = 0; i < 2 && rc < 0; i++) {
+                    char soft[4200];
+                    snprintf(soft, sizeof soft, places[i], dir);
+                    if (i == 0 || access(soft, R_OK) == 0)
+                        rc = try_open(b, soft, "softgpu", why, whylen);
+                }
             }
         }
     }

@@ -33,11 +33,15 @@
 
 static const char usage[] =
     "Usage: rig-agent --listen HOST:PORT (--key-file FILE | --key-stdin) [--driver PATH]\n"
+    "       rig-agent --config FILE [options]\n"
     "  --listen HOST:PORT   where to accept controllers (port 0 picks a free one)\n"
     "  --key-file FILE      the job key: owner-only regular file, 16..4096 bytes\n"
     "  --key-stdin          read the job key from standard input instead\n"
     "  --driver PATH        the CUDA driver to replay on (default: this machine's\n"
     "                       libcuda when it has a device, else softgpu)\n"
+    "  --config FILE        settings from FILE, lines of NAME = VALUE: listen,\n"
+    "                       key-file, driver (what a standing agent's service\n"
+    "                       reads); an option given here wins over the file\n"
     "  --probe [--json]     print the driver's devices and whether an agent here is\n"
     "                       serving a job, then exit (no --listen or key needed)\n";
 
@@ -523,10 +527,11 @@ int agent_main(int argc, char **argv)
         { "listen", required_argument, NULL, 'l' }, { "key-file", required_argument, NULL, 'k' },
         { "key-stdin", no_argument, NULL, 's' },    { "driver", required_argument, NULL, 'd' },
         { "help", no_argument, NULL, 'h' },         { "probe", no_argument, NULL, 'p' },
-        { "json", no_argument, NULL, 'j' },         { NULL, 0, NULL, 0 },
+        { "json", no_argument, NULL, 'j' },         { "config", required_argument, NULL, 'c' },
+        { NULL, 0, NULL, 0 },
     };
     bool probe = false, json = false;
-    const char *listen_at = NULL, *key_file = NULL, *driver = NULL;
+    const char *listen_at = NULL, *key_file = NULL, *driver = NULL, *config_path = NULL;
     bool key_stdin = false;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         switch (c) {
@@ -536,6 +541,7 @@ int agent_main(int argc, char **argv)
         case 'd': driver = optarg; break;
         case 'p': probe = true; break;
         case 'j': json = true; break;
+        case 'c': config_path = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 1;
         }
@@ -547,6 +553,20 @@ int agent_main(int argc, char **argv)
     if (json && !probe) {
         fprintf(stderr, "rig-agent: --json goes with --probe\n%s", usage);
         return 1;
+    }
+    static agent_config config;   /* its strings outlive the listener's use of them */
+    if (config_path) {
+        char cwhy[AGENT_CONFIG_VALUE_MAX + 256];
+        if (agent_config_read(&config, config_path, cwhy, sizeof cwhy) < 0) {
+            fprintf(stderr, "rig-agent: --config %s\n", cwhy);
+            return 1;
+        }
+        if (!listen_at && config.listen[0])
+            listen_at = config.listen;
+        if (!key_file && !key_stdin && config.key_file[0])
+            key_file = config.key_file;
+        if (!driver && config.driver[0])
+            driver = config.driver;
     }
     if (probe)
         return agent_probe(stdout, driver, json);

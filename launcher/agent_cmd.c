@@ -26,6 +26,7 @@
 
 static const char usage[] =
     "Usage: rig agent [--listen HOST:PORT] [--key-file FILE | --key-stdin] [--driver PATH]\n"
+    "       rig agent --config FILE [options]\n"
     "       rig agent --probe [--json] [--driver PATH]\n"
     "Serves jobs on this machine's GPUs (softgpu where it has none); the same\n"
     "program as rig-agent.\n"
@@ -39,6 +40,9 @@ static const char usage[] =
     "  --lifeline           read the key as one hex line from standard input and\n"
     "                       serve until standard input closes (what `rig run` uses)\n"
     "  --driver PATH        the CUDA driver to replay on\n"
+    "  --config FILE        settings from FILE (NAME = VALUE lines: listen, key-file,\n"
+    "                       driver), what a standing agent's service reads; no\n"
+    "                       default address or key is added then\n"
     "  --probe [--json]     print this machine's devices and whether an agent here\n"
     "                       is serving a job, then exit\n";
 
@@ -182,7 +186,7 @@ int agent_cmd_main(int argc, char **argv)
     char *args[AGENT_ARGS_MAX];
     int n = 0;
     args[n++] = "rig agent";
-    bool lifeline = false, listen = false, key = false, probe = false;
+    bool lifeline = false, listen = false, key = false, probe = false, config = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--lifeline") == 0) {
@@ -196,15 +200,17 @@ int agent_cmd_main(int argc, char **argv)
         listen |= is_option(a, "--listen", 3);
         key |= is_option(a, "--key-file", 7) || is_option(a, "--key-stdin", 7);
         probe |= is_option(a, "--probe", 3);
+        config |= is_option(a, "--config", 3);
         args[n++] = argv[i];
     }
-    if (lifeline && (key || probe)) {
-        fprintf(stderr, "rig agent: --lifeline brings its own key; it takes no --key-file, --key-stdin or --probe\n%s",
-                usage);
+    if (lifeline && (key || probe || config)) {
+        fprintf(stderr,
+                "rig agent: --lifeline brings its own key; it takes no --key-file, --key-stdin, --config or "
+                "--probe\n%s", usage);
         return 1;
     }
     char host[INET6_ADDRSTRLEN + 2], listen_at[INET6_ADDRSTRLEN + 8], note[INET6_ADDRSTRLEN + 200] = "";
-    if (!listen && !probe) {
+    if (!listen && !probe && !config) {
         rig_why why = { "" };
         int over_ssh = ssh_server_address(host, &why);
         if (over_ssh < 0) {
@@ -225,7 +231,7 @@ int agent_cmd_main(int argc, char **argv)
     /* No key named: the one `rig key` writes by default, if there is one. */
     char key_file[LAUNCHER_PATH_MAX + 1];
     const char *home = getenv("HOME");
-    if (!lifeline && !key && !probe && home && *home) {
+    if (!lifeline && !key && !probe && !config && home && *home) {
         static const char rel[] = "/.config/rig/key";
         if (strlen(home) + sizeof rel - 1 > LAUNCHER_PATH_MAX) {
             fprintf(stderr, "rig agent: HOME: path longer than %zu bytes (room is needed for %s); --key-file FILE "

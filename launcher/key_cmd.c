@@ -1,9 +1,11 @@
 /* `rig key [FILE]`: a new random 32-byte key file, owner-only, for agents
  * run by hand (rig-agent --key-file) and programs (RIG_KEY_FILE). `rig run`
- * needs none: it makes a fresh key for every attempt. */
+ * needs none: it makes a fresh key for every attempt. `rig key --fleet`:
+ * the one key of a fleet of standing agents, where they read it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,21 +16,31 @@
 #include "proto/key.h"
 
 static const char usage[] =
-    "Usage: rig key [--force] [FILE]\n"
+    "Usage: rig key [--force] [--fleet] [FILE]\n"
     "Writes a new random 32-byte key to FILE (default ~/.config/rig/key), readable\n"
     "by its owner only, and prints the file's name. An existing file is kept\n"
     "unless --force replaces it.\n"
-    "  -f, --force   replace FILE if it exists\n";
+    "  -f, --force   replace FILE if it exists\n"
+    "  --fleet       the fleet key of standing agents: FILE defaults to\n"
+    "                $RIG_FLEET_KEY, else as root /etc/rig/key, else\n"
+    "                ~/.config/rig/fleet-key; as root it is given to the user\n"
+    "                rig-agent when there is one (the rig-agent service reads it)\n";
+
+#define FLEET_KEY_SYSTEM "/etc/rig/key"
+#define FLEET_KEY_USER "/.config/rig/fleet-key"
+#define AGENT_USER "rig-agent"
 
 int key_main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
-    bool force = false;
+        { "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' },
+        { "fleet", no_argument, NULL, 'F' }, { NULL, 0, NULL, 0 } };
+    bool force = false, fleet = false;
     optind = 0;
     for (int c; (c = getopt_long(argc, argv, "+fh", opts, NULL)) != -1;) {
         switch (c) {
         case 'f': force = true; break;
+        case 'F': fleet = true; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 1;
         }
@@ -38,33 +50,50 @@ int key_main(int argc, char **argv)
         return 1;
     }
     char path[LAUNCHER_PATH_MAX + 1];
-    if (optind < argc) {
+    const char *fleet_env = fleet && optind == argc ? getenv("RIG_FLEET_KEY") : NULL;
+    if (fleet_env && !*fleet_env)
+        fleet_env = NULL;
+    bool system_fleet = fleet && optind == argc && geteuid() == 0;
+    if (fleet_env) {
+        if (snprintf(path, sizeof path, "%s", fleet_env) >= (int)sizeof path) {
+            fprintf(stderr, "rig key: RIG_FLEET_KEY: path longer than %d bytes\n", LAUNCHER_PATH_MAX);
+            return 1;
+        }
+    } else if (system_fleet) {
+        if (mkdir("/etc/rig", 0755) < 0 && errno != EEXIST) {
+            fprintf(stderr, "rig key: cannot create /etc/rig: %s\n", strerror(errno));
+            return RIG_EXIT_OWN_FAILURE;
+        }
+        snprintf(path, sizeof path, "%s", FLEET_KEY_SYSTEM);
+    } else if (optind < argc) {
         if (strlen(argv[optind]) > LAUNCHER_PATH_MAX) {
             fprintf(stderr, "rig key: FILE: path longer than %d bytes\n", LAUNCHER_PATH_MAX);
             return 1;
         }
         snprintf(path, sizeof path, "%s", argv[optind]);
     } else {
-        static const char rel[] = "/.config/rig/key";
+        const char *rel = fleet ? FLEET_KEY_USER : "/.config/rig/key";
         const char *home = getenv("HOME");
         if (!home || !*home) {
             fprintf(stderr, "rig key: HOME is not set; name the FILE\n");
             return 1;
         }
-        if (strlen(home) + sizeof rel - 1 > LAUNCHER_PATH_MAX) {
+        if (snprintf(path, sizeof path, "%s%s", home, rel) >= (int)sizeof path) {
             fprintf(stderr, "rig key: HOME: path longer than %zu bytes (room is needed for %s); name the FILE\n",
-                    LAUNCHER_PATH_MAX - (sizeof rel - 1), rel);
+                    LAUNCHER_PATH_MAX - strlen(rel), rel);
             return 1;
         }
-        static const char *const dirs[] = { "/.config", "/.config/rig" };   /* existing ones are fine */
-        for (size_t i = 0; i < 2; i++) {
-            snprintf(path, sizeof path, "%s%s", home, dirs[i]);
-            if (mkdir(path, 0700) < 0 && errno != EEXIST) {
-                fprintf(stderr, "rig key: cannot create %s: %s\n", path, strerror(errno));
+        /* ~/.config and ~/.config/rig, owner-only when made here. */
+        for (char *slash = path + strlen(home) + 1; (slash = strchr(slash, '/')); slash++) {
+            *slash = '\0';
+            int made = mkdir(path, 0700);
+            int err = errno;
+            *slash = '/';
+            if (made < 0 && err != EEXIST) {
+                fprintf(stderr, "rig key: cannot create %.*s: %s\n", (int)(slash - path), path, strerror(err));
                 return RIG_EXIT_OWN_FAILURE;
             }
         }
-        snprintf(path, sizeof path, "%s%s", home, rel);
     }
     rig_key key;
     rig_why why = { "" };
@@ -80,6 +109,15 @@ int key_main(int argc, char **argv)
     int rc = RIG_EXIT_OWN_FAILURE;
     if (fd < 0) {
         fprintf(stderr, "rig key: cannot create %s: %s\n", path, strerror(errno));
+        goto out;
+    }
+    /* The service reads the fleet key as its own user, and a key file must
+     * be its reader's alone. */
+    struct passwd *agent_user = system_fleet ? getpwnam(AGENT_USER) : NULL;
+    if (agent_user && fchown(fd, agent_user->pw_uid, agent_user->pw_gid) < 0) {
+        fprintf(stderr, "rig key: cannot give %s to the user %s: %s\n", tmp, AGENT_USER, strerror(errno));
+        close(fd);
+        unlink(tmp);
         goto out;
     }
     if (fchmod(fd, 0600) < 0 || write(fd, key.bytes, key.len) != (ssize_t)key.len || fsync(fd) < 0) {
@@ -98,6 +136,9 @@ int key_main(int argc, char **argv)
     if (!force)
         unlink(tmp);
     printf("%s\n", path);
+    if (system_fleet && !agent_user)
+        fprintf(stderr, "rig key: no user %s here: %s belongs to root (the rig-agent package makes the user)\n",
+                AGENT_USER, path);
     rc = 0;
 out:
     key_wipe(&key);

@@ -37,7 +37,7 @@ CHECK_STEPS += check-cuda-table
 # under SAN=1 the shim, the agent and softgpu are this build's sanitized
 # ones, with the sanitizer runtime preloaded into the programs.
 ifeq ($(SAN),1)
-$(B)/tests/harness.o: CFLAGS += -DRIG_ASAN_RUNTIME='"$(shell $(CC) -print-file-name=libasan.so)"'
+$(B)/tests/harness.o $(B)/tests/test_install.o: CFLAGS += -DRIG_ASAN_RUNTIME='"$(shell $(CC) -print-file-name=libasan.so)"'
 endif
 $(B)/tests/test_remote: $(B)/tests/test_remote.o $(B)/tests/harness.o $(B)/tests/support.o \
   | e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so $(B)/tests/test_softgpu_kernels \
