@@ -68,7 +68,7 @@ static void start(probe *p, const char *self, const char *rig)
             p->exited = true;
             return;
         }
-        targets_ssh_argv(p->t, remote, argv);
+        targets_ssh_argv(p->t, remote, false, argv);
     }
     rig_why why = { "" };
     p->out = malloc(PROBE_OUT_MAX + 1);

@@ -340,7 +340,7 @@ static int agent_command(const run_state *s, const target *t, char *remote, size
     int rc = shell_join(remote, cap, (const char *const[]){ "exec", s->o->rig, "agent", "--lifeline", NULL });
     if (rc < 0)
         return rc;
-    targets_ssh_argv(t, remote, argv);
+    targets_ssh_argv(t, remote, false, argv);
     return 0;
 }
 

@@ -153,15 +153,17 @@ int targets_select(const targets *t, const char *on, const target *out[static TA
     return 0;
 }
 
-int targets_ssh_argv(const target *t, const char *remote_command, const char *argv[static TARGETS_SSH_ARGV_MAX])
+int targets_ssh_argv(const target *t, const char *remote_command, bool tty,
+                     const char *argv[static TARGETS_SSH_ARGV_MAX])
 {
     static const char *const fixed[] = {
-        "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=5",
+        "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=5",
         "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR",
     };
     size_t n = 0;
     const char *ssh = getenv("RIG_SSH");
     argv[n++] = ssh && *ssh ? ssh : "ssh";
+    argv[n++] = tty ? "-tt" : "-T";
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         argv[n++] = fixed[i];
     const char *config = getenv("RIG_SSH_CONFIG");

@@ -49,8 +49,10 @@ int targets_select(const targets *t, const char *on, const target *out[static TA
 #define TARGETS_SSH_ARGV_MAX 24
 /* The ssh command line that runs remote_command on t (a non-local target):
  * `ssh -T -o BatchMode=yes ... [-F $RIG_SSH_CONFIG] -- ADDRESS CMD`
- * ($RIG_SSH instead of ssh when set), NULL-terminated; returns the count.
- * The strings are t's, remote_command and constants. */
-int targets_ssh_argv(const target *t, const char *remote_command, const char *argv[static TARGETS_SSH_ARGV_MAX]);
+ * ($RIG_SSH instead of ssh when set; -tt instead of -T with tty: a
+ * terminal there), NULL-terminated; returns the count. The strings are
+ * t's, remote_command and constants. */
+int targets_ssh_argv(const target *t, const char *remote_command, bool tty,
+                     const char *argv[static TARGETS_SSH_ARGV_MAX]);
 
 #endif

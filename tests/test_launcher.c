@@ -1388,3 +1388,112 @@ Test(launcher, ls_marks_a_cut_device_summary, .timeout = 60)
               line);
     setup_end(&s);
 }
+
+/* ---- rig exec ---- */
+
+/* sh -c SCRIPT with rig, the targets and the ssh config in its environment
+ * ($RIG), interrupted (SIGINT to its group) once `ready` exists. */
+static void exec_sh(rig_result *r, setup *s, const char *script, const char *ready, int timeout_s)
+{
+    char *env[] = { s->targets_env, s->ssh_config_env, "RIG=" RIG, "FOO=bar baz", "HOME=/nonexistent-rig-home",
+                    NULL };
+    program_result p = program_run_until("/bin/sh", (char *[]){ "sh", "-c", (char *)script, NULL }, env, timeout_s,
+                                         ready);
+    size_t keep = p.len < sizeof r->out - 1 ? p.len : sizeof r->out - 1;
+    memcpy(r->out, p.output, keep);
+    r->out[keep] = '\0';
+    r->status = p.status;
+    program_result_free(&p);
+}
+
+Test(launcher, exec_runs_as_if_here, .timeout = 120)
+{
+    setup s;
+    setup_begin(&s, ssh_targets);
+    setup_sshd(&s);
+    rig_result r;
+    char script[1024];
+    /* Working directory and environment travel; HOME is the other machine's. */
+    snprintf(script, sizeof script,
+             "cd %s && exec $RIG exec --rig $RIG -- sh -c 'echo \"pwd=$(pwd) foo=$FOO home=$HOME\"; exit 7'", s.dir);
+    exec_sh(&r, &s, script, NULL, 60);
+    cr_expect_eq(r.status, 7, "%s", r.out);
+    char expect[256];
+    snprintf(expect, sizeof expect, "pwd=%s foo=bar baz home=", s.dir);
+    cr_expect(strstr(r.out, expect) && !strstr(r.out, "home=/nonexistent-rig-home"), "%s", r.out);
+    /* Standard input reaches the command whole, after the environment. */
+    exec_sh(&r, &s, "head -c 300000 /dev/zero | tr '\\0' x | $RIG exec --rig $RIG -- wc -c", NULL, 60);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "300000"), "%s", r.out);
+    /* A command the other machine lacks: 127, as a shell says. */
+    exec_sh(&r, &s, "$RIG exec --rig $RIG -- no-such-command-rig", NULL, 60);
+    cr_expect_eq(r.status, 127, "%s", r.out);
+    cr_expect(strstr(r.out, "rig exec: no-such-command-rig: No such file or directory"), "%s", r.out);
+    /* A terminal when rig has one: script(1) gives it one. */
+    exec_sh(&r, &s,
+            "script -qec \"$RIG exec --rig $RIG -- sh -c 'test -t 0 && test -t 1 && echo both-terminals; "
+            "echo foo=\\$FOO; exit 4'\" /dev/null </dev/null",
+            NULL, 60);
+    cr_expect_eq(r.status, 4, "%s", r.out);
+    cr_expect(strstr(r.out, "both-terminals") && strstr(r.out, "foo=bar baz"), "%s", r.out);
+    /* --no-tty under a terminal: pipes. */
+    exec_sh(&r, &s,
+            "script -qec \"$RIG exec --no-tty --rig $RIG -- sh -c 'test -t 1 || echo no-terminal'\" /dev/null "
+            "</dev/null",
+            NULL, 60);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "no-terminal"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, exec_signals_reach_the_command_and_its_children, .timeout = 120)
+{
+    setup s;
+    setup_begin(&s, ssh_targets);
+    setup_sshd(&s);
+    rig_result r;
+    char script[1024], ready[160];
+    /* Ctrl-C (SIGINT to rig's process group) ends the command and the
+     * children it started there: 130, as the command died of it. */
+    snprintf(ready, sizeof ready, "%s/ready", s.dir);
+    snprintf(script, sizeof script, "exec $RIG exec --rig $RIG -- sh -c 'sleep 37.25 & touch %s; wait'", ready);
+    exec_sh(&r, &s, script, ready, 60);
+    cr_expect_eq(r.status, 130, "%s", r.out);
+    usleep(300000);
+    program_result p = program_run((char *[]){ "/usr/bin/pgrep", "-f", "sleep 37.25", NULL }, NULL, 10);
+    cr_expect_neq(p.status, 0, "the command's child survived:\n%s", p.output);
+    program_result_free(&p);
+    /* SIGTERM sent to rig alone reaches a command that traps it. */
+    unlink(ready);
+    snprintf(script, sizeof script,
+             "$RIG exec --rig $RIG -- sh -c 'trap \"echo got-term; exit 3\" TERM; touch %s; while :; do sleep "
+             "0.1; done' & pid=$!; while [ ! -e %s ]; do sleep 0.05; done; kill -TERM $pid; wait $pid",
+             ready, ready);
+    exec_sh(&r, &s, script, NULL, 60);
+    cr_expect_eq(r.status, 3, "%s", r.out);
+    cr_expect(strstr(r.out, "got-term"), "%s", r.out);
+    setup_end(&s);
+}
+
+Test(launcher, exec_local_and_unreachable, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "gone ssh://127.0.0.1:1\n");
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "exec", "--on", "local", "--", "sh", "-c", "exit 4", NULL },
+             (char *[]){ s.targets_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 4, "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "exec", "--on", "gone", "--", "true", NULL }, (char *[]){ s.targets_env, NULL },
+             30, NULL);
+    cr_expect_eq(r.status, 255, "%s", r.out);
+    cr_expect(strstr(r.out, "127.0.0.1") && strstr(r.out, "refused"), "ssh's reason is shown:\n%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "exec", "--on", "gone,local", "--", "true", NULL },
+             (char *[]){ s.targets_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out, "rig exec: --on names one target, not 2"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "exec", "--child", "../../etc", "--cwd", "/", "--", "true", NULL }, NULL, 30,
+             NULL);
+    cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out, "is not an id rig exec made"), "%s", r.out);
+    setup_end(&s);
+}
