@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "launcher/fleet.h"
 #include "launcher/launcher.h"
 #include "proto/key.h"
 
@@ -26,9 +27,24 @@ static const char usage[] =
     "                ~/.config/rig/fleet-key; as root it is given to the user\n"
     "                rig-agent when there is one (the rig-agent service reads it)\n";
 
-#define FLEET_KEY_SYSTEM "/etc/rig/key"
-#define FLEET_KEY_USER "/.config/rig/fleet-key"
 #define AGENT_USER "rig-agent"
+
+/* The folders of path below its first skip bytes (~/.config, ~/.config/rig),
+ * owner-only when made here. */
+static int make_parents(char *path, size_t skip)
+{
+    for (char *slash = path + skip + 1; (slash = strchr(slash, '/')); slash++) {
+        *slash = '\0';
+        int made = mkdir(path, 0700);
+        int err = errno;
+        *slash = '/';
+        if (made < 0 && err != EEXIST) {
+            fprintf(stderr, "rig key: cannot create %.*s: %s\n", (int)(slash - path), path, strerror(err));
+            return -1;
+        }
+    }
+    return 0;
+}
 
 int key_main(int argc, char **argv)
 {
@@ -50,50 +66,38 @@ int key_main(int argc, char **argv)
         return 1;
     }
     char path[LAUNCHER_PATH_MAX + 1];
-    const char *fleet_env = fleet && optind == argc ? getenv("RIG_FLEET_KEY") : NULL;
-    if (fleet_env && !*fleet_env)
-        fleet_env = NULL;
-    bool system_fleet = fleet && optind == argc && geteuid() == 0;
-    if (fleet_env) {
-        if (snprintf(path, sizeof path, "%s", fleet_env) >= (int)sizeof path) {
-            fprintf(stderr, "rig key: RIG_FLEET_KEY: path longer than %d bytes\n", LAUNCHER_PATH_MAX);
-            return 1;
-        }
-    } else if (system_fleet) {
-        if (mkdir("/etc/rig", 0755) < 0 && errno != EEXIST) {
-            fprintf(stderr, "rig key: cannot create /etc/rig: %s\n", strerror(errno));
-            return RIG_EXIT_OWN_FAILURE;
-        }
-        snprintf(path, sizeof path, "%s", FLEET_KEY_SYSTEM);
-    } else if (optind < argc) {
+    bool system_fleet = false;   /* root's fleet key: given to the service's user */
+    const char *home = getenv("HOME");
+    if (optind < argc) {
         if (strlen(argv[optind]) > LAUNCHER_PATH_MAX) {
             fprintf(stderr, "rig key: FILE: path longer than %d bytes\n", LAUNCHER_PATH_MAX);
             return 1;
         }
         snprintf(path, sizeof path, "%s", argv[optind]);
+    } else if (fleet) {
+        bool system;
+        if (fleet_key_write_path(path, sizeof path, &system, "rig key") < 0)
+            return 1;
+        system_fleet = geteuid() == 0;
+        if (system && mkdir("/etc/rig", 0755) < 0 && errno != EEXIST) {
+            fprintf(stderr, "rig key: cannot create /etc/rig: %s\n", strerror(errno));
+            return RIG_EXIT_OWN_FAILURE;
+        }
+        if (!system && !getenv("RIG_FLEET_KEY") && make_parents(path, strlen(home)) < 0)
+            return RIG_EXIT_OWN_FAILURE;
     } else {
-        const char *rel = fleet ? FLEET_KEY_USER : "/.config/rig/key";
-        const char *home = getenv("HOME");
+        static const char rel[] = "/.config/rig/key";
         if (!home || !*home) {
             fprintf(stderr, "rig key: HOME is not set; name the FILE\n");
             return 1;
         }
         if (snprintf(path, sizeof path, "%s%s", home, rel) >= (int)sizeof path) {
             fprintf(stderr, "rig key: HOME: path longer than %zu bytes (room is needed for %s); name the FILE\n",
-                    LAUNCHER_PATH_MAX - strlen(rel), rel);
+                    LAUNCHER_PATH_MAX - (sizeof rel - 1), rel);
             return 1;
         }
-        /* ~/.config and ~/.config/rig, owner-only when made here. */
-        for (char *slash = path + strlen(home) + 1; (slash = strchr(slash, '/')); slash++) {
-            *slash = '\0';
-            int made = mkdir(path, 0700);
-            int err = errno;
-            *slash = '/';
-            if (made < 0 && err != EEXIST) {
-                fprintf(stderr, "rig key: cannot create %.*s: %s\n", (int)(slash - path), path, strerror(err));
-                return RIG_EXIT_OWN_FAILURE;
-            }
-        }
+        if (make_parents(path, strlen(home)) < 0)
+            return RIG_EXIT_OWN_FAILURE;
     }
     rig_key key;
     rig_why why = { "" };

@@ -19,6 +19,7 @@ int key_main(int argc, char **argv);     /* key_cmd.c */
 int probe_main(int argc, char **argv);   /* probe_cmd.c */
 int ls_main(int argc, char **argv);      /* probe_cmd.c */
 int exec_main(int argc, char **argv);    /* exec_cmd.c */
+int serve_main(int argc, char **argv);   /* serve_cmd.c */
 
 /* The longest path rig takes from its user (--rig, FILE, HOME, RIG_SHIM,
  * RIG_TARGETS): PATH_MAX less its NUL, the most the kernel opens. Longer is

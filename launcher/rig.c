@@ -18,6 +18,7 @@ static int version_main(int argc, char **argv);
 
 static const command commands[] = {
     { "run", run_main, "run a program here with the GPUs of the named machines" },
+    { "serve", serve_main, "make a machine serve jobs all the time with the fleet key" },
     { "exec", exec_main, "run a command on another machine as if here (cwd, environment, terminal)" },
     { "agent", agent_cmd_main, "serve jobs on this machine's GPUs (what rig-agent is)" },
     { "key", key_main, "write a new random 32-byte key file, owner-only" },

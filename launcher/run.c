@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "launcher/child.h"
+#include "launcher/fleet.h"
 #include "launcher/launcher.h"
 #include "launcher/targets.h"
 #include "proto/key.h"
@@ -33,18 +34,21 @@ static const char usage[] =
     "  --rig PATH     rig's path on the remote machines (default: rig on their PATH)\n"
     "  --dry-run      print what would run, start nothing\n"
     "  -v, --verbose  relay the agents' logs\n"
-    "Each attempt makes a fresh key and starts an agent on each machine (over ssh\n"
-    "in batch mode, or here for `local`); the key reaches an agent on its standard\n"
-    "input only. PROG gets LD_PRELOAD, RIG_REMOTE_AGENTS, RIG_REMOTE_KEY and\n"
-    "RIG_REMOTE_REPORT (and RIG_LOCAL_DRIVER=none with `local`, so this machine's\n"
-    "GPUs are seen once, through its agent).\n"
+    "A target with a standing agent (standing=HOST:PORT in the targets file, which\n"
+    "`rig serve` writes) is used as it is, with the fleet key, which the job's other\n"
+    "agents then get too. Otherwise each attempt makes a fresh key and starts an\n"
+    "agent on each machine (over ssh in batch mode, or here for `local`); the key\n"
+    "reaches an agent on its standard input only. PROG gets LD_PRELOAD,\n"
+    "RIG_REMOTE_AGENTS, RIG_REMOTE_KEY and RIG_REMOTE_REPORT (and\n"
+    "RIG_LOCAL_DRIVER=none with `local`, so this machine's GPUs are seen once,\n"
+    "through its agent).\n"
     "Exit status: PROG's own, or 128 + the signal that ended it; 255 when rig\n"
     "itself failed (no agent, no shim, PROG not found); 1 on a usage error.\n"
     "A job that fails (the program exits non-zero after its job reported\n"
     "`failed`) runs again; a program that exits 0 has succeeded.\n"
     "Environment: RIG_TARGETS (the targets file), RIG_SSH_CONFIG (an ssh config\n"
     "file, ssh -F), RIG_SSH (the ssh program), RIG_SHIM (the library to preload;\n"
-    "default librigshim.so beside rig).\n";
+    "default librigshim.so beside rig), RIG_FLEET_KEY (the fleet key's file).\n";
 
 #define START_TIMEOUT_MS 30000
 #define STOP_GRACE_MS 3000
@@ -97,6 +101,8 @@ typedef struct run_state {
     reporter ctl;
     int sigfd;
     int interrupted;            /* the signal that asked rig to stop */
+    bool any_standing;          /* a target has a standing agent: the fleet key is the job's */
+    char fleet_hex[KEY_HEX_LEN + 1];
 } run_state;
 
 /* ---- lines ---- */
@@ -378,6 +384,12 @@ static outcome start_agents(run_state *s, const char *key_hex, char *cause, size
     }
     for (size_t i = 0; i < s->n; i++) {
         agent_run *a = &s->agents[i];
+        if (a->t->standing[0]) {
+            /* Served all the time with the fleet key: nothing to start. */
+            snprintf(a->address, sizeof a->address, "%s", a->t->standing);
+            a->listening = true;
+            continue;
+        }
         const char *argv[TARGETS_SSH_ARGV_MAX];
         char remote[LAUNCHER_REMOTE_MAX];
         if (agent_command(s, a->t, remote, sizeof remote, argv) < 0) {
@@ -532,12 +544,15 @@ static outcome attempt(run_state *s, char *cause, size_t cap, int *status)
     rig_why why = { "" };
     char hex[KEY_HEX_LEN + 1];
     *status = RIG_EXIT_OWN_FAILURE;
-    if (key_generate(&key, &why) < 0 || key_to_hex(&key, hex, &why) < 0) {
+    if (s->any_standing) {
+        memcpy(hex, s->fleet_hex, sizeof hex);
+    } else if (key_generate(&key, &why) < 0 || key_to_hex(&key, hex, &why) < 0) {
         key_wipe(&key);
         snprintf(cause, cap, "cannot make a key: %s", why.text);
         return OUT_ABORT;
+    } else {
+        key_wipe(&key);
     }
-    key_wipe(&key);
     outcome out = start_agents(s, hex, cause, cap);
     if (out == OUT_DONE)
         out = run_program(s, hex, cause, cap, status);
@@ -629,10 +644,14 @@ static bool print_quoted(const char *s)
 
 static int dry_run(run_state *s)
 {
-    printf("rig run --dry-run: nothing is started. Up to %d attempt%s, each with a fresh key:\n",
-           s->o->retries + 1, s->o->retries ? "s" : "");
+    printf("rig run --dry-run: nothing is started. Up to %d attempt%s, each with %s:\n", s->o->retries + 1,
+           s->o->retries ? "s" : "", s->any_standing ? "the fleet key" : "a fresh key");
     bool ok = true;
     for (size_t i = 0; i < s->n; i++) {
+        if (s->targets[i]->standing[0]) {
+            printf("agent %s: the standing agent at %s\n", s->targets[i]->name, s->targets[i]->standing);
+            continue;
+        }
         const char *argv[TARGETS_SSH_ARGV_MAX];
         char remote[LAUNCHER_REMOTE_MAX];
         if (agent_command(s, s->targets[i], remote, sizeof remote, argv) < 0) {
@@ -729,8 +748,23 @@ int run_main(int argc, char **argv)
         fprintf(stderr, "rig run: %s\n", why.text);
         goto out;
     }
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         s->any_local |= s->targets[i]->local;
+        s->any_standing |= s->targets[i]->standing[0] != '\0';
+    }
+    if (s->any_standing) {
+        rig_key fleet;
+        rig_why why = { "" };
+        char path[LAUNCHER_PATH_MAX + 1];
+        if (fleet_key_read(&fleet, path, sizeof path, "rig run") < 0)
+            goto out;
+        int hex_rc = key_to_hex(&fleet, s->fleet_hex, &why);
+        key_wipe(&fleet);
+        if (hex_rc < 0) {
+            fprintf(stderr, "rig run: the fleet key %s: %s\n", path, why.text);
+            goto out;
+        }
+    }
     if (self_path(s->self, sizeof s->self) < 0) {
         fprintf(stderr, "rig run: cannot find this program (/proc/self/exe)\n");
         goto out;
@@ -789,8 +823,8 @@ int run_main(int argc, char **argv)
                     cause);
             break;
         }
-        fprintf(stderr, "rig run: attempt %d of %d failed: %s\nrig run: starting the job again with fresh agents "
-                        "and a fresh key\n", i, attempts, cause);
+        fprintf(stderr, "rig run: attempt %d of %d failed: %s\nrig run: starting the job again with %s\n", i,
+                attempts, cause, s->any_standing ? "the fleet key" : "fresh agents and a fresh key");
         long long until = child_now_ms() + 200LL * i;
         while (child_now_ms() < until && !s->interrupted)
             pump(s, 50);
@@ -805,6 +839,7 @@ out:
     if (s) {
         free(s->agents);
         free(s->preload);
+        explicit_bzero(s->fleet_hex, sizeof s->fleet_hex);
     }
     free(s);
     free(t);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int set_path(targets *t, bool *explicit, rig_why *why)
 {
@@ -27,7 +28,8 @@ static int set_path(targets *t, bool *explicit, rig_why *why)
     return 0;
 }
 
-static int add(targets *t, const char *name, const char *address, const char *where, rig_why *why)
+static int add(targets *t, const char *name, const char *address, const char *standing, const char *where,
+               rig_why *why)
 {
     if (!names_valid_name(name, strlen(name)) || strcmp(name, "default") == 0)
         return why_set(why, RIG_E_INVALID,
@@ -46,6 +48,23 @@ static int add(targets *t, const char *name, const char *address, const char *wh
     snprintf(g->name, sizeof g->name, "%s", name);
     snprintf(g->address, sizeof g->address, "%s", address);
     g->local = strcmp(address, "local") == 0;
+    if (standing) {
+        static const char prefix[] = "standing=";
+        names_address a;
+        rig_why w = { "" };
+        if (strncmp(standing, prefix, sizeof prefix - 1) != 0) {
+            t->count--;
+            return why_set(why, RIG_E_INVALID, "%s: expected 'standing=HOST:PORT' after the address, found '%.60s'",
+                           where, standing);
+        }
+        const char *addr = standing + sizeof prefix - 1;
+        if (strlen(addr) >= sizeof g->standing || names_parse_address(addr, strlen(addr), &a, &w) < 0) {
+            t->count--;
+            return why_set(why, RIG_E_INVALID, "%s: standing=%.60s: %s", where, addr,
+                           w.text[0] ? w.text : "too long");
+        }
+        snprintf(g->standing, sizeof g->standing, "%s", addr);
+    }
     return 0;
 }
 
@@ -77,10 +96,12 @@ int targets_load(targets *t, rig_why *why)
             char *save = NULL, *a = strtok_r(line, " \t\r\n", &save);
             char *b = a ? strtok_r(NULL, " \t\r\n", &save) : NULL;
             char *c = b ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+            char *d = c ? strtok_r(NULL, " \t\r\n", &save) : NULL;
             if (!a)
                 continue;
-            if (!b || c) {
-                rc = why_set(why, RIG_E_INVALID, "%s: expected 'NAME ADDRESS' or 'default NAME'", where);
+            if (!b || d || (c && strcmp(a, "default") == 0)) {
+                rc = why_set(why, RIG_E_INVALID,
+                             "%s: expected 'NAME ADDRESS [standing=HOST:PORT]' or 'default NAME'", where);
                 break;
             }
             if (strcmp(a, "default") == 0) {
@@ -89,7 +110,7 @@ int targets_load(targets *t, rig_why *why)
                     break;
                 }
                 snprintf(t->default_name, sizeof t->default_name, "%s", b);
-            } else if ((rc = add(t, a, b, where, why)) < 0) {
+            } else if ((rc = add(t, a, b, c, where, why)) < 0) {
                 break;
             }
         }
@@ -97,7 +118,7 @@ int targets_load(targets *t, rig_why *why)
         if (rc < 0)
             return rc;
     }
-    if (!targets_find(t, "local") && (rc = add(t, "local", "local", t->path, why)) < 0)
+    if (!targets_find(t, "local") && (rc = add(t, "local", "local", NULL, t->path, why)) < 0)
         return rc;
     if (t->default_name[0] && !targets_find(t, t->default_name))
         return why_set(why, RIG_E_INVALID, "%s: the default target '%s' is not in the file", t->path,
@@ -176,4 +197,55 @@ int targets_ssh_argv(const target *t, const char *remote_command, bool tty,
     argv[n++] = remote_command;
     argv[n] = NULL;
     return (int)n;
+}
+
+int targets_set_standing(const targets *t, const char *name, const char *addr, rig_why *why)
+{
+    const target *g = targets_find(t, name);
+    if (!g || g->local)
+        return why_set(why, RIG_E_INVALID, "no target '%s' with an ssh address in %s", name, t->path);
+    FILE *in = fopen(t->path, "r");
+    if (!in)
+        return why_set(why, RIG_E_IO, "targets file %s: %s", t->path, strerror(errno));
+    char tmp[sizeof t->path + 16];
+    snprintf(tmp, sizeof tmp, "%s.tmp", t->path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return why_set(why, RIG_E_IO, "%s: %s", tmp, strerror(errno));
+    }
+    bool found = false;
+    char line[TARGETS_LINE_MAX + 2];
+    while (fgets(line, sizeof line, in)) {
+        /* The line naming the target: its first word, before any comment. */
+        char copy[sizeof line];
+        snprintf(copy, sizeof copy, "%s", line);
+        char *hash = strchr(copy, '#');
+        if (hash)
+            *hash = '\0';
+        char *save = NULL, *first = strtok_r(copy, " \t\r\n", &save);
+        if (!found && first && strcmp(first, name) == 0) {
+            found = true;
+            fprintf(out, "%s %s", g->name, g->address);
+            if (addr)
+                fprintf(out, " standing=%s", addr);
+            /* A comment on the line stays on it. */
+            const char *comment = strchr(line, '#');
+            if (comment)
+                fprintf(out, " %s", comment);
+            else
+                fputc('\n', out);
+        } else {
+            fputs(line, out);
+        }
+    }
+    bool failed = ferror(in) || ferror(out);
+    fclose(in);
+    if (fclose(out) != 0 || failed || !found || rename(tmp, t->path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return why_set(why, RIG_E_IO, "cannot rewrite %s: %s", t->path,
+                       !found ? "the target's line is gone" : strerror(e));
+    }
+    return 0;
 }

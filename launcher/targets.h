@@ -1,8 +1,12 @@
 /* The targets file: which machines `rig` can run on.
  *   ~/.config/rig/targets   (RIG_TARGETS names another file)
- *   NAME ADDRESS            ADDRESS: an ssh destination (host, user@host,
+ *   NAME ADDRESS [standing=HOST:PORT]
+ *                           ADDRESS: an ssh destination (host, user@host,
  *                           ssh://user@host:port, a Host of ssh's config)
- *                           or `local` (an agent started here, no ssh)
+ *                           or `local` (an agent started here, no ssh);
+ *                           standing: where NAME's standing agent (one that
+ *                           `rig serve` or the rig-agent package runs, with
+ *                           the fleet key) listens
  *   default NAME            the target of a command given no --on
  *   # comment
  * The target `local` exists even without a file. */
@@ -23,6 +27,7 @@ typedef struct target {
     char name[NAMES_NAME_MAX + 1];
     char address[TARGET_ADDRESS_MAX];
     bool local;                  /* address is `local` */
+    char standing[NAMES_TEXT_MAX];   /* HOST:PORT of its standing agent, or "" */
 } target;
 
 typedef struct targets {
@@ -39,6 +44,9 @@ int targets_load(targets *t, rig_why *why);
 
 /* The target called name, or NULL. */
 const target *targets_find(const targets *t, const char *name);
+/* Rewrites the file with NAME's standing agent at addr (NULL: none), every
+ * other line as it was; atomically (a new file renamed over the old). */
+int targets_set_standing(const targets *t, const char *name, const char *addr, rig_why *why);
 
 /* The machines of a command: on (a comma-separated list of names; NULL:
  * RIG_ON, else the file's default, else `local`) resolved into out, in

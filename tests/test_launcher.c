@@ -1497,3 +1497,97 @@ Test(launcher, exec_local_and_unreachable, .timeout = 60)
     cr_expect(strstr(r.out, "is not an id rig exec made"), "%s", r.out);
     setup_end(&s);
 }
+
+/* ---- rig serve ---- */
+
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+    socklen_t len = sizeof a;
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+Test(launcher, serve_run_and_stop_a_standing_agent, .timeout = 180)
+{
+    setup s;
+    setup_begin(&s, "gpu rig-test-ssh   # the GPU box\ndefault gpu\n");
+    setup_sshd(&s);
+    char fleet_env[160], listen[32], state[128], standing[128];
+    snprintf(fleet_env, sizeof fleet_env, "RIG_FLEET_KEY=%s/fleet-key", s.dir);
+    unsigned port = free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%u", port);
+    snprintf(state, sizeof state, "%s/serve", s.dir);
+    snprintf(standing, sizeof standing, "gpu rig-test-ssh standing=%s # the GPU box\n", listen);
+    char *env[] = { s.targets_env, s.ssh_config_env, fleet_env, NULL };
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "key", "--fleet", NULL }, env, 30, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+
+    /* --dry-run says every step and changes nothing. */
+    rig_exec(&r, (char *[]){ "rig", "serve", "--on", "gpu", "--listen", listen, "--rig", RIG, "--state-dir", state,
+                             "--dry-run", NULL },
+             env, 60, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "would write the fleet key to") && strstr(r.out, "would start a supervisor"), "%s",
+              r.out);
+    cr_expect_neq(access(state, F_OK), 0, "--dry-run made %s", state);
+    cr_expect(!port_open(port));
+
+    rig_exec(&r, (char *[]){ "rig", "serve", "--on", "gpu", "--listen", listen, "--rig", RIG, "--state-dir", state,
+                             NULL },
+             env, 60, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "serving on 127.0.0.1:") && strstr(r.out, "`rig run --on gpu` uses it"), "%s", r.out);
+    char *targets = support_read_file(s.targets, NULL);
+    cr_expect(targets && strstr(targets, standing), "the targets file:\n%s", targets);
+    free(targets);
+
+    /* rig run uses it: nothing started over ssh, the job on the agent. */
+    rig_exec(&r, (char *[]){ "rig", "run", "--rig", RIG, "--", VECADD, NULL }, env, 60, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "vecadd: ok"), "%s", r.out);
+    char log[160];
+    snprintf(log, sizeof log, "%s/agent.log", state);
+    char *text = support_read_file(log, NULL);
+    cr_expect(text && strstr(text, "job closed"), "the standing agent served no job:\n%s", text);
+    free(text);
+
+    /* The supervisor starts an agent that ended again. */
+    char kill_cmd[256];
+    snprintf(kill_cmd, sizeof kill_cmd, "pkill -KILL -f '[a]gent --config %s/agent.conf'", state);
+    cr_assert_eq(system(kill_cmd), 0);
+    bool again = false;
+    for (int i = 0; i < 100 && !again; i++) {
+        usleep(100000);
+        text = support_read_file(log, NULL);
+        again = text && strstr(text, "starting it again") && port_open(port);
+        free(text);
+    }
+    cr_expect(again, "the agent was not started again");
+    rig_exec(&r, (char *[]){ "rig", "run", "--rig", RIG, "--", VECADD, NULL }, env, 60, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+
+    /* Another fleet key: the job fails, naming the key. */
+    char other_env[160];
+    snprintf(other_env, sizeof other_env, "RIG_FLEET_KEY=%s/other-key", s.dir);
+    char *other[] = { s.targets_env, s.ssh_config_env, other_env, NULL };
+    rig_exec(&r, (char *[]){ "rig", "key", "--fleet", NULL }, other, 30, NULL);
+    rig_exec(&r, (char *[]){ "rig", "run", "--retries", "0", "--rig", RIG, "--", VECADD, NULL }, other, 60, NULL);
+    cr_expect_neq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "key"), "the failure does not name the key:\n%s", r.out);
+
+    rig_exec(&r, (char *[]){ "rig", "serve", "--on", "gpu", "--stop", "--rig", RIG, "--state-dir", state, NULL },
+             env, 60, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(!port_open(port), "the agent still listens after --stop");
+    cr_expect_neq(access(state, F_OK), 0, "--stop left %s", state);
+    targets = support_read_file(s.targets, NULL);
+    cr_expect(targets && strstr(targets, "gpu rig-test-ssh # the GPU box\n") && !strstr(targets, "standing"),
+              "the targets file:\n%s", targets);
+    free(targets);
+    setup_end(&s);
+}
