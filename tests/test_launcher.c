@@ -416,7 +416,8 @@ Test(launcher, targets_file_errors_are_clear, .timeout = 30)
     rig_exec(&r, (char *[]){ "rig", "run", "--on", "gpu", "--", "true", NULL }, (char *[]){ s.targets_env, NULL },
              10, NULL);
     cr_expect_eq(r.status, 255);
-    cr_expect(strstr(r.out, "targets:4: expected 'NAME ADDRESS' or 'default NAME'"), "%s", r.out);
+    cr_expect(strstr(r.out, "targets:4: expected 'standing=HOST:PORT' after the address, found 'here'"), "%s",
+              r.out);
     write_file(s.targets, "gpu some-host\n");
     rig_exec(&r, (char *[]){ "rig", "run", "--on", "nosuch", "--", "true", NULL },
              (char *[]){ s.targets_env, NULL }, 10, NULL);
@@ -697,8 +698,11 @@ Test(launcher, targets_file_parses_and_selects, .timeout = 30)
     cr_expect(n == 1 && strcmp(sel[0]->name, "b") == 0);
     unsetenv("RIG_ON");
     static const char *const bad[][2] = {
-        { "a host extra\n", ":1: expected 'NAME ADDRESS'" },
-        { "lonely\n", ":1: expected 'NAME ADDRESS'" },
+        { "a host extra\n", ":1: expected 'standing=HOST:PORT' after the address, found 'extra'" },
+        { "a host standing=nohost\n", ":1: standing=nohost: " },
+        { "a host standing=h:1 more\n", ":1: expected 'NAME ADDRESS [standing=HOST:PORT]'" },
+        { "default a standing=h:1\n", ":1: expected 'NAME ADDRESS [standing=HOST:PORT]'" },
+        { "lonely\n", ":1: expected 'NAME ADDRESS [standing=HOST:PORT]' or 'default NAME'" },
         { "a h\na h2\n", ":2: target 'a' is named twice" },
         { "bad/name h\n", "'bad/name' is not a target name" },
         { "default h\n", "'h'" },
