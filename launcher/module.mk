@@ -16,7 +16,7 @@ ALL_TARGETS += $(LAUNCHER_BIN)
 # The targets file, the JSON reader and shell quoting are also tested
 # in-process.
 $(B)/tests/test_launcher: $(B)/tests/test_launcher.o $(B)/tests/harness.o $(B)/tests/support.o \
-  $(B)/launcher/targets.o $(B)/launcher/json.o $(B)/launcher/quote.o $(PROTO_LIB) | e2e-programs $(LAUNCHER_BIN) $(B)/libcudasoft.so
+  $(B)/launcher/targets.o $(B)/launcher/json.o $(B)/launcher/quote.o $(B)/launcher/placement.o $(PROTO_LIB) | e2e-programs $(LAUNCHER_BIN) $(B)/libcudasoft.so
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion $(PROTO_LDLIBS)
 

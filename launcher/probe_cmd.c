@@ -14,10 +14,9 @@
 #include "launcher/child.h"
 #include "launcher/json.h"
 #include "launcher/launcher.h"
+#include "launcher/probe.h"
 #include "launcher/targets.h"
 
-#define PROBE_TIMEOUT_MS 20000
-#define PROBE_OUT_MAX (1 << 20)
 
 static const char probe_usage[] =
     "Usage: rig probe [--json] [--rig PATH] [NAME...]\n"
@@ -33,18 +32,6 @@ static const char ls_usage[] =
     "each with its state (free, busy or down) and devices. `*` marks the default.\n"
     "  --json       one JSON object per target, in an array\n"
     "  --rig PATH   rig's path on the remote machines (default: rig on their PATH)\n";
-
-typedef struct probe {
-    const target *t;
-    child c;
-    char *out;
-    size_t outlen;
-    char err[2048];
-    size_t errlen;
-    bool exited;
-    json *answer;
-    char why[700];              /* when there is no answer */
-} probe;
 
 /* Starts p's probe; self is NULL when this program's path is unknown. */
 static void start(probe *p, const char *self, const char *rig)
@@ -126,8 +113,7 @@ static void finish(probe *p, bool timed_out)
         child_status_text(st, p->why, sizeof p->why);
 }
 
-/* Runs every probe at once until each has answered or the time is up. */
-static void probe_all(probe *ps, size_t n, const char *rig)
+void probe_all(probe *ps, size_t n, const char *rig)
 {
     char self[LAUNCHER_PATH_MAX + 1];
     bool known = self_path(self, sizeof self) == 0;
@@ -185,7 +171,7 @@ static void probe_all(probe *ps, size_t n, const char *rig)
             finish(&ps[i], ps[i].c.out >= 0 || ps[i].c.err >= 0);
 }
 
-static void probe_free(probe *p)
+void probe_free(probe *p)
 {
     free(p->out);
     json_free(p->answer);

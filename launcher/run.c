@@ -21,15 +21,22 @@
 #include "launcher/child.h"
 #include "launcher/fleet.h"
 #include "launcher/launcher.h"
+#include "launcher/placement.h"
+#include "launcher/probe.h"
 #include "launcher/targets.h"
 #include "proto/key.h"
 #include "proto/names.h"
 
 static const char usage[] =
-    "Usage: rig run [--on NAMES] [--retries N] [--rig PATH] [--dry-run] [-v] -- PROG [ARGS...]\n"
+    "Usage: rig run [--on NAMES] [--gpus N [--min-memory SIZE]] [--retries N] [--rig PATH]\n"
+    "               [--dry-run] [-v] -- PROG [ARGS...]\n"
     "Runs PROG here with the GPUs of the named machines as its CUDA devices.\n"
     "  --on NAMES     targets, comma-separated (default: $RIG_ON, else the targets\n"
     "                 file's default, else local); `rig ls` lists them\n"
+    "  --gpus N       probe the machines (--on's, else every target but this one)\n"
+    "                 and give PROG N free devices with the most free memory, on\n"
+    "                 the fewest machines; it sees those only (the plan is printed)\n"
+    "  --min-memory SIZE  with --gpus: only devices with SIZE free (20G, 512M)\n"
     "  --retries N    start a failed job again up to N times (default 3)\n"
     "  --rig PATH     rig's path on the remote machines (default: rig on their PATH)\n"
     "  --dry-run      print what would run, start nothing\n"
@@ -81,6 +88,8 @@ typedef struct agent_run {
 typedef struct run_opts {
     const char *on, *rig;
     int retries;
+    int gpus;                   /* --gpus N: placed on the probed machines */
+    double min_free;            /* --min-memory, bytes */
     bool dry_run, verbose;
     char **prog;                /* PROG ARGS..., NULL-terminated */
 } run_opts;
@@ -102,6 +111,7 @@ typedef struct run_state {
     int sigfd;
     int interrupted;            /* the signal that asked rig to stop */
     bool any_standing;          /* a target has a standing agent: the fleet key is the job's */
+    char *devices;              /* RIG_REMOTE_DEVICES of a placed job, or NULL */
     char fleet_hex[KEY_HEX_LEN + 1];
 } run_state;
 
@@ -457,7 +467,9 @@ static int program_env(run_state *s, const char *key_hex, int report_fd)
     snprintf(fd, sizeof fd, "%d", report_fd);
     if (report_fd < 0 || setenv("LD_PRELOAD", s->preload, 1) < 0 || setenv("RIG_REMOTE_AGENTS", agents, 1) < 0 ||
         setenv("RIG_REMOTE_KEY", key_hex, 1) < 0 || setenv("RIG_REMOTE_REPORT", fd, 1) < 0 ||
-        unsetenv("RIG_KEY_FILE") < 0 || (s->any_local && setenv("RIG_LOCAL_DRIVER", "none", 1) < 0))
+        unsetenv("RIG_KEY_FILE") < 0 ||
+        ((s->any_local || s->devices) && setenv("RIG_LOCAL_DRIVER", "none", 1) < 0) ||
+        (s->devices ? setenv("RIG_REMOTE_DEVICES", s->devices, 1) : unsetenv("RIG_REMOTE_DEVICES")) < 0)
         return -1;
     return 0;
 }
@@ -673,7 +685,9 @@ static int dry_run(run_state *s)
     for (size_t i = 0; i < s->n; i++)
         printf("%s%s=<its agent's address>", i ? "," : "", s->targets[i]->name);
     printf(" RIG_REMOTE_KEY=<the key> RIG_REMOTE_REPORT=<a descriptor>%s",
-           s->any_local ? " RIG_LOCAL_DRIVER=none" : "");
+           s->any_local || s->devices ? " RIG_LOCAL_DRIVER=none" : "");
+    if (s->devices)
+        printf(" RIG_REMOTE_DEVICES=%s", s->devices);
     for (char **a = s->o->prog; *a; a++) {
         putchar(' ');
         ok &= print_quoted(*a);
@@ -687,12 +701,88 @@ static int dry_run(run_state *s)
     return 0;
 }
 
+/* --gpus N: probes the candidates (--on's targets, else every target of
+ * the file but this machine, unless it is the only one), picks the devices
+ * and makes the job's targets the machines holding them. */
+static int place(run_state *s, const targets *t)
+{
+    const target *cand[TARGETS_MAX];
+    size_t n = 0;
+    if (s->o->on || (getenv("RIG_ON") && *getenv("RIG_ON"))) {
+        memcpy(cand, s->targets, s->n * sizeof cand[0]);
+        n = s->n;
+    } else {
+        for (size_t i = 0; i < t->count; i++)
+            if (!t->v[i].local)
+                cand[n++] = &t->v[i];
+        if (n == 0)
+            cand[n++] = targets_find(t, "local");
+    }
+    probe *ps = calloc(n, sizeof *ps);
+    placement_machine *m = calloc(n, sizeof *m);
+    placement *plan = calloc(1, sizeof *plan);
+    int rc = -1;
+    if (!ps || !m || !plan) {
+        fprintf(stderr, "rig run: out of memory\n");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ps[i].t = cand[i];
+        ps[i].c.in = ps[i].c.out = ps[i].c.err = -1;
+    }
+    fprintf(stderr, "rig run: probing %zu machine%s for %d device%s\n", n, n == 1 ? "" : "s", s->o->gpus,
+            s->o->gpus == 1 ? "" : "s");
+    probe_all(ps, n, s->o->rig);
+    for (size_t i = 0; i < n; i++) {
+        m[i].name = cand[i]->name;
+        m[i].answer = ps[i].why[0] ? NULL : ps[i].answer;
+        if (ps[i].why[0])
+            fprintf(stderr, "rig run: %s: down: %s\n", cand[i]->name, ps[i].why);
+    }
+    char why[512];
+    if (placement_plan(m, n, s->o->gpus, s->o->min_free, plan, why, sizeof why) < 0) {
+        fprintf(stderr, "rig run: cannot place the job: %s\n", why);
+        goto out;
+    }
+    size_t cap = plan->count * (NAMES_NAME_MAX + 24) + 1, off = 0;
+    if (!(s->devices = malloc(cap))) {
+        fprintf(stderr, "rig run: out of memory\n");
+        goto out;
+    }
+    s->devices[0] = '\0';
+    s->n = 0;
+    s->any_local = false;
+    fprintf(stderr, "rig run: placing %zu device%s on %zu machine%s:", plan->count, plan->count == 1 ? "" : "s",
+            plan->machines, plan->machines == 1 ? "" : "s");
+    for (size_t i = 0; i < plan->count; i++) {
+        const placement_device *d = &plan->d[i];
+        const target *g = cand[d->machine];
+        if (s->n == 0 || s->targets[s->n - 1] != g) {
+            s->targets[s->n++] = g;
+            s->any_local |= g->local;
+        }
+        off += (size_t)snprintf(s->devices + off, cap - off, "%sCUDA:%d@%s", i ? "," : "", d->ordinal, g->name);
+        fprintf(stderr, "%s CUDA:%d@%s (%s, %.1f GiB free)", i ? "," : "", d->ordinal, g->name, d->name,
+                d->free / (1024.0 * 1024 * 1024));
+    }
+    fputc('\n', stderr);
+    rc = 0;
+out:
+    for (size_t i = 0; ps && i < n; i++)
+        probe_free(&ps[i]);
+    free(ps);
+    free(m);
+    free(plan);
+    return rc;
+}
+
 int run_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "on", required_argument, NULL, 'o' },  { "retries", required_argument, NULL, 'r' },
         { "rig", required_argument, NULL, 'R' }, { "dry-run", no_argument, NULL, 'n' },
         { "verbose", no_argument, NULL, 'v' },   { "help", no_argument, NULL, 'h' },
+        { "gpus", required_argument, NULL, 'g' }, { "min-memory", required_argument, NULL, 'm' },
         { NULL, 0, NULL, 0 },
     };
     run_opts o = { .rig = "rig", .retries = 3 };
@@ -710,6 +800,22 @@ int run_main(int argc, char **argv)
             }
             break;
         case 'R': o.rig = optarg; break;
+        case 'g':
+            errno = 0;
+            o.gpus = (int)strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || o.gpus < 1 || o.gpus > PLACEMENT_MAX) {
+                fprintf(stderr, "rig run: --gpus takes a count from 1 to %d, not '%s'\n%s", PLACEMENT_MAX, optarg,
+                        usage);
+                return 1;
+            }
+            break;
+        case 'm':
+            if (placement_parse_size(optarg, &o.min_free) < 0) {
+                fprintf(stderr, "rig run: --min-memory takes a size (20G, 512M, bytes), not '%s'\n%s", optarg,
+                        usage);
+                return 1;
+            }
+            break;
         case 'n': o.dry_run = true; break;
         case 'v': o.verbose = true; break;
         case 'h': fputs(usage, stdout); return 0;
@@ -748,6 +854,13 @@ int run_main(int argc, char **argv)
         fprintf(stderr, "rig run: %s\n", why.text);
         goto out;
     }
+    if (o.min_free > 0 && !o.gpus) {
+        fprintf(stderr, "rig run: --min-memory goes with --gpus\n%s", usage);
+        rc = 1;
+        goto out;
+    }
+    if (o.gpus && place(s, t) < 0)
+        goto out;
     for (size_t i = 0; i < s->n; i++) {
         s->any_local |= s->targets[i]->local;
         s->any_standing |= s->targets[i]->standing[0] != '\0';
@@ -839,6 +952,7 @@ out:
     if (s) {
         free(s->agents);
         free(s->preload);
+        free(s->devices);
         explicit_bzero(s->fleet_hex, sizeof s->fleet_hex);
     }
     free(s);

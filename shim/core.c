@@ -227,6 +227,41 @@ static CUresult open_proxy_objects(int ordinal)
     return link_handover(d->link, &h, NULL);
 }
 
+/* RIG_REMOTE_DEVICES=CUDA:N@NAME,...: when set, the only proxies the
+ * program sees (`rig run --gpus` places a job on some devices of a
+ * machine). The link's devices, first at devs[0], are kept in their order
+ * and moved down over the ones left out; returns how many remain. */
+static int keep_listed_devices(agent_link *l, shim_device *devs, const char *list, rig_why *why)
+{
+    bool keep[SHIM_DEVICES_MAX] = { false };
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        char entry[NAMES_TEXT_MAX];
+        names_name n;
+        if (len == 0 || len >= sizeof entry)
+            return why_set(why, RIG_E_INVALID, "RIG_REMOTE_DEVICES: an entry is %s", len ? "too long" : "empty");
+        memcpy(entry, p, len);
+        entry[len] = '\0';
+        if (names_parse(entry, &n, why) < 0 || n.kind != NAMES_CUDA || !n.named)
+            return why_set(why, RIG_E_INVALID, "RIG_REMOTE_DEVICES: '%s' is not CUDA:N@NAME", entry);
+        if (strcmp(n.name, l->name) == 0) {
+            if (n.device >= (uint32_t)l->device_count)
+                return why_set(why, RIG_E_INVALID, "RIG_REMOTE_DEVICES: %s: %s has %d device%s", entry, l->name,
+                               l->device_count, l->device_count == 1 ? "" : "s");
+            keep[n.device] = true;
+        }
+        p += len + (p[len] == ',');
+    }
+    int kept = 0;
+    for (int i = 0; i < l->device_count; i++)
+        if (keep[i])
+            devs[kept++] = devs[i];
+    for (int i = kept; i < l->device_count; i++)
+        memset(&devs[i], 0, sizeof devs[i]);
+    l->device_count = kept;
+    return kept;
+}
+
 static CUresult init_remote(rig_why *why)
 {
     const char *list = getenv("RIG_REMOTE_AGENTS");
@@ -235,6 +270,22 @@ static CUresult init_remote(rig_why *why)
     names_agents agents;
     if (names_parse_agents(list, &agents, why) < 0)
         return CUDA_ERROR_INVALID_VALUE;
+    const char *only = getenv("RIG_REMOTE_DEVICES");
+    for (const char *p = only ? only : ""; *p;) {
+        /* Each entry names an agent of the job (its form is checked per link). */
+        size_t len = strcspn(p, ","), at = len;
+        while (at > 0 && p[at - 1] != '@')
+            at--;
+        bool known = false;
+        for (size_t i = 0; at && i < agents.count && !known; i++)
+            known = strlen(agents.agents[i].name) == len - at && memcmp(agents.agents[i].name, p + at, len - at) == 0;
+        if (!known) {
+            why_set(why, RIG_E_INVALID, "RIG_REMOTE_DEVICES: '%.*s' names no agent of RIG_REMOTE_AGENTS", (int)len, p);
+            names_agents_free(&agents);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        p += len + (p[len] == ',');
+    }
     rig_key key;
     if (read_key(&key, why) < 0) {
         names_agents_free(&agents);
@@ -257,6 +308,10 @@ static CUresult init_remote(rig_why *why)
             break;
         }
         link_count++;
+        if (only && *only && keep_listed_devices(l, &devices[first], only, why) < 0) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
         l->first_device = first;
         device_count += l->device_count;
         for (int o = first; o < device_count && rc == CUDA_SUCCESS; o++) {
@@ -281,6 +336,7 @@ static void forget_remote_env(void)
     unsetenv("RIG_REMOTE_KEY");
     unsetenv("RIG_REMOTE_AGENTS");
     unsetenv("RIG_REMOTE_REPORT");
+    unsetenv("RIG_REMOTE_DEVICES");
 }
 
 /* RIG_STATS=1: one line per proxy device at exit. Figures are per agent

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "launcher/json.h"
+#include "launcher/placement.h"
 #include "launcher/quote.h"
 #include "launcher/targets.h"
 #include "proto/error.h"
@@ -1593,5 +1594,108 @@ Test(launcher, serve_run_and_stop_a_standing_agent, .timeout = 180)
     cr_expect(targets && strstr(targets, "gpu rig-test-ssh # the GPU box\n") && !strstr(targets, "standing"),
               "the targets file:\n%s", targets);
     free(targets);
+    setup_end(&s);
+}
+
+/* ---- placement (rig run --gpus) ---- */
+
+/* A machine's probe answer with devices of the given free GiB. */
+static json *answer_with(bool busy, const double *free_gib, int n)
+{
+    char text[4096];
+    int off = snprintf(text, sizeof text, "{\"busy\":%s,\"devices\":[", busy ? "true" : "false");
+    for (int i = 0; i < n; i++)
+        off += snprintf(text + off, sizeof text - (size_t)off,
+                        "%s{\"ordinal\":%d,\"name\":\"gpu%d\",\"memory\":85899345920,\"free\":%.0f}", i ? "," : "", i,
+                        i, free_gib[i] * 1073741824.0);
+    snprintf(text + off, sizeof text - (size_t)off, "]}");
+    json *j = json_parse(text);
+    cr_assert_not_null(j, "%s", text);
+    return j;
+}
+
+static void plan_text(const placement *p, const placement_machine *m, char *out, size_t cap)
+{
+    size_t off = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < p->count; i++)
+        off += (size_t)snprintf(out + off, cap - off, "%s%s:%d", i ? " " : "", m[p->d[i].machine].name,
+                                p->d[i].ordinal);
+}
+
+Test(launcher, placement_fewest_machines_most_free_memory)
+{
+    json *a = answer_with(false, (double[]){ 10, 70, 20, 80 }, 4);   /* 4 devices */
+    json *b = answer_with(false, (double[]){ 79, 78 }, 2);           /* 2 roomy ones */
+    json *c = answer_with(true, (double[]){ 80, 80, 80, 80, 80 }, 5);  /* busy */
+    json *d = answer_with(false, (double[]){ 5 }, 1);
+    placement_machine m[] = { { "a", a }, { "b", b }, { "c", c }, { "down", NULL }, { "d", d } };
+    placement p;
+    char why[256], text[256];
+    static const struct {
+        int gpus;
+        double min_gib;
+        const char *plan;
+    } cases[] = {
+        { 1, 0, "a:3" },                   /* the most free memory of any */
+        { 2, 0, "b:0 b:1" },               /* one machine; b's two beat a's best two */
+        { 3, 0, "a:3 a:1 a:2" },           /* only a holds three */
+        { 4, 0, "a:3 a:1 a:2 a:0" },
+        { 5, 0, "a:3 a:1 a:2 a:0 b:0" },   /* two machines: a whole, then the best one */
+        { 6, 0, "a:3 a:1 a:2 a:0 b:0 b:1" },
+        { 7, 0, "a:3 a:1 a:2 a:0 b:0 b:1 d:0" },
+        { 2, 60, "b:0 b:1" },              /* --min-memory 60G: a has two too, with less free */
+        { 3, 60, "b:0 b:1 a:3" },          /* none has three: the roomier pair, then the best one */
+        { 1, 79.5, "a:3" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = placement_plan(m, 5, cases[i].gpus, cases[i].min_gib * 1073741824.0, &p, why, sizeof why);
+        cr_expect_eq(rc, 0, "gpus %d: %s", cases[i].gpus, why);
+        plan_text(&p, m, text, sizeof text);
+        cr_expect_str_eq(text, cases[i].plan, "gpus %d min %.0f GiB", cases[i].gpus, cases[i].min_gib);
+    }
+    cr_expect_eq(placement_plan(m, 5, 8, 0, &p, why, sizeof why), -1);
+    cr_expect_str_eq(why, "8 devices wanted, 7 free with enough memory (of 5 machines: 1 down, 1 busy)");
+    cr_expect_eq(placement_plan(m, 5, 4, 75.0 * 1073741824.0, &p, why, sizeof why), -1);
+    cr_expect(strstr(why, "4 devices wanted, 3 free"), "%s", why);
+    double bytes;
+    cr_expect(placement_parse_size("20G", &bytes) == 0 && bytes == 20.0 * 1073741824.0);
+    cr_expect(placement_parse_size("1.5TiB", &bytes) == 0 && bytes == 1.5 * 1099511627776.0);
+    cr_expect(placement_parse_size("512", &bytes) == 0 && bytes == 512);
+    cr_expect_eq(placement_parse_size("12X", &bytes), -1);
+    cr_expect_eq(placement_parse_size("-1G", &bytes), -1);
+    cr_expect_eq(placement_parse_size("G", &bytes), -1);
+    json_free(a), json_free(b), json_free(c), json_free(d);
+}
+
+Test(launcher, gpus_places_and_the_program_sees_those_only, .timeout = 120)
+{
+    setup s;
+    setup_begin(&s, "");
+    rig_result r;
+    char *env[] = { s.targets_env, "SOFTGPU_DEVICES=3", NULL };
+    rig_exec(&r, (char *[]){ "rig", "run", "--gpus", "2", "--on", "local", "--dry-run", "--", "true", NULL }, env, 60,
+             NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "RIG_REMOTE_DEVICES=CUDA:0@local,CUDA:1@local"), "%s", r.out);
+    /* Another test's job on this machine makes it busy for a while. */
+    for (int i = 0; i < 30; i++) {
+        rig_exec(&r, (char *[]){ "rig", "run", "--gpus", "2", "--on", "local", "--", PLAIN_BUILD "/programs/multidev.static",
+                                 NULL },
+                 env, 60, NULL);
+        if (!strstr(r.out, "busy)"))
+            break;
+        sleep(1);
+    }
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "placing 2 devices on 1 machine: CUDA:0@local (softgpu, 4.0 GiB free), CUDA:1@local"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "multidev: ok 2 devices"), "the program saw other devices:\n%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", "--gpus", "4", "--on", "local", "--", "true", NULL }, env, 60, NULL);
+    cr_expect_eq(r.status, 255, "%s", r.out);
+    cr_expect(strstr(r.out, "cannot place the job: 4 devices wanted, "), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", "--min-memory", "1G", "--", "true", NULL }, env, 60, NULL);
+    cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out, "--min-memory goes with --gpus"), "%s", r.out);
     setup_end(&s);
 }
