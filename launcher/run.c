@@ -37,6 +37,8 @@ static const char usage[] =
     "                 and give PROG N free devices with the most free memory, on\n"
     "                 the fewest machines; it sees those only (the plan is printed)\n"
     "  --min-memory SIZE  with --gpus: only devices with SIZE free (20G, 512M)\n"
+    "  --stats        after each job, a table of each remote device's calls, round\n"
+    "                 trips, bytes each way and time waiting, and the job's wall time\n"
     "  --retries N    start a failed job again up to N times (default 3)\n"
     "  --rig PATH     rig's path on the remote machines (default: rig on their PATH)\n"
     "  --dry-run      print what would run, start nothing\n"
@@ -63,10 +65,20 @@ static const char usage[] =
 
 enum { END_NONE, END_CLOSED, END_FAILED };
 
+#define STATS_MAX 64
+
+typedef struct device_stats {
+    char device[NAMES_TEXT_MAX];
+    unsigned long long calls, round_trips, bytes_out, bytes_in;
+    double wait_ms;
+} device_stats;
+
 typedef struct reporter {        /* one process's report lines */
     bool started;
     int end;
     char why[LINE_MAX_BYTES];
+    size_t nstats;
+    device_stats stats[STATS_MAX];
 } reporter;
 
 typedef struct line_buf {
@@ -90,7 +102,7 @@ typedef struct run_opts {
     int retries;
     int gpus;                   /* --gpus N: placed on the probed machines */
     double min_free;            /* --min-memory, bytes */
-    bool dry_run, verbose;
+    bool dry_run, verbose, stats;
     char **prog;                /* PROG ARGS..., NULL-terminated */
 } run_opts;
 
@@ -125,6 +137,13 @@ static bool report_line(reporter *r, const char *line)
     } else if (strcmp(line, "closed") == 0) {
         if (r->end == END_NONE)
             r->end = END_CLOSED;
+    } else if (strncmp(line, "stats ", 6) == 0) {
+        device_stats d;
+        int used = 0;
+        if (r->nstats < STATS_MAX &&
+            sscanf(line + 6, "%159s %llu %llu %llu %llu %lf%n", d.device, &d.calls, &d.round_trips, &d.bytes_out,
+                   &d.bytes_in, &d.wait_ms, &used) == 6 && line[6 + used] == '\0')
+            r->stats[r->nstats++] = d;
     } else if (strncmp(line, "failed ", 7) == 0) {
         /* Several processes may share a descriptor (a shell running two
          * programs): any failure fails the job, the first one is its cause. */
@@ -550,6 +569,38 @@ static outcome run_program(run_state *s, const char *key_hex, char *cause, size_
     return OUT_JOB_FAILED;
 }
 
+static void human_bytes(char *out, size_t cap, unsigned long long n)
+{
+    static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, cap, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+/* --stats: the job's table, from the program's report lines. */
+static void print_stats(const reporter *r, long long wall_ms)
+{
+    fprintf(stderr, "rig run: job stats, wall time %.2f s\n", (double)wall_ms / 1000);
+    if (r->nstats == 0) {
+        fprintf(stderr, "  (no remote device reported: the program used none, or ended before its shim could say)\n");
+        return;
+    }
+    fprintf(stderr, "  %-24s %10s %12s %12s %12s %10s\n", "DEVICE", "CALLS", "ROUND TRIPS", "BYTES OUT", "BYTES IN",
+            "WAIT MS");
+    for (size_t i = 0; i < r->nstats; i++) {
+        const device_stats *d = &r->stats[i];
+        char out[32], in[32];
+        human_bytes(out, sizeof out, d->bytes_out);
+        human_bytes(in, sizeof in, d->bytes_in);
+        fprintf(stderr, "  %-24s %10llu %12llu %12s %12s %10.1f\n", d->device, d->calls, d->round_trips, out, in,
+                d->wait_ms);
+    }
+}
+
 static outcome attempt(run_state *s, char *cause, size_t cap, int *status)
 {
     rig_key key;
@@ -566,8 +617,12 @@ static outcome attempt(run_state *s, char *cause, size_t cap, int *status)
         key_wipe(&key);
     }
     outcome out = start_agents(s, hex, cause, cap);
-    if (out == OUT_DONE)
+    if (out == OUT_DONE) {
+        long long began = child_now_ms();
         out = run_program(s, hex, cause, cap, status);
+        if (s->o->stats)
+            print_stats(&s->ctl, child_now_ms() - began);
+    }
     explicit_bzero(hex, sizeof hex);
     stop_agents(s);
     return out;
@@ -783,6 +838,7 @@ int run_main(int argc, char **argv)
         { "rig", required_argument, NULL, 'R' }, { "dry-run", no_argument, NULL, 'n' },
         { "verbose", no_argument, NULL, 'v' },   { "help", no_argument, NULL, 'h' },
         { "gpus", required_argument, NULL, 'g' }, { "min-memory", required_argument, NULL, 'm' },
+        { "stats", no_argument, NULL, 's' },
         { NULL, 0, NULL, 0 },
     };
     run_opts o = { .rig = "rig", .retries = 3 };
@@ -817,6 +873,7 @@ int run_main(int argc, char **argv)
             }
             break;
         case 'n': o.dry_run = true; break;
+        case 's': o.stats = true; break;
         case 'v': o.verbose = true; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 1;

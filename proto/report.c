@@ -69,3 +69,14 @@ void report_closed(void)
         return;
     say("closed\n");
 }
+
+void report_stats(const char *device, unsigned long long calls, unsigned long long round_trips,
+                  unsigned long long bytes_out, unsigned long long bytes_in, double wait_ms)
+{
+    if (__atomic_load_n(&said_end, __ATOMIC_ACQUIRE) || strcspn(device, " \n\r") != strlen(device))
+        return;
+    char line[256];
+    snprintf(line, sizeof line, "stats %.96s %llu %llu %llu %llu %.3f\n", device, calls, round_trips, bytes_out,
+             bytes_in, wait_ms);
+    say(line);
+}

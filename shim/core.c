@@ -366,9 +366,25 @@ static void print_stats(void)
     }
 }
 
+/* The same figures for `rig run --stats`, on the report descriptor. */
+static void report_link_stats(void)
+{
+    for (int d = 0; d < device_count; d++) {
+        if (!devices[d].proxy)
+            continue;
+        agent_link *l = devices[d].link;
+        pthread_mutex_lock(&l->lock);
+        unsigned long long calls = l->calls, rt = l->round_trips, out = l->c.bytes_sent, in = l->c.bytes_received;
+        double wait_ms = (double)l->wait_ns / 1e6;
+        pthread_mutex_unlock(&l->lock);
+        report_stats(devices[d].label, calls, rt, out, in, wait_ms);
+    }
+}
+
 static void close_links(void)
 {
     print_stats();
+    report_link_stats();
     for (size_t i = 0; i < link_count; i++)
         link_close(&links[i]);
     report_closed();

@@ -1699,3 +1699,24 @@ Test(launcher, gpus_places_and_the_program_sees_those_only, .timeout = 120)
     cr_expect(strstr(r.out, "--min-memory goes with --gpus"), "%s", r.out);
     setup_end(&s);
 }
+
+Test(launcher, stats_table_per_job, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "");
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--stats", "--", VECADD, NULL }, (char *[]){ s.targets_env, NULL }, 60,
+             NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    const char *t = strstr(r.out, "rig run: job stats, wall time ");
+    cr_assert_not_null(t, "%s", r.out);
+    const char *row = strstr(t, "\n  CUDA:0@local ");
+    cr_assert_not_null(row, "%s", r.out);
+    unsigned long long calls = 0, rt = 0;
+    cr_expect_eq(sscanf(row + 15, "%llu %llu", &calls, &rt), 2, "%s", row);
+    cr_expect(calls >= 5 && rt >= 1 && rt <= calls, "calls %llu, round trips %llu:\n%s", calls, rt, r.out);
+    /* Without --stats, no table. */
+    rig_exec(&r, (char *[]){ "rig", "run", "--", VECADD, NULL }, (char *[]){ s.targets_env, NULL }, 60, NULL);
+    cr_expect(!strstr(r.out, "job stats"), "%s", r.out);
+    setup_end(&s);
+}
