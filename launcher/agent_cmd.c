@@ -61,36 +61,16 @@ static void *lifeline_main(void *arg)
     return NULL;
 }
 
-/* Reads "HEX\n" from fd 0 one byte at a time (nothing after it is ours). */
-static int read_key_line(rig_key *key, rig_why *why)
-{
-    char line[2 * KEY_MAX + 2];
-    size_t n = 0;
-    for (;;) {
-        char ch;
-        ssize_t r = read(0, &ch, 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return why_set(why, RIG_E_CLOSED, "--lifeline: standard input closed before the key line");
-        if (ch == '\n')
-            break;
-        if (n == sizeof line - 1)
-            return why_set(why, RIG_E_TOO_LONG, "--lifeline: the key line is too long");
-        line[n++] = ch;
-    }
-    line[n] = '\0';
-    return key_from_hex(key, line, why);
-}
-
 /* The agent's stdin becomes a pipe holding only the key, so agent_main's
  * --key-stdin reads it; the real stdin is watched by a thread. */
 static int start_lifeline(rig_why *why)
 {
     rig_key key;
-    int rc = read_key_line(&key, why);
-    if (rc < 0)
-        return rc;
+    int rc = key_read_hex_line(0, &key, why);
+    if (rc < 0) {
+        rig_why inner = *why;
+        return why_set(why, rc, "--lifeline: %s", inner.text);
+    }
     lifeline_fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
     int p[2];
     if (lifeline_fd < 0 || pipe(p) < 0) {

@@ -275,24 +275,8 @@ static void dial_address(const names_address *a, char *out, size_t cap)
 
 static int read_key_line(rig_key *key)
 {
-    char line[2 * KEY_MAX + 2];
-    size_t n = 0;
-    for (;;) {
-        char ch;
-        ssize_t r = read(0, &ch, 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0 || n == sizeof line - 1)
-            return fail("no fleet key line on standard input");
-        if (ch == '\n')
-            break;
-        line[n++] = ch;
-    }
-    line[n] = '\0';
     rig_why why = { "" };
-    int rc = key_from_hex(key, line, &why);
-    explicit_bzero(line, sizeof line);
-    return rc < 0 ? fail("the fleet key: %s", why.text) : 0;
+    return key_read_hex_line(0, key, &why) < 0 ? fail("the fleet key on standard input: %s", why.text) : 0;
 }
 
 static int self_or_fail(char *self, size_t cap)

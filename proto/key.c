@@ -124,6 +124,35 @@ int key_from_hex(rig_key *k, const char *hex, rig_why *why)
     return rc;
 }
 
+int key_read_hex_line(int fd, rig_key *k, rig_why *why)
+{
+    char line[KEY_HEX_LEN + 2];
+    size_t n = 0;
+    int rc = 0;
+    for (;;) {
+        char ch;
+        ssize_t r = read(fd, &ch, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = why_set(why, RIG_E_CLOSED, "the input closed before the key's line");
+            break;
+        }
+        if (ch == '\n')
+            break;
+        if (n == sizeof line - 1) {
+            rc = why_set(why, RIG_E_TOO_LONG, "the key's line is longer than %d hex digits", KEY_HEX_LEN);
+            break;
+        }
+        line[n++] = ch;
+    }
+    line[n] = '\0';
+    if (rc == 0)
+        rc = key_from_hex(k, line, why);
+    explicit_bzero(line, sizeof line);
+    return rc;
+}
+
 int key_to_hex(const rig_key *k, char out[static KEY_HEX_LEN + 1], rig_why *why)
 {
     if (k->len != KEY_GENERATED)

@@ -29,6 +29,11 @@ int key_read_file(rig_key *k, const char *path, rig_why *why);
 /* Parses RIG_REMOTE_KEY: exactly 64 hex characters (either case). */
 int key_from_hex(rig_key *k, const char *hex, rig_why *why);
 
+/* Reads "HEX\n" from fd one byte at a time (what follows the line is not
+ * ours to read) and parses it as key_from_hex does; the line is wiped.
+ * RIG_E_CLOSED when fd ends first, RIG_E_TOO_LONG past 64 digits. */
+int key_read_hex_line(int fd, rig_key *k, rig_why *why);
+
 /* Writes a 32-byte key's 64 lowercase hex digits and a NUL into out. */
 int key_to_hex(const rig_key *k, char out[static KEY_HEX_LEN + 1], rig_why *why);
 

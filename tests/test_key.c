@@ -183,3 +183,33 @@ Test(key, generate_is_random_and_32_bytes)
     key_wipe(&a);
     cr_assert_eq(a.len, 0);
 }
+
+Test(key, hex_line_from_a_descriptor)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    const char *text = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFFrest";
+    cr_assert_eq(write(p[1], text, 64), 64);
+    cr_assert_eq(write(p[1], "\nrest", 5), 5);
+    rig_key k;
+    rig_why why = { "" };
+    cr_assert_eq(key_read_hex_line(p[0], &k, &why), 0, "%s", why.text);
+    cr_expect_eq(k.len, 32u);
+    cr_expect_eq(k.bytes[1], 0x11);
+    cr_expect_eq(k.bytes[31], 0xff);
+    char rest[8] = "";
+    cr_expect_eq(read(p[0], rest, 4), 4, "the bytes after the line are left");
+    cr_expect_str_eq(rest, "rest");
+    cr_assert_eq(write(p[1], "0011", 4), 4);
+    close(p[1]);
+    cr_expect_eq(key_read_hex_line(p[0], &k, &why), RIG_E_CLOSED);
+    close(p[0]);
+    cr_assert_eq(pipe(p), 0);
+    char longline[80];
+    memset(longline, 'a', sizeof longline);
+    cr_assert_eq(write(p[1], longline, sizeof longline), (ssize_t)sizeof longline);
+    cr_expect_eq(key_read_hex_line(p[0], &k, &why), RIG_E_TOO_LONG);
+    cr_expect(strstr(why.text, "longer than 64 hex digits"), "%s", why.text);
+    close(p[0]);
+    close(p[1]);
+}
