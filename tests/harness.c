@@ -108,7 +108,14 @@ static void live_agent_remove(const agent_proc *a)
 
 void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_args)
 {
+    agent_start_at(a, same_key, extra_args, NULL, "127.0.0.1");
+}
+
+void agent_start_at(agent_proc *a, const agent_proc *same_key, const char *extra_args, const char *netns,
+                    const char *host)
+{
     memset(a, 0, sizeof *a);
+    snprintf(a->host, sizeof a->host, "%s", host);
     snprintf(a->dir, sizeof a->dir, "/tmp/rig-e2e-XXXXXX");
     cr_assert_not_null(mkdtemp(a->dir));
     snprintf(a->key_file, sizeof a->key_file, "%s/key", a->dir);
@@ -129,8 +136,11 @@ void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_ar
     int log = open(a->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     cr_assert_geq(log, 0);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "exec %s/rig-agent --listen 127.0.0.1:0 --key-file %s %s", SHIM_BUILD, a->key_file,
-             extra_args ? extra_args : "");
+    char in_ns[64] = "";
+    if (netns)
+        snprintf(in_ns, sizeof in_ns, "ip netns exec %s ", netns);
+    snprintf(cmd, sizeof cmd, "exec %s%s/rig-agent --listen %s:0 --key-file %s %s", in_ns, SHIM_BUILD, host,
+             a->key_file, extra_args ? extra_args : "");
     /* Its group holds the listener and its job's worker, so a test stops
      * the agent as a whole (kill(-pid, ...)); stdout says where it listens. */
     char *argv[] = { "sh", "-c", cmd, NULL };
@@ -155,7 +165,9 @@ void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_ar
     }
     close(out[0]);
     unsigned port = 0;
-    cr_assert_eq(sscanf(strstr(buf, "listening on"), "listening on 127.0.0.1:%u", &port), 1, "%s", buf);
+    char said[64];
+    snprintf(said, sizeof said, "listening on %s:%%u", host);
+    cr_assert_eq(sscanf(strstr(buf, "listening on"), said, &port), 1, "%s", buf);
     a->port = (uint16_t)port;
 }
 
@@ -186,8 +198,8 @@ void agents_env(const agent_proc *agents, int n, char *out, size_t cap)
 {
     size_t off = (size_t)snprintf(out, cap, "RIG_REMOTE_AGENTS=");
     for (int i = 0; i < n && off < cap; i++)
-        off += (size_t)snprintf(out + off, cap - off, "%s%c=127.0.0.1:%u", i ? "," : "", 'b' + i,
-                                (unsigned)agents[i].port);
+        off += (size_t)snprintf(out + off, cap - off, "%s%c=%s:%u", i ? "," : "", 'b' + i,
+                                agents[i].host[0] ? agents[i].host : "127.0.0.1", (unsigned)agents[i].port);
 }
 
 void shim_env(char *preload, size_t cap)

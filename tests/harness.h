@@ -14,6 +14,7 @@ typedef struct agent_proc {
     char key_file[128];
     char dir[64];
     char log[192];         /* the agent's stderr */
+    char host[32];         /* where it listens: 127.0.0.1, or its namespace's address */
 } agent_proc;
 
 /* Starts build/rig-agent (the plain build: programs are never sanitized)
@@ -22,6 +23,10 @@ typedef struct agent_proc {
  * and waits for its port. extra_args may be NULL. Aborts
  * the test on failure. */
 void agent_start(agent_proc *a, const agent_proc *same_key, const char *extra_args);
+/* The same in the network namespace netns (NULL: this one), listening on
+ * host (an address there). */
+void agent_start_at(agent_proc *a, const agent_proc *same_key, const char *extra_args, const char *netns,
+                    const char *host);
 /* SIGTERM, then SIGKILL, and reap. */
 void agent_stop(agent_proc *a);
 

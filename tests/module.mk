@@ -102,3 +102,12 @@ $(B)/tests/test_nomem: $(B)/tests/test_nomem.o $(B)/tests/failing_alloc.o $(B)/t
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) $(FAILING_ALLOC_WRAP) -o $@ $(filter %.o %.a,$^) -lcriterion $(AGENT_LDLIBS)
 CHECK_TESTS += $(B)/tests/test_nomem
+
+# Separate hosts as network namespaces (tests/netns.c): needs root, skips
+# with the reason elsewhere.
+$(B)/tests/test_netns: $(B)/tests/test_netns.o $(B)/tests/netns.o $(B)/tests/harness.o $(B)/tests/support.o \
+  | e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
+
+CHECK_TESTS += $(B)/tests/test_netns
