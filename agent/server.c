@@ -22,6 +22,7 @@
 
 #include "agent/agent.h"
 #include "proto/deadline.h"
+#include "proto/fdio.h"
 #include "proto/frame.h"
 #include "proto/handshake.h"
 #include "proto/job.h"
@@ -51,6 +52,7 @@ static const char usage[] =
 #define WORKER_END_BOUND_MS 15000  /* an ended job's abort lingers 10 s at most */
 #define BUSY_GRACE_MS 500          /* a running job may turn out to be ending */
 #define ACCEPT_BACKOFF_MS 1000
+#define STATUS_MAX 65536           /* bytes of a status answer */
 
 typedef struct worker_rec {
     pid_t pid;
@@ -103,10 +105,8 @@ static int admit_controller(void *ctx, uint32_t dialing, uint32_t accepting, cha
         snprintf(reason, cap, "process %u is not a controller; this agent serves controllers only", dialing);
         return 1;
     }
-    if (accepting == 0) {
-        snprintf(reason, cap, "an agent is process 1 or above, not 0");
-        return 1;
-    }
+    if (accepting == 0)   /* a status query: no job, nothing claimed */
+        return 0;
     pthread_mutex_lock(&s->lock);
     int64_t until = deadline_after(BUSY_GRACE_MS);
     while (s->claimed && !s->ending && deadline_now_ms() < until) {
@@ -143,6 +143,63 @@ static void release_claim(listener *s, uint64_t gen)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* A status query (a proven key holder dialing process 0, `rig ls`): one
+ * answer frame holding what `rig-agent --probe --json` prints, made in a
+ * child that exits (the listener holds no driver state), and no job. */
+static void answer_status(listener *s, int fd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        FILE *out = fdopen(p[1], "w");
+        if (out) {
+            agent_probe(out, s->driver, true);
+            fclose(out);
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    /* This agent's own slot first (the probe sees every agent of the
+     * machine), then the machine as the probe saw it. */
+    static uint8_t buf[FRAME_HEADER_SIZE + STATUS_MAX];   /* one status at a time: under status_lock */
+    static pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&status_lock);
+    pthread_mutex_lock(&s->lock);
+    bool busy = s->claimed && !s->ending;
+    char controller[sizeof s->serving] = "";   /* an address peer_name wrote: nothing to escape */
+    if (busy)
+        snprintf(controller, sizeof controller, "%s", s->serving);
+    pthread_mutex_unlock(&s->lock);
+    size_t len = (size_t)snprintf((char *)buf + FRAME_HEADER_SIZE, STATUS_MAX,
+                                  "{\"busy\":%s,\"controller\":\"%s\",\"machine\":", busy ? "true" : "false",
+                                  controller);
+    size_t head = len;
+    for (;;) {
+        ssize_t r = pid > 0 ? read(p[0], buf + FRAME_HEADER_SIZE + len, STATUS_MAX - 2 - len) : 0;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(p[0]);
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    while (len > head && (buf[FRAME_HEADER_SIZE + len - 1] == '\n' || buf[FRAME_HEADER_SIZE + len - 1] == ' '))
+        len--;
+    if (len == head)
+        len += (size_t)snprintf((char *)buf + FRAME_HEADER_SIZE + len, STATUS_MAX - len, "null");
+    buf[FRAME_HEADER_SIZE + len++] = '}';
+    frame_header_encode(buf, FRAME_ANSWER, len);
+    rig_why why = { "" };
+    (void)fdio_write_full(fd, buf, FRAME_HEADER_SIZE + len, deadline_after(HS_TIMEOUT_MS), "the status", &why);
+    pthread_mutex_unlock(&status_lock);
+}
+
 static void *prove_main(void *arg)
 {
     connection *c = arg;
@@ -150,7 +207,14 @@ static void *prove_main(void *arg)
     hs_config cfg = { .key = &s->key, .version = HS_VERSION, .timeout_ms = HS_TIMEOUT_MS };
     hs_peers peers;
     rig_why why = { "" };
-    if (hs_accept(c->fd, &cfg, admit_controller, c, &peers, &why) == 0) {
+    int rc = hs_accept(c->fd, &cfg, admit_controller, c, &peers, &why);
+    if (rc == 0 && peers.accepting == 0) {
+        answer_status(s, c->fd);
+        close(c->fd);
+        pthread_mutex_lock(&s->lock);
+        s->proving--;
+        pthread_mutex_unlock(&s->lock);
+    } else if (rc == 0) {
         pthread_mutex_lock(&s->lock);
         s->handoff = true;
         s->handoff_fd = c->fd;

@@ -13,8 +13,10 @@
 
 #include "launcher/child.h"
 #include "launcher/json.h"
+#include "launcher/fleet.h"
 #include "launcher/launcher.h"
 #include "launcher/probe.h"
+#include "launcher/status.h"
 #include "launcher/targets.h"
 
 
@@ -30,6 +32,9 @@ static const char ls_usage[] =
     "Usage: rig ls [--json] [--rig PATH]\n"
     "Lists every target of the targets file (and `local`), asked live: one line\n"
     "each with its state (free, busy or down) and devices. `*` marks the default.\n"
+    "A target with a standing agent gets a second line from the agent itself,\n"
+    "asked with the fleet key: free, or busy and the job's controller; its\n"
+    "devices with memory used and free.\n"
     "  --json       one JSON object per target, in an array\n"
     "  --rig PATH   rig's path on the remote machines (default: rig on their PATH)\n";
 
@@ -198,7 +203,7 @@ static void print_json_string(const char *s)
 
 /* {"target":..,"address":.., then the machine's answer's members, or
  * "error"}. */
-static void print_probe_json(const probe *p)
+static void print_probe_json(const probe *p, const char *tail)
 {
     printf("{\"target\":");
     print_json_string(p->t->name);
@@ -209,11 +214,14 @@ static void print_probe_json(const probe *p)
         size_t len = strlen(body);
         while (len && (body[len - 1] == '\n' || body[len - 1] == ' '))
             len--;
-        printf("%s%.*s", body[0] == '}' ? "" : ",", (int)len, body);
+        /* The answer's members, then tail's, then its closing brace. */
+        if (len && body[len - 1] == '}')
+            len--;
+        printf("%s%.*s%s}", body[0] == '}' ? "" : ",", (int)len, body, tail);
     } else {
         printf(",\"error\":");
         print_json_string(p->why);
-        printf("}");
+        printf("%s}", tail);
     }
 }
 
@@ -293,7 +301,7 @@ int probe_main(int argc, char **argv)
         if (p->why[0])
             rc = RIG_EXIT_OWN_FAILURE;
         if (as_json) {
-            print_probe_json(p);
+            print_probe_json(p, "");
             putchar('\n');
         } else if (p->why[0]) {
             fprintf(stderr, "rig probe: %s: %s\n", p->t->name, p->why);
@@ -304,6 +312,73 @@ int probe_main(int argc, char **argv)
     }
     free(ps);
     return rc;
+}
+
+/* The standing agent of t, as it answers a holder of the fleet key:
+ * "  standing ADDR: free|busy (a job from ADDR); CUDA:0 NAME 1.2 of 80.0 GiB used, ..." */
+static void print_standing(const target *t, const rig_key *key, const char *no_key)
+{
+    if (!key) {
+        printf("  standing %s: %s\n", t->standing, no_key);
+        return;
+    }
+    rig_why why = { "" };
+    json *a = agent_status(t->standing, key, NULL, &why);
+    if (!a) {
+        printf("  standing %s: down: %s\n", t->standing, why.text);
+        return;
+    }
+    const json *machine = json_get(a, "machine");
+    const char *err = machine ? json_str(machine, "error") : "the agent's probe said nothing";
+    if (*err) {
+        printf("  standing %s: no driver: %s\n", t->standing, err);
+        json_free(a);
+        return;
+    }
+    bool busy = json_bool(a, "busy");
+    printf("  standing %s: %s%s%s", t->standing, busy ? "busy" : "free",
+           busy && *json_str(a, "controller") ? ", a job from " : "", busy ? json_str(a, "controller") : "");
+    const json *devs = json_get(machine, "devices");
+    for (size_t i = 0; devs && devs->type == JSON_ARRAY && i < devs->count; i++) {
+        const json *d = &devs->items[i];
+        double total = json_num(d, "memory", 0), free = json_num(d, "free", 0);
+        char used_s[32], total_s[32];
+        gib(used_s, sizeof used_s, total - free);
+        gib(total_s, sizeof total_s, total);
+        printf("%s CUDA:%d %s %s of %s used", i ? "," : ";", (int)json_num(d, "ordinal", (double)i),
+               json_str(d, "name"), used_s, total_s);
+    }
+    putchar('\n');
+    json_free(a);
+}
+
+/* ,"standing":{"address":..., "status": the agent's answer | "error": why}
+ * for `rig ls --json` (malloc'd). */
+static char *standing_json(const target *t, const rig_key *key, const char *no_key)
+{
+    rig_why why = { "" };
+    char *text = NULL;
+    json *a = key ? agent_status(t->standing, key, &text, &why) : NULL;
+    json_free(a);
+    const char *err = key ? why.text : no_key;
+    size_t cap = 128 + strlen(t->standing) + (text ? strlen(text) : 2 * strlen(err) + 8);
+    char *out = malloc(cap);
+    if (!out) {
+        free(text);
+        return NULL;
+    }
+    int n = snprintf(out, cap, ",\"standing\":{\"address\":\"%s\",", t->standing);   /* HOST:PORT: plain */
+    if (text) {
+        snprintf(out + n, cap - (size_t)n, "\"status\":%s}", text);
+    } else {
+        n += snprintf(out + n, cap - (size_t)n, "\"error\":\"");
+        for (const char *c = err; *c && (size_t)n < cap - 4; c++)
+            if ((unsigned char)*c >= 0x20 && *c != '"' && *c != '\\')
+                out[n++] = *c;
+        snprintf(out + n, cap - (size_t)n, "\"}");
+    }
+    free(text);
+    return out;
 }
 
 /* "2 x NVIDIA H100 (9.0, 80.0 GiB)" for a machine's devices. */
@@ -372,6 +447,18 @@ int ls_main(int argc, char **argv)
         ps[i].c.in = ps[i].c.out = ps[i].c.err = -1;
     }
     probe_all(ps, t.count, rig);
+    /* Standing agents are asked with the fleet key, when there is one. */
+    rig_key fleet;
+    char key_why[600] = "", key_path[LAUNCHER_PATH_MAX + 1];
+    bool any_standing = false, have_key = false;
+    for (size_t i = 0; i < t.count; i++)
+        any_standing |= t.v[i].standing[0] != '\0';
+    if (any_standing) {
+        /* fleet_key_read says why on stderr; the line under each agent says it short. */
+        have_key = fleet_key_read(&fleet, key_path, sizeof key_path, "rig ls") == 0;
+        if (!have_key)
+            snprintf(key_why, sizeof key_why, "no fleet key to ask it with");
+    }
     size_t wname = 4, waddr = 7;
     for (size_t i = 0; i < t.count; i++) {
         wname = strlen(t.v[i].name) + 1 > wname ? strlen(t.v[i].name) + 1 : wname;
@@ -385,7 +472,9 @@ int ls_main(int argc, char **argv)
         probe *p = &ps[i];
         if (as_json) {
             printf(i ? ",\n " : "");
-            print_probe_json(p);
+            char *tail = p->t->standing[0] ? standing_json(p->t, have_key ? &fleet : NULL, key_why) : NULL;
+            print_probe_json(p, tail ? tail : "");
+            free(tail);
             continue;
         }
         char name[NAMES_NAME_MAX + 2], what[1024];
@@ -396,9 +485,13 @@ int ls_main(int argc, char **argv)
         else
             summary(p->answer, what, sizeof what);
         printf("%-*s %-*s %-5s %s\n", (int)wname, name, (int)waddr, p->t->address, state_of(p), what);
+        if (p->t->standing[0])
+            print_standing(p->t, have_key ? &fleet : NULL, key_why);
     }
     if (as_json)
         printf("]\n");
+    if (have_key)
+        key_wipe(&fleet);
     for (size_t i = 0; i < t.count; i++)
         probe_free(&ps[i]);
     free(ps);

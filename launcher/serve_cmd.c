@@ -31,11 +31,12 @@
 
 #include "launcher/fleet.h"
 #include "launcher/launcher.h"
+#include "launcher/status.h"
 #include "launcher/targets.h"
-#include "proto/handshake.h"
 #include "proto/key.h"
 #include "proto/names.h"
 #include "proto/net.h"
+#include "proto/handshake.h"
 
 #define SERVE_DEFAULT_LISTEN "0.0.0.0:7420"
 #define SERVE_MARK "# written by rig serve"
@@ -663,23 +664,16 @@ static int remote_rig(const target *t, const char *given, bool copy, char *out, 
     return 0;
 }
 
-/* Proves the fleet key to the agent at addr: it answers, or says busy. */
+/* Proves the fleet key to the agent at addr by asking its status. */
 static int check_agent(const char *addr, const rig_key *key, char *why_out, size_t cap)
 {
-    names_address a;
     rig_why why = { "" };
-    int fd = -1;
-    if (names_parse_address(addr, strlen(addr), &a, &why) < 0 || net_connect(&a, 5000, &fd, &why) < 0) {
+    json *status = agent_status(addr, key, NULL, &why);
+    if (!status) {
         snprintf(why_out, cap, "%s", why.text);
         return -1;
     }
-    hs_config cfg = { .key = key, .version = HS_VERSION, .timeout_ms = HS_TIMEOUT_MS };
-    int rc = hs_dial(fd, &cfg, 0, 1, &why);
-    close(fd);
-    if (rc < 0 && !strstr(why.text, "busy")) {
-        snprintf(why_out, cap, "%s", why.text);
-        return -1;
-    }
+    json_free(status);
     return 0;
 }
 

@@ -1576,6 +1576,42 @@ Test(launcher, serve_run_and_stop_a_standing_agent, .timeout = 180)
     rig_exec(&r, (char *[]){ "rig", "run", "--rig", RIG, "--", VECADD, NULL }, env, 60, NULL);
     cr_expect_eq(r.status, 0, "%s", r.out);
 
+    /* rig ls asks the standing agent itself with the fleet key. */
+    char line[160];
+    snprintf(line, sizeof line, "  standing %s: free; CUDA:0 softgpu ", listen);
+    bool free_seen = false;
+    for (int i = 0; i < 20 && !free_seen; i++) {   /* until the last job's worker has gone */
+        rig_exec(&r, (char *[]){ "rig", "ls", "--rig", RIG, NULL }, env, 60, NULL);
+        free_seen = strstr(r.out, line) != NULL;
+        if (!free_seen)
+            usleep(250000);
+    }
+    cr_expect(free_seen, "no '%s' in:\n%s", line, r.out);
+    char agents_var[96], key_var[200];
+    snprintf(agents_var, sizeof agents_var, "RIG_REMOTE_AGENTS=g=%s", listen);
+    snprintf(key_var, sizeof key_var, "RIG_KEY_FILE=%s/fleet-key", s.dir);
+    char preload[512];
+    shim_env(preload, sizeof preload);
+    int devnull = open("/dev/null", O_WRONLY);
+    pid_t job = child_spawn(PLAIN_BUILD "/programs/hang_wait.static",
+                            (char *[]){ "hang_wait", "forever", NULL },
+                            (char *[]){ agents_var, key_var, preload, "RIG_LOCAL_DRIVER=none", NULL }, -1, devnull,
+                            devnull);
+    close(devnull);
+    snprintf(line, sizeof line, "  standing %s: busy, a job from 127.0.0.1:", listen);
+    bool busy_seen = false;
+    for (int i = 0; i < 40 && !busy_seen; i++) {
+        usleep(250000);
+        rig_exec(&r, (char *[]){ "rig", "ls", "--rig", RIG, NULL }, env, 60, NULL);
+        busy_seen = strstr(r.out, line) != NULL;
+    }
+    cr_expect(busy_seen, "no '%s' in:\n%s", line, r.out);
+    rig_exec(&r, (char *[]){ "rig", "ls", "--json", "--rig", RIG, NULL }, env, 60, NULL);
+    cr_expect(strstr(r.out, "\"standing\":{\"address\":\"127.0.0.1:") && strstr(r.out, "\"status\":{\"busy\":true,"),
+              "%s", r.out);
+    kill(-job, SIGKILL);
+    waitpid(job, NULL, 0);
+
     /* Another fleet key: the job fails, naming the key. */
     char other_env[160];
     snprintf(other_env, sizeof other_env, "RIG_FLEET_KEY=%s/other-key", s.dir);
@@ -1584,6 +1620,8 @@ Test(launcher, serve_run_and_stop_a_standing_agent, .timeout = 180)
     rig_exec(&r, (char *[]){ "rig", "run", "--retries", "0", "--rig", RIG, "--", VECADD, NULL }, other, 60, NULL);
     cr_expect_neq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "key"), "the failure does not name the key:\n%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "ls", "--rig", RIG, NULL }, other, 60, NULL);
+    cr_expect(strstr(r.out, ": down: refused: wrong key"), "%s", r.out);
 
     rig_exec(&r, (char *[]){ "rig", "serve", "--on", "gpu", "--stop", "--rig", RIG, "--state-dir", state, NULL },
              env, 60, NULL);
