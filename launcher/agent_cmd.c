@@ -6,13 +6,17 @@
  *                Its standard output then carries rig-agent's two lines
  *                (driver, "listening on HOST:PORT") and its report lines.
  * Without --listen the agent listens on the address ssh reached this
- * machine at (SSH_CONNECTION) under ssh, else on loopback only, on a free
- * port: never on every address unless the user asks for 0.0.0.0. */
+ * machine at (SSH_CONNECTION) under ssh, on its address toward the node
+ * srun ran on under srun (SLURM_LAUNCH_NODE_IPADDR), else on loopback
+ * only, on a free port: never on every address unless the user asks for
+ * 0.0.0.0. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +36,9 @@ static const char usage[] =
     "program as rig-agent.\n"
     "  --listen HOST:PORT   where to accept controllers (port 0 picks a free one;\n"
     "                       default: the address ssh reached this machine at\n"
-    "                       (SSH_CONNECTION) when run over ssh, else 127.0.0.1,\n"
-    "                       port 0; every address only with --listen 0.0.0.0:PORT)\n"
+    "                       (SSH_CONNECTION) when run over ssh, its address toward\n"
+    "                       the srun node under srun, else 127.0.0.1, port 0;\n"
+    "                       every address only with --listen 0.0.0.0:PORT)\n"
     "  --key-file FILE      the job key: owner-only regular file, 16..4096 bytes\n"
     "                       (default ~/.config/rig/key, which `rig key` makes)\n"
     "  --key-stdin          read the job key from standard input until it closes\n"
@@ -149,6 +154,47 @@ static int ssh_server_address(char out[static INET6_ADDRSTRLEN + 2], rig_why *wh
     return 0;
 }
 
+/* Under srun (a Slurm job step, `rig run --slurm`): this node's address on
+ * the route to the node srun ran on (SLURM_LAUNCH_NODE_IPADDR), found by
+ * connecting a UDP socket there (nothing is sent). 1 with out empty when
+ * not under srun; -1 naming the variable when it holds no address. */
+static int srun_route_address(char out[static INET6_ADDRSTRLEN + 2], rig_why *why)
+{
+    out[0] = '\0';
+    const char *launch = getenv("SLURM_LAUNCH_NODE_IPADDR");
+    if (!launch || !*launch)
+        return 1;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, launch, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons(9);
+        len = sizeof *a4;
+    } else if (inet_pton(AF_INET6, launch, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(9);
+        len = sizeof *a6;
+    } else {
+        return why_set(why, RIG_E_INVALID, "SLURM_LAUNCH_NODE_IPADDR '%.60s' is not an IP address", launch);
+    }
+    int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&ss, len) < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return why_set(why, RIG_E_IO, "no route to the srun node %s: %s", launch, strerror(e));
+    }
+    close(fd);
+    char host[INET6_ADDRSTRLEN];
+    const void *addr = ss.ss_family == AF_INET ? (const void *)&a4->sin_addr : (const void *)&a6->sin6_addr;
+    inet_ntop(ss.ss_family, addr, host, sizeof host);
+    snprintf(out, INET6_ADDRSTRLEN + 2, ss.ss_family == AF_INET6 ? "[%s]" : "%s", host);
+    return 0;
+}
+
 /* True when a is option name (or a prefix getopt_long takes for it: at
  * least min bytes), with or without "=VALUE". */
 static bool is_option(const char *a, const char *name, size_t min)
@@ -197,8 +243,18 @@ int agent_cmd_main(int argc, char **argv)
             fprintf(stderr, "rig agent: %s; --listen HOST:PORT names where to listen\n", why.text);
             return 1;
         }
-        if (over_ssh == 1)
-            snprintf(host, sizeof host, "127.0.0.1");
+        const char *how = over_ssh == 1 ? "not reached over ssh" : "where ssh reached this machine";
+        if (over_ssh == 1) {
+            int under_srun = srun_route_address(host, &why);
+            if (under_srun < 0) {
+                fprintf(stderr, "rig agent: %s; --listen HOST:PORT names where to listen\n", why.text);
+                return 1;
+            }
+            if (under_srun == 1)
+                snprintf(host, sizeof host, "127.0.0.1");
+            else
+                how = "the address on the way to the node that ran srun";
+        }
         snprintf(listen_at, sizeof listen_at, "%s:0", host);
         args[n++] = "--listen";
         args[n++] = listen_at;
@@ -206,7 +262,7 @@ int agent_cmd_main(int argc, char **argv)
          * would stand as the cause if the agent failed. */
         if (!lifeline)
             snprintf(note, sizeof note, "rig agent: listening on %s (%s; --listen HOST:PORT to choose)\n", host,
-                     over_ssh == 1 ? "not reached over ssh" : "where ssh reached this machine");
+                     how);
     }
     /* No key named: the one `rig key` writes by default, if there is one. */
     char key_file[LAUNCHER_PATH_MAX + 1];

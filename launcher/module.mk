@@ -21,3 +21,12 @@ $(B)/tests/test_launcher: $(B)/tests/test_launcher.o $(B)/tests/harness.o $(B)/t
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -lcriterion $(PROTO_LDLIBS)
 
 CHECK_TESTS += $(B)/tests/test_launcher
+
+# rig run --slurm against a real slurmctld, two slurmd and munged started by
+# the test in network namespaces (tests/tools/slurm-start).
+$(B)/tests/test_slurm: $(B)/tests/test_slurm.o $(B)/tests/netns.o $(B)/tests/harness.o $(B)/tests/support.o \
+  | e2e-programs $(SHIM_LIB) $(LAUNCHER_BIN) $(B)/libcudasoft.so
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
+
+CHECK_TESTS += $(B)/tests/test_slurm

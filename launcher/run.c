@@ -37,6 +37,8 @@ static const char usage[] =
     "                 and give PROG N free devices with the most free memory, on\n"
     "                 the fewest machines; it sees those only (the plan is printed)\n"
     "  --min-memory SIZE  with --gpus: only devices with SIZE free (20G, 512M)\n"
+    "  --slurm        inside a Slurm allocation (salloc, sbatch): an agent on each\n"
+    "                 of its nodes, started as a job step (srun), instead of --on\n"
     "  --stats        after each job, a table of each remote device's calls, round\n"
     "                 trips, bytes each way and time waiting, and the job's wall time\n"
     "  --retries N    start a failed job again up to N times (default 3)\n"
@@ -102,7 +104,7 @@ typedef struct run_opts {
     int retries;
     int gpus;                   /* --gpus N: placed on the probed machines */
     double min_free;            /* --min-memory, bytes */
-    bool dry_run, verbose, stats;
+    bool dry_run, verbose, stats, slurm;
     char **prog;                /* PROG ARGS..., NULL-terminated */
 } run_opts;
 
@@ -124,6 +126,7 @@ typedef struct run_state {
     int interrupted;            /* the signal that asked rig to stop */
     bool any_standing;          /* a target has a standing agent: the fleet key is the job's */
     char *devices;              /* RIG_REMOTE_DEVICES of a placed job, or NULL */
+    target *nodes;              /* --slurm: the allocation's nodes as targets */
     char fleet_hex[KEY_HEX_LEN + 1];
 } run_state;
 
@@ -361,6 +364,28 @@ typedef enum outcome {
  * holds the command ssh runs there); RIG_E_TOO_LONG when it does not fit. */
 static int agent_command(const run_state *s, const target *t, char *remote, size_t cap, const char *argv[])
 {
+    if (t->slurm) {
+        /* A job step on that node: its stdin (the key, then the lifeline)
+         * and stdout are srun's, passed through as they come. */
+        static char nodelist[NAMES_NAME_MAX + 16];
+        snprintf(nodelist, sizeof nodelist, "--nodelist=%s", t->name);
+        int n = 0;
+        const char *srun = getenv("RIG_SRUN");
+        argv[n++] = srun && *srun ? srun : "srun";
+        argv[n++] = "--nodes=1";
+        argv[n++] = "--ntasks=1";
+        argv[n++] = nodelist;
+        argv[n++] = "--unbuffered";
+        argv[n++] = "--quiet";
+        argv[n++] = "--kill-on-bad-exit=1";
+        argv[n++] = s->o->rig;
+        argv[n++] = "agent";
+        argv[n++] = "--lifeline";
+        argv[n] = NULL;
+        (void)remote;
+        (void)cap;
+        return 0;
+    }
     if (t->local) {
         int n = 0;
         argv[n++] = s->self;
@@ -756,6 +781,55 @@ static int dry_run(run_state *s)
     return 0;
 }
 
+/* --slurm: the nodes of the allocation this runs in (`scontrol show
+ * hostnames` of SLURM_JOB_NODELIST), each a target whose agent is a step. */
+static int slurm_nodes(run_state *s)
+{
+    const char *job = getenv("SLURM_JOB_ID"), *list = getenv("SLURM_JOB_NODELIST");
+    if (!job || !*job || !list || !*list) {
+        fprintf(stderr, "rig run: --slurm runs inside a Slurm allocation (salloc or sbatch): SLURM_JOB_ID and "
+                        "SLURM_JOB_NODELIST are not set\n");
+        return -1;
+    }
+    if (!(s->nodes = calloc(TARGETS_MAX, sizeof *s->nodes))) {
+        fprintf(stderr, "rig run: out of memory\n");
+        return -1;
+    }
+    const char *scontrol = getenv("RIG_SCONTROL");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "%s show hostnames", scontrol && *scontrol ? scontrol : "scontrol");
+    FILE *f = popen(cmd, "r");
+    if (!f) {
+        fprintf(stderr, "rig run: cannot run %s: %s\n", cmd, strerror(errno));
+        return -1;
+    }
+    char line[512];
+    s->n = 0;
+    int rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!line[0])
+            continue;
+        if (!names_valid_name(line, strlen(line)) || s->n == TARGETS_MAX) {
+            fprintf(stderr, "rig run: the Slurm node '%.80s' %s\n", line,
+                    s->n == TARGETS_MAX ? "is one too many" : "is not a name rig can give a device (CUDA:0@NAME)");
+            rc = -1;
+            break;
+        }
+        target *g = &s->nodes[s->n];
+        snprintf(g->name, sizeof g->name, "%s", line);
+        snprintf(g->address, sizeof g->address, "slurm job %s", job);
+        g->slurm = true;
+        s->targets[s->n++] = g;
+    }
+    int st = pclose(f);
+    if (rc == 0 && (st != 0 || s->n == 0)) {
+        fprintf(stderr, "rig run: %s found no nodes in SLURM_JOB_NODELIST=%s (status %d)\n", cmd, list, st);
+        rc = -1;
+    }
+    return rc;
+}
+
 /* --gpus N: probes the candidates (--on's targets, else every target of
  * the file but this machine, unless it is the only one), picks the devices
  * and makes the job's targets the machines holding them. */
@@ -838,7 +912,7 @@ int run_main(int argc, char **argv)
         { "rig", required_argument, NULL, 'R' }, { "dry-run", no_argument, NULL, 'n' },
         { "verbose", no_argument, NULL, 'v' },   { "help", no_argument, NULL, 'h' },
         { "gpus", required_argument, NULL, 'g' }, { "min-memory", required_argument, NULL, 'm' },
-        { "stats", no_argument, NULL, 's' },
+        { "stats", no_argument, NULL, 's' },     { "slurm", no_argument, NULL, 'S' },
         { NULL, 0, NULL, 0 },
     };
     run_opts o = { .rig = "rig", .retries = 3 };
@@ -874,6 +948,7 @@ int run_main(int argc, char **argv)
             break;
         case 'n': o.dry_run = true; break;
         case 's': o.stats = true; break;
+        case 'S': o.slurm = true; break;
         case 'v': o.verbose = true; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 1;
@@ -907,8 +982,16 @@ int run_main(int argc, char **argv)
     s->o = &o;
     s->report_fd = -1;
     s->sigfd = -1;
-    if (targets_load(t, &why) < 0 || targets_select(t, o.on, s->targets, &s->n, &why) < 0) {
-        fprintf(stderr, "rig run: %s\n", why.text);
+    if (o.slurm && (o.on || o.gpus)) {
+        fprintf(stderr, "rig run: --slurm takes the allocation's nodes; it goes with neither --on nor --gpus\n%s",
+                usage);
+        rc = 1;
+        goto out;
+    }
+    if (o.slurm ? slurm_nodes(s) < 0
+                : targets_load(t, &why) < 0 || targets_select(t, o.on, s->targets, &s->n, &why) < 0) {
+        if (!o.slurm)
+            fprintf(stderr, "rig run: %s\n", why.text);
         goto out;
     }
     if (o.min_free > 0 && !o.gpus) {
@@ -1010,6 +1093,7 @@ out:
         free(s->agents);
         free(s->preload);
         free(s->devices);
+        free(s->nodes);
         explicit_bzero(s->fleet_hex, sizeof s->fleet_hex);
     }
     free(s);

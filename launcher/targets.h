@@ -27,6 +27,7 @@ typedef struct target {
     char name[NAMES_NAME_MAX + 1];
     char address[TARGET_ADDRESS_MAX];
     bool local;                  /* address is `local` */
+    bool slurm;                  /* a node of this Slurm allocation: its agent is a job step */
     char standing[NAMES_TEXT_MAX];   /* HOST:PORT of its standing agent, or "" */
 } target;
 
