@@ -57,7 +57,10 @@ int placement_plan(const placement_machine *m, size_t n, int gpus, double min_fr
         }
         candidate *k = &c[used];
         k->machine = i;
+        /* A probe's answer, or a standing agent's status (its machine's). */
         const json *devs = json_get(m[i].answer, "devices");
+        if (!devs)
+            devs = json_get(json_get(m[i].answer, "machine"), "devices");
         for (size_t j = 0; devs && devs->type == JSON_ARRAY && j < devs->count && k->count < PLACEMENT_MAX; j++) {
             const json *d = &devs->items[j];
             double free = json_num(d, "free", 0);

@@ -11,7 +11,8 @@
 
 typedef struct placement_machine {
     const char *name;
-    const json *answer;         /* the probe's answer; NULL: down */
+    const json *answer;         /* the probe's answer, or a standing agent's
+                                   status ("busy", "machine"); NULL: down */
 } placement_machine;
 
 typedef struct placement_device {

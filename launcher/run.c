@@ -23,6 +23,7 @@
 #include "launcher/launcher.h"
 #include "launcher/placement.h"
 #include "launcher/probe.h"
+#include "launcher/status.h"
 #include "launcher/targets.h"
 #include "proto/key.h"
 #include "proto/names.h"
@@ -850,24 +851,50 @@ static int place(run_state *s, const targets *t)
     probe *ps = calloc(n, sizeof *ps);
     placement_machine *m = calloc(n, sizeof *m);
     placement *plan = calloc(1, sizeof *plan);
+    json **status = calloc(n, sizeof *status);
     int rc = -1;
-    if (!ps || !m || !plan) {
+    if (!ps || !m || !plan || !status) {
         fprintf(stderr, "rig run: out of memory\n");
         goto out;
     }
+    /* A standing agent is asked itself, with the fleet key (its own slot
+     * decides free or busy); the other machines are probed over ssh. */
+    size_t np = 0;
+    bool standing = false;
+    for (size_t i = 0; i < n; i++)
+        standing |= cand[i]->standing[0] != '\0';
+    rig_key fleet;
+    char key_path[LAUNCHER_PATH_MAX + 1];
+    if (standing && fleet_key_read(&fleet, key_path, sizeof key_path, "rig run") < 0)
+        goto out;
     for (size_t i = 0; i < n; i++) {
-        ps[i].t = cand[i];
-        ps[i].c.in = ps[i].c.out = ps[i].c.err = -1;
+        if (cand[i]->standing[0])
+            continue;
+        ps[np].t = cand[i];
+        ps[np].c.in = ps[np].c.out = ps[np].c.err = -1;
+        np++;
     }
     fprintf(stderr, "rig run: probing %zu machine%s for %d device%s\n", n, n == 1 ? "" : "s", s->o->gpus,
             s->o->gpus == 1 ? "" : "s");
-    probe_all(ps, n, s->o->rig);
-    for (size_t i = 0; i < n; i++) {
+    probe_all(ps, np, s->o->rig);
+    for (size_t i = 0, k = 0; i < n; i++) {
         m[i].name = cand[i]->name;
-        m[i].answer = ps[i].why[0] ? NULL : ps[i].answer;
-        if (ps[i].why[0])
-            fprintf(stderr, "rig run: %s: down: %s\n", cand[i]->name, ps[i].why);
+        if (cand[i]->standing[0]) {
+            rig_why w = { "" };
+            status[i] = agent_status(cand[i]->standing, &fleet, NULL, &w);
+            m[i].answer = status[i];
+            if (!status[i])
+                fprintf(stderr, "rig run: %s: its standing agent at %s: %s\n", cand[i]->name, cand[i]->standing,
+                        w.text);
+            continue;
+        }
+        probe *p = &ps[k++];
+        m[i].answer = p->why[0] ? NULL : p->answer;
+        if (p->why[0])
+            fprintf(stderr, "rig run: %s: down: %s\n", cand[i]->name, p->why);
     }
+    if (standing)
+        key_wipe(&fleet);
     char why[512];
     if (placement_plan(m, n, s->o->gpus, s->o->min_free, plan, why, sizeof why) < 0) {
         fprintf(stderr, "rig run: cannot place the job: %s\n", why);
@@ -899,6 +926,9 @@ static int place(run_state *s, const targets *t)
 out:
     for (size_t i = 0; ps && i < n; i++)
         probe_free(&ps[i]);
+    for (size_t i = 0; status && i < n; i++)
+        json_free(status[i]);
+    free(status);
     free(ps);
     free(m);
     free(plan);

@@ -1758,3 +1758,45 @@ Test(launcher, stats_table_per_job, .timeout = 60)
     cr_expect(!strstr(r.out, "job stats"), "%s", r.out);
     setup_end(&s);
 }
+
+Test(launcher, gpus_over_three_standing_agents, .timeout = 120)
+{
+    /* Three standing agents with the fleet key, with 1, 3 and 2 GiB. */
+    agent_proc ag[3];
+    static const char *const mem[] = { "1G", "3G", "2G" };
+    for (int i = 0; i < 3; i++) {
+        setenv("SOFTGPU_MEMORY", mem[i], 1);
+        agent_start(&ag[i], i ? &ag[0] : NULL, NULL);
+    }
+    unsetenv("SOFTGPU_MEMORY");
+    char text[512];
+    snprintf(text, sizeof text,
+             "a a.invalid standing=127.0.0.1:%u\nb b.invalid standing=127.0.0.1:%u\nc c.invalid "
+             "standing=127.0.0.1:%u\n",
+             ag[0].port, ag[1].port, ag[2].port);
+    setup s;
+    setup_begin(&s, text);
+    char fleet[200];
+    snprintf(fleet, sizeof fleet, "RIG_FLEET_KEY=%s", ag[0].key_file);
+    char *env[] = { s.targets_env, fleet, NULL };
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--gpus", "1", "--dry-run", "--", "true", NULL }, env, 60, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "placing 1 device on 1 machine: CUDA:0@b (softgpu, 3.0 GiB free)"), "%s", r.out);
+    cr_expect(strstr(r.out, "RIG_REMOTE_DEVICES=CUDA:0@b "), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", "--gpus", "2", "--min-memory", "2.5G", "--", "true", NULL }, env, 60,
+             NULL);
+    cr_expect_eq(r.status, 255, "%s", r.out);
+    cr_expect(strstr(r.out, "2 devices wanted, 1 free with enough memory (of 3 machines: 0 down, 0 busy)"), "%s",
+              r.out);
+    rig_exec(&r, (char *[]){ "rig", "run", "--gpus", "2", "--", PLAIN_BUILD "/programs/multidev.static", NULL }, env,
+             60, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "placing 2 devices on 2 machines: CUDA:0@b (softgpu, 3.0 GiB free), CUDA:0@c "
+                            "(softgpu, 2.0 GiB free)"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "multidev: ok 2 devices"), "%s", r.out);
+    for (int i = 0; i < 3; i++)
+        agent_stop(&ag[i]);
+    setup_end(&s);
+}
