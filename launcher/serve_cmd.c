@@ -232,26 +232,24 @@ static bool ours(const char *path)
     return mine;
 }
 
-static bool port_answers(const names_address *listen_at)
+/* Until the agent listening at listen_at answers a status query with key
+ * (SERVE_UP_MS at most): up, and holding the key given. */
+static bool wait_agent(const names_address *listen_at, const rig_key *key)
 {
     names_address a = *listen_at;
     if (strcmp(a.host, "0.0.0.0") == 0)
         snprintf(a.host, sizeof a.host, "127.0.0.1");
     else if (strcmp(a.host, "::") == 0)
         snprintf(a.host, sizeof a.host, "::1");
-    int fd = -1;
-    rig_why why = { "" };
-    if (net_connect(&a, 1000, &fd, &why) < 0)
-        return false;
-    close(fd);
-    return true;
-}
-
-static bool wait_port(const names_address *a, bool up)
-{
+    char addr[NAMES_TEXT_MAX];
+    snprintf(addr, sizeof addr, a.ipv6 ? "[%s]:%u" : "%s:%u", a.host, a.port);
     for (int waited = 0; waited < SERVE_UP_MS; waited += 100) {
-        if (port_answers(a) == up)
+        rig_why why = { "" };
+        json *status = agent_status(addr, key, NULL, &why);
+        if (status) {
+            json_free(status);
             return true;
+        }
         usleep(100000);
     }
     return false;
@@ -515,13 +513,14 @@ static int here_main(const char *listen_text, const char *state_dir, bool stop)
     if (read_key_line(&key) < 0)
         return RIG_EXIT_OWN_FAILURE;
     int rc = systemd ? here_systemd(&a, listen_text, &key) : here_supervised(dir, listen_text, &key);
+    bool up = rc == 0 && !dry && wait_agent(&a, &key);
     key_wipe(&key);
     if (rc != 0)
         return rc;
     char dial[NAMES_TEXT_MAX];
     dial_address(&a, dial, sizeof dial);
     if (!dry) {
-        if (!wait_port(&a, true))
+        if (!up)
             return fail("the agent does not answer on %s after %d s%s%s", listen_text, SERVE_UP_MS / 1000,
                         systemd ? "; see journalctl -u rig-agent" : "; see ", systemd ? "" : dir);
         printf("standing %s (%s)\n", dial, systemd ? "systemd unit rig-agent.service" : "supervised process");
