@@ -12,6 +12,7 @@
 #include "proto/conn.h"
 #include "proto/cuda_driver.h"
 #include "proto/frame.h"
+#include "proto/key.h"
 
 #define AGENT_DEVICES_MAX 16
 
@@ -177,6 +178,7 @@ typedef struct worker_args {
     uint32_t index;           /* this agent's process number in the job */
     const char *driver;       /* the driver the listener announced */
     int status_fd;            /* lines to the listener: "ending", "ended TEXT" */
+    const rig_key *key;       /* the job key (the listener's, in this copy of its memory) */
 } worker_args;
 /* In a fresh child of the listener: serves the job and exits. */
 void worker_main(const worker_args *a) __attribute__((noreturn));
@@ -200,6 +202,6 @@ typedef struct job_hooks {
 
 /* Serves one job on a proven connection until it ends and its hooks have
  * run. Threads of the job may still run: the worker exits next. */
-void job_serve(backend *b, int fd, uint32_t index, const job_hooks *hooks);
+void job_serve(backend *b, int fd, uint32_t index, const rig_key *key, const job_hooks *hooks);
 
 #endif

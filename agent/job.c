@@ -66,6 +66,7 @@ void job_send_abort(job *j)
     pthread_mutex_unlock(&j->q_lock);
     if (already)
         return;
+    mesh_end(j, why);
     uint8_t buf[JOB_REASON_MAX + 4];
     wire_writer w = wire_writer_init(buf, sizeof buf);
     size_t n = strlen(why);
@@ -321,6 +322,7 @@ static bool serve_frames(job *j)
 
 void job_free(job *j)
 {
+    mesh_free(j);
     pthread_mutex_lock(&j->q_lock);
     j->stopping = true;
     pthread_cond_broadcast(&j->q_cond);
@@ -366,6 +368,7 @@ void job_end(job *j, bool closed)
         /* The program has ended: what it left queued can no longer be seen,
          * and the process's exit frees it (as a GPU frees a context whose
          * process has gone). */
+        mesh_end(j, NULL);
         job_send(j, FRAME_CLOSE, NULL, 0);
         snprintf(line, sizeof line, "job closed");
     } else {
@@ -389,7 +392,7 @@ void job_end(job *j, bool closed)
         j->hooks->ended(j->hooks->ctx, line);
 }
 
-void job_serve(backend *b, int fd, uint32_t index, const job_hooks *hooks)
+void job_serve(backend *b, int fd, uint32_t index, const rig_key *key, const job_hooks *hooks)
 {
     char why[200];
     job *j = job_new(b, fd, index, why, sizeof why);
@@ -402,6 +405,7 @@ void job_serve(backend *b, int fd, uint32_t index, const job_hooks *hooks)
         return;
     }
     j->hooks = hooks;
+    j->key = key;
     pthread_t reader;
     if (job_start_threads(j) < 0 || pthread_create(&reader, NULL, reader_main, j) != 0)
         job_fail(j, "agent: cannot start the job's threads");

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "agent/agent.h"
+#include "proto/key.h"
 #include "proto/wire.h"
 
 /* A stream's value reached, handed from the driver's callback to the
@@ -22,10 +23,14 @@ typedef struct note {
     size_t len;
 } note;
 
+typedef struct agent_mesh agent_mesh;
+
 struct job {
     backend *b;
     conn c;
     uint32_t index;
+    const rig_key *key;           /* the job key: the mesh proves it to the other agents */
+    agent_mesh *mesh;             /* the job's other agents, once the controller asks (mesh.c) */
     pthread_mutex_t send_lock;    /* held only around conn_sendv, never across a driver call */
     pthread_mutex_t output_lock;  /* device output: read and sent in order */
     window win;
@@ -109,6 +114,18 @@ void replay_enumerate(job *j, uint32_t op, wire_reader *r);
 /* memop_batch.c: cuStreamBatchMemOp. */
 void replay_memop_batch(job *j, wire_reader *r);
 CUresult job_function_on(job *j, agent_obj *fn, int device, CUfunction *out);
+
+/* ---- mesh.c: the job's other agents (proto/mesh.h) ---- */
+/* JOB_OP_PEER_LISTEN: answers the port the agents before this one dial. */
+void mesh_listen(job *j, wire_reader *r);
+/* JOB_OP_JOIN (its body after the op): connected to every other agent, or
+ * a refusal naming both machines. */
+void mesh_join_request(job *j, const uint8_t *body, size_t len);
+/* A beat to each peer that heard nothing for JOB_BEAT_MS (the beat thread). */
+void mesh_beat(job *j);
+/* Tells the peers the job's end: cause (an abort), or NULL (an orderly close). */
+void mesh_end(job *j, const char *cause);
+void mesh_free(job *j);
 
 /* ---- handover.c ---- */
 void replay_handover(job *j, const frame *f);

@@ -575,6 +575,12 @@ void replay_request(job *j, const frame *f)
     case JOB_OP_GRAPH:
         replay_graph(j, &r);
         return;
+    case JOB_OP_PEER_LISTEN:
+        mesh_listen(j, &r);
+        return;
+    case JOB_OP_JOIN:
+        mesh_join_request(j, r.p + r.off, r.len - r.off);
+        return;
     case CUDA_OP_cuMemAlloc_v2: {
         uint32_t device = wire_get_u32(&r);
         uint64_t size = wire_get_u64(&r);

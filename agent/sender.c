@@ -173,6 +173,7 @@ void *beat_main(void *arg)
                 else if (rc < 0)
                     job_fail(j, "controller: %s", why.text);
             }
+            mesh_beat(j);
         }
         pthread_mutex_lock(&j->q_lock);
     }

@@ -365,7 +365,7 @@ static void start_worker(listener *s)
         pid = fork();
         if (pid == 0) {
             close(st[0]);
-            worker_args a = { .fd = fd, .index = index, .driver = s->driver, .status_fd = st[1] };
+            worker_args a = { .fd = fd, .index = index, .driver = s->driver, .status_fd = st[1], .key = &s->key };
             worker_main(&a);
         }
         if (pid < 0)

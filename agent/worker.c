@@ -100,6 +100,6 @@ void worker_main(const worker_args *args)
         job_fail(j, "agent: cannot open its driver: %s", bwhy);
         job_end(j, false);
     }
-    job_serve(&b, fd, args->index, &hooks);
+    job_serve(&b, fd, args->index, args->key, &hooks);
     _exit(0);
 }

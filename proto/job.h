@@ -90,6 +90,10 @@ enum job_op {
     JOB_OP_GRAPH = 0x8020,
     /* handover on stream: u64 id of an executable graph (JOB_OP_GRAPH) */
     JOB_OP_GRAPH_LAUNCH = 0x8021,
+    /* The agents' mesh, layouts in proto/mesh.h: a listener for the job's
+     * other agents, then the join (agent i dials agents i+1..n). */
+    JOB_OP_PEER_LISTEN = 0x8030,
+    JOB_OP_JOIN = 0x8031,
 };
 
 /* Requests of CUDA operations whose layouts only the shim's and the

@@ -17,6 +17,7 @@
 #include "proto/wire.h"
 #include "shim/link.h"
 #include "shim/log.h"
+#include "shim/mesh.h"
 #include "shim/proxy.h"
 
 /* Marks this library so the local-driver search never loads the shim itself.
@@ -321,6 +322,8 @@ static CUresult init_remote(rig_why *why)
     }
     key_wipe(&key);
     names_agents_free(&agents);
+    if (rc == CUDA_SUCCESS)
+        rc = shim_mesh_join(links, link_count, why);
     return rc;
 }
 

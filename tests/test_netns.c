@@ -7,10 +7,14 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/harness.h"
 #include "tests/netns.h"
+#include "tests/support.h"
 
 static netns_lab lab;
 
@@ -82,5 +86,91 @@ Test(netns, a_rate_limited_link_carries_the_job, .timeout = 300)
     cr_expect_neq(r.status, 0, "%s", r.output);
     cr_expect(strstr(r.output, b->addr), "the failure does not name the agent's address:\n%s", r.output);
     program_result_free(&r);
+    netns_lab_down(&lab);
+}
+
+/* Two agents on two hosts with one key, and the program's environment. */
+static void two_agents(agent_proc ag[2])
+{
+    up((const char *const[]){ "ctl", "b", "c" }, 3);
+    const netns_host *b = netns_host_of(&lab, "b"), *c = netns_host_of(&lab, "c");
+    agent_start_at(&ag[0], NULL, NULL, b->ns, b->addr);
+    agent_start_at(&ag[1], &ag[0], NULL, c->ns, c->addr);
+}
+
+Test(netns, agents_join_a_mesh, .timeout = 300)
+{
+    agent_proc ag[2];
+    two_agents(ag);
+    program_result r = run_in("ctl", PLAIN_BUILD "/programs/multidev.static", ag, 2);
+    cr_expect_eq(r.status, 0, "%s", r.output);
+    cr_expect(strstr(r.output, "multidev: ok 2 devices"), "%s", r.output);
+    program_result_free(&r);
+    /* b cannot reach c (a route that refuses): the job fails at its start,
+     * naming both machines and where b tried. */
+    const netns_host *b = netns_host_of(&lab, "b"), *c = netns_host_of(&lab, "c");
+    char route[64];
+    snprintf(route, sizeof route, "%s/32", c->addr);
+    char *argv[64];
+    netns_argv(b, (char *[]){ "/usr/sbin/ip", "route", "add", "prohibit", route, NULL }, argv);
+    program_result ip = program_run(argv, NULL, 30);
+    cr_assert_eq(ip.status, 0, "%s", ip.output);
+    program_result_free(&ip);
+    r = run_in("ctl", PLAIN_BUILD "/programs/multidev.static", ag, 2);
+    cr_expect_neq(r.status, 0, "%s", r.output);
+    char expect[128];
+    snprintf(expect, sizeof expect, "b: cannot reach c at %s:", c->addr);
+    cr_expect(strstr(r.output, expect), "no '%s' in:\n%s", expect, r.output);
+    cr_expect(r.seconds < 20, "the failure took %.1f s", r.seconds);
+    program_result_free(&r);
+    agent_stop(&ag[0]);
+    agent_stop(&ag[1]);
+    netns_lab_down(&lab);
+}
+
+Test(netns, an_agent_killed_fails_the_job_everywhere, .timeout = 300)
+{
+    agent_proc ag[2];
+    two_agents(ag);
+    /* A job held on b's device; c dies under it. */
+    char agents_var[256], key[96], preload[512];
+    agents_env(ag, 2, agents_var, sizeof agents_var);
+    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", ag[0].key_hex);
+    shim_env(preload, sizeof preload);
+    char *argv[64];
+    netns_argv(netns_host_of(&lab, "ctl"), (char *[]){ PLAIN_BUILD "/programs/hang_wait.static", "forever", NULL },
+               argv);
+    int out[2];
+    cr_assert_eq(pipe(out), 0);
+    pid_t pid = child_spawn(argv[0], argv, (char *[]){ agents_var, key, preload, "RIG_LOCAL_DRIVER=none", NULL }, -1,
+                            out[1], out[1]);
+    close(out[1]);
+    char buf[8192] = "";
+    size_t have = 0;
+    while (!strstr(buf, "hang_wait: waiting") && have < sizeof buf - 1) {
+        ssize_t n = read(out[0], buf + have, sizeof buf - 1 - have);
+        cr_assert_gt(n, 0, "the program ended before waiting:\n%s", buf);
+        have += (size_t)n;
+        buf[have] = '\0';
+    }
+    kill(-ag[1].pid, SIGKILL);
+    for (;;) {
+        ssize_t n = read(out[0], buf + have, sizeof buf - 1 - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        buf[have] = '\0';
+    }
+    close(out[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    cr_expect(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "the program succeeded:\n%s", buf);
+    cr_expect(strstr(buf, "rig: job failed: ") && strstr(buf, "c"), "%s", buf);
+    /* b failed its job too, with c's closing as the cause. */
+    char *log = support_read_file(ag[0].log, NULL);
+    cr_expect(log && strstr(log, "job failed: c: closed its connection"), "b's log:\n%s", log);
+    free(log);
+    agent_stop(&ag[0]);
+    agent_stop(&ag[1]);
     netns_lab_down(&lab);
 }
