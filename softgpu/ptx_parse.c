@@ -1534,6 +1534,8 @@ static void parse_module(ptx_parser *p)
             p->t++;
             do {
                 const ptx_tok *a = expect_ident(p);
+                if (a->len > 3 && memcmp(a->s, "sm_", 3) == 0 && a->s[3] >= '0' && a->s[3] <= '9')
+                    p->prog->target = (uint32_t)strtoul(a->s + 3, NULL, 10);
                 if (a->len == 19 && memcmp(a->s, "texmode_independent", 19) == 0)
                     ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, a->line,
                              "texmode_independent (separate samplers): only the unified texturing mode");
