@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
@@ -96,8 +97,14 @@ template <typename T> static int lu(cusolverDnHandle_t h, int n, int nrhs)
 {
     int lda = n + 3, ldb = n + 2;
     std::vector<T> a((size_t)lda * n), b((size_t)ldb * nrhs);
-    for (auto &e : a) e = (T)uniform();
-    for (int i = 0; i < n; i++) a[(size_t)i * lda + i] += (T)(i % 3 == 0 ? 0.05 : 2.0);   // some pivoting, not singular
+    // The rows of a diagonally dominant matrix (well conditioned) in a
+    // random order, so that partial pivoting has rows to move.
+    std::vector<int> row(n);
+    for (int i = 0; i < n; i++) row[i] = i;
+    for (int i = n - 1; i > 0; i--) std::swap(row[i], row[(int)((uniform() + 1.0) * 0.5 * (i + 1)) % (i + 1)]);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < lda; i++)
+            a[(size_t)j * lda + i] = (T)(uniform() + (i < n && row[i] == j ? 16.0 : 0.0));
     for (auto &e : b) e = (T)uniform();
     T *da, *db, *work;
     int *piv, *info, lwork = 0;
