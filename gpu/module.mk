@@ -11,8 +11,9 @@
 #                              shared object; the one library bundled
 #   lib/libcudasoft.so         softgpu, zstd and lz4 linked in (gpu-check
 #                              --self-test, where there is no GPU)
-#   programs/NAME              tests/programs, static cudart (cublas needs the
-#                              toolkit's libcublas at run time)
+#   programs/NAME              tests/programs, static cudart (the cuBLAS,
+#                              cuSPARSE and cuSOLVER programs need the
+#                              toolkit's libraries at run time)
 #   bench/                     the bench program (bench/) and its fatbins
 #   gpu-check, gpu-torch-check.py
 # Not part of `make` or `make check`. Always the plain (unsanitized) build.

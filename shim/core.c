@@ -342,6 +342,23 @@ static void forget_remote_env(void)
     unsetenv("RIG_REMOTE_DEVICES");
 }
 
+/* An agent replaying on softgpu runs PTX only, what CUDA_FORCE_PTX_JIT=1
+ * asks of a driver; the CUDA libraries read that variable (cuBLASLt at
+ * cublasCreate) to pick kernels that carry PTX, so it is set, unless the
+ * program set it or has local devices, whose driver would then ignore its
+ * SASS too (docs/softgpu.md: softgpu and the CUDA libraries). softgpu as
+ * the local driver sets it itself. */
+static void declare_ptx_only(void)
+{
+    if (local_count > 0)
+        return;
+    for (size_t i = 0; i < link_count; i++)
+        if (strcmp(links[i].driver, "softgpu") == 0) {
+            setenv("CUDA_FORCE_PTX_JIT", "1", 0);
+            return;
+        }
+}
+
 /* RIG_STATS=1: one line per proxy device at exit. Figures are per agent
  * (one connection serves all of an agent's devices). */
 static void print_stats(void)
@@ -421,6 +438,8 @@ CUresult shim_init(unsigned flags)
     }
     rc = init_remote(&why);
     forget_remote_env();
+    if (rc == CUDA_SUCCESS)
+        declare_ptx_only();
     if (rc != CUDA_SUCCESS) {
         shim_log(SHIM_LOG_ERROR, "%s", why.text);
         report_failed(why.text);

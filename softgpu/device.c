@@ -1,6 +1,7 @@
 /* cuInit, the driver version and the devices: SOFTGPU_DEVICES of them (1 by
  * default), each named "softgpu", compute capability 7.5 and
- * SOFTGPU_MEMORY bytes (4 GiB by default; suffixes K, M, G, T). */
+ * SOFTGPU_MEMORY bytes (4 GiB by default; suffixes K, M, G, T). cuInit
+ * sets CUDA_FORCE_PTX_JIT=1 in the process unless set (docs/softgpu.md). */
 #include "softgpu/driver.h"
 
 #include <ctype.h>
@@ -74,6 +75,11 @@ static void init_now(void)
     if (init_result == CUDA_SUCCESS) {
         atomic_store(&initialized, 1);
         pthread_atfork(NULL, NULL, after_fork);
+        /* softgpu ignores SASS and runs PTX, what CUDA_FORCE_PTX_JIT=1
+         * asks of a driver; the CUDA libraries read it (cuBLASLt at
+         * cublasCreate) to pick kernels that carry PTX. A value the program
+         * set stays. */
+        setenv("CUDA_FORCE_PTX_JIT", "1", 0);
     }
 }
 

@@ -26,6 +26,10 @@
  *    parameter and that rounded up to the largest alignment (8 at least).
  *  - The PTX entry for the highest compute capability up to 7.5 is chosen,
  *    else the lowest above it; SASS-only images get CUDA_ERROR_NOT_SUPPORTED.
+ *    A function's PTX version is its module's .target, its binary version
+ *    the device's 7.5.
+ *  - cuInit sets CUDA_FORCE_PTX_JIT=1 in the process (unless set): softgpu
+ *    ignores SASS as that asks, and cuBLASLt then picks kernels with PTX.
  *  - A kernel reaching an instruction the engine cannot run is refused
  *    alone (cuModuleGetFunction, cuKernelGetFunction and launches:
  *    CUDA_ERROR_NOT_SUPPORTED, one line naming kernel, instruction and PTX

@@ -135,6 +135,8 @@ const soft_entry_info *soft_program_entry(const soft_program *prog, uint32_t i);
 int soft_program_find_entry(const soft_program *prog, const char *name);
 
 uint32_t soft_program_global_count(const soft_program *prog);
+/* The XX of the module's .target sm_XX (0 when it names none). */
+uint32_t soft_program_target(const soft_program *prog);
 const soft_global_info *soft_program_global(const soft_program *prog, uint32_t i);
 /* The driver layer allocated the storage of global i at addr (host memory at
  * the device address) and copied its initialiser; kernels now use it. Every

@@ -76,7 +76,15 @@ static CUresult get_attribute(int *pi, CUfunction_attribute a, const void *h)
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = (int)e->local_bytes; break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = (int)e->num_regs; break;
-    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = 75; break;
+    /* The PTX it runs was made for its .target (a library's compute_120):
+     * libraries size launches by it (cuSPARSE's csrmv assumed 32 threads
+     * for sm_75 where its compute_120 code needs 128). The binary is the
+     * device's, as a JIT's would be. */
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: {
+        uint32_t t = soft_program_target(f->mod->prog);
+        *pi = (int)(t ? t : 75);
+        break;
+    }
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 75; break;
     case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dynamic_shared; break;

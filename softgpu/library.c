@@ -49,12 +49,29 @@ static void lib_free(struct CUlib_st *lib)
     free(lib);
 }
 
+/* Library options: CU_LIBRARY_BINARY_IS_PRESERVED is a hint that takes no
+ * value (cuBLASLt passes it with a NULL value array; softgpu keeps its own
+ * copy regardless) and is invalid from a file; the host table option needs
+ * its value. Anything else is refused. */
+static bool options_valid(unsigned n, const CUlibraryOption *opts, void *const *vals, bool from_file)
+{
+    if (n && !opts)
+        return false;
+    for (unsigned i = 0; i < n; i++) {
+        if (opts[i] == CU_LIBRARY_BINARY_IS_PRESERVED && !from_file)
+            continue;
+        if (opts[i] != CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE || !vals)
+            return false;
+    }
+    return true;
+}
+
 static CUresult load(CUlibrary *library, const void *code, size_t len, CUjit_option *jitOptions,
                      void **jitOptionsValues, unsigned numJitOptions, unsigned numLibraryOptions,
                      CUlibraryOption *libraryOptions, void **libraryOptionValues)
 {
     if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
-        (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+        !options_valid(numLibraryOptions, libraryOptions, libraryOptionValues, false))
         return CUDA_ERROR_INVALID_VALUE;
     SOFT_TRY(soft_check_init());
     struct CUlib_st *lib = calloc(1, sizeof *lib);
@@ -95,7 +112,7 @@ SOFT_API CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *
                                                 CUlibraryOption *libraryOptions, void **libraryOptionValues,
                                                 unsigned int numLibraryOptions)
 {
-    if (!library || !fileName)
+    if (!library || !fileName || !options_valid(numLibraryOptions, libraryOptions, libraryOptionValues, true))
         return CUDA_ERROR_INVALID_VALUE;
     SOFT_TRY(soft_check_init());
     void *data;

@@ -280,6 +280,7 @@ struct soft_program {
     uint32_t dyn_shared_off;     /* where extern .shared starts */
     uint32_t param_bytes;        /* per-lane .func parameter slots */
     bool has_calls;
+    uint32_t target;             /* .target sm_XX: XX (0 when none named) */
     uint64_t id;                 /* unique in the process: caches key on it */
     uint64_t bind_gen;           /* bumped by every bind */
 };

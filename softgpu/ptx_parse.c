@@ -1534,6 +1534,12 @@ static void parse_module(ptx_parser *p)
             p->t++;
             do {
                 const ptx_tok *a = expect_ident(p);
+                if (a->len > 3 && memcmp(a->s, "sm_", 3) == 0) {   /* sm_120a: 120 */
+                    uint32_t sm = 0;
+                    for (size_t k = 3; k < a->len && k < 8 && a->s[k] >= '0' && a->s[k] <= '9'; k++)
+                        sm = sm * 10 + (uint32_t)(a->s[k] - '0');
+                    p->prog->target = sm;
+                }
                 if (a->len == 19 && memcmp(a->s, "texmode_independent", 19) == 0)
                     ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, a->line,
                              "texmode_independent (separate samplers): only the unified texturing mode");

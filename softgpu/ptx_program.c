@@ -83,6 +83,11 @@ uint32_t soft_program_global_count(const soft_program *g)
     return g ? g->nglobals : 0;
 }
 
+uint32_t soft_program_target(const soft_program *g)
+{
+    return g ? g->target : 0;
+}
+
 const soft_global_info *soft_program_global(const soft_program *g, uint32_t i)
 {
     if (!g || i >= g->nglobals)

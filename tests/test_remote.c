@@ -23,8 +23,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
 {
     /* Every program of tests/programs but streams (its host function holds
      * a stream, which rig does not do: see the closing note of issue 4),
-     * peer (two devices,
-     * below), cublas (below) and the fault programs (test_faults). */
+     * peer (two devices, below) and the fault programs (test_faults). */
     static case_t cases[] = {
         BUILDS("devicequery"), BUILDS("vecadd"), BUILDS("drvapi"), BUILDS("symbols"), BUILDS("multidev"),
         BUILDS("atomics"), BUILDS("defaultstream"), BUILDS("entrypoint"), BUILDS("hostfunc"),
@@ -39,12 +38,15 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("devmalloc"), BUILDS("refusedptx"), BUILDS("cublasblas"), BUILDS("thrustalgo"), BUILDS("cubsort"), BUILDS("cubalgo"),
         BUILDS("memcpyasync"), BUILDS("virtualfn"), BUILDS("lazyrefuse"),
         BUILDS("wmmagemm"),
+        BUILDS("cublas"), BUILDS("cublasgemm"), BUILDS("cusparsespmv"), BUILDS("cusolverlu"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
 
-static program_result run_through(const agent_proc *agents, int n, const char *program, const char *build,
-                                  const char *local_driver)
+/* run_through with one more variable (NAME=VALUE) in the program's
+ * environment, or none when extra is NULL. */
+static program_result run_through_env(const agent_proc *agents, int n, const char *program, const char *build,
+                                      const char *local_driver, const char *extra)
 {
     /* A local driver needs RTLD_DEEPBIND, which sanitizers refuse: local
      * devices are always tested with the plain shim. */
@@ -60,8 +62,14 @@ static program_result run_through(const agent_proc *agents, int n, const char *p
     else
         shim_env(preload, sizeof preload);
     char *argv[] = { path, NULL };
-    char *env[] = { preload, agents_var, key, local, NULL };
+    char *env[] = { preload, agents_var, key, local, (char *)extra, NULL };
     return program_run(argv, env, 60);
+}
+
+static program_result run_through(const agent_proc *agents, int n, const char *program, const char *build,
+                                  const char *local_driver)
+{
+    return run_through_env(agents, n, program, build, local_driver, NULL);
 }
 
 ParameterizedTest(case_t *c, remote, program_runs_through_one_agent, .timeout = 90)
@@ -219,11 +227,15 @@ Test(remote, driver_log_holds_why_a_proxy_refused_a_call, .timeout = 90)
     free(run_ok(1, false, "drvmisc", "drvmisc: the driver log names cuDeviceGetLuid"));
 }
 
-Test(remote, cublas_gets_through_create_then_names_the_kernel_softgpu_cannot_run, .timeout = 120)
+Test(remote, cublas_told_to_take_sass_names_the_kernel_softgpu_cannot_run, .timeout = 120)
 {
+    /* The shim declares CUDA_FORCE_PTX_JIT=1 for an agent on softgpu, and
+     * cuBLASLt then picks GEMM kernels that carry PTX (cublas passes above).
+     * A program that sets it to 0 gets the SASS-only kernel it picks at
+     * 7.5, and a clear refusal. */
     agent_proc a;
     agent_start(&a, NULL, NULL);
-    program_result r = run_through(&a, 1, "cublas", "static", NULL);
+    program_result r = run_through_env(&a, 1, "cublas", "static", NULL, "CUDA_FORCE_PTX_JIT=0");
     cr_assert_neq(r.status, 0, "softgpu cannot run cuBLAS's SASS:\n%s", r.output);
     cr_assert(strstr(r.output, "cuBLAS 1"), "cublasCreate must succeed:\n%s", r.output);
     /* Capture queries (cuBLAS asks before its work) are answered, not refused. */

@@ -649,7 +649,6 @@ static const struct program_expectation {
     { "fault_oob", NULL, 1, "cudaErrorIllegalAddress" },
     { "fault_bigcopy", "16 up", 0, "fault_bigcopy: ok" },
     { "fault_fork", NULL, 0, "fault_fork: ok" },
-    { "cublas", NULL, 1, "CUBLAS_STATUS_" },          /* its GEMM kernel at 7.5 is SASS only */
 };
 
 typedef struct program_case {

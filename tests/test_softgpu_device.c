@@ -50,6 +50,27 @@ Test(device, one_softgpu_by_default)
     cr_expect_eq(cuDeviceTotalMem(&mem, 3), CUDA_ERROR_INVALID_DEVICE);
 }
 
+/* softgpu ignores SASS and runs PTX, what CUDA_FORCE_PTX_JIT=1 asks of a
+ * driver; cuInit says so to the libraries that read it (cuBLASLt), and
+ * leaves a value the program set. */
+Test(device, cuinit_declares_that_it_runs_ptx_only)
+{
+    unsetenv("CUDA_FORCE_PTX_JIT");
+    OK(cuInit(0));
+    const char *v = getenv("CUDA_FORCE_PTX_JIT");
+    cr_assert_not_null(v);
+    cr_expect_str_eq(v, "1");
+}
+
+Test(device, cuinit_keeps_the_programs_cuda_force_ptx_jit)
+{
+    setenv("CUDA_FORCE_PTX_JIT", "0", 1);
+    OK(cuInit(0));
+    const char *v = getenv("CUDA_FORCE_PTX_JIT");
+    cr_assert_not_null(v);
+    cr_expect_str_eq(v, "0");
+}
+
 Test(device, count_and_memory_from_environment)
 {
     setenv("SOFTGPU_DEVICES", "3", 1);

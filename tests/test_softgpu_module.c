@@ -152,6 +152,31 @@ Test(module, parameter_layout_and_attributes)
     free(fb);
 }
 
+Test(module, a_function_reports_the_ptx_target_it_runs)
+{
+    /* A library picks launch geometries by the PTX version of a kernel it
+     * loaded (cuSPARSE asks its empty_kernel): the target of the PTX softgpu
+     * runs, not softgpu's own 7.5. The binary version is the device's. */
+    static const char *const texts[] = {
+        ".version 9.0\n.target sm_120\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n",
+        ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n",
+        ".version 7.0\n.target sm_75, texmode_unified\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n",
+    };
+    static const int want[] = { 120, 80, 75 };
+    for (int i = 0; i < 3; i++) {
+        CUmodule m;
+        CUfunction f;
+        int v;
+        OK(cuModuleLoadData(&m, texts[i]));
+        OK(cuModuleGetFunction(&f, m, "k"));
+        OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PTX_VERSION, f));
+        cr_expect_eq(v, want[i], "PTX %d: version %d", i, v);
+        OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f));
+        cr_expect_eq(v, 75, "PTX %d: binary version %d", i, v);
+        OK(cuModuleUnload(m));
+    }
+}
+
 Test(module, globals_are_tracked_allocations)
 {
     char *fb = image("globals", "default", "fatbin");

@@ -5,10 +5,10 @@
 // SEED=N repeats a run). Linked with the toolkit's shared libcublas (see the
 // rule in module.mk).
 //
-// On softgpu this is expected to fail: cuBLAS's kernels are SASS only and
-// softgpu runs PTX. Then the program prints the failing call with its
-// cuBLAS or CUDA error and exits 1; it must never crash or hang. On a real
-// GPU it passes.
+// On softgpu cuBLASLt picks kernels that carry PTX (softgpu declares
+// CUDA_FORCE_PTX_JIT=1). Told otherwise (CUDA_FORCE_PTX_JIT=0), it picks a
+// SASS-only kernel softgpu refuses: then the program prints the failing call
+// with its cuBLAS or CUDA error and exits 1; it must never crash or hang.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -1,9 +1,8 @@
 // cuBLAS level-1 routines through the runtime, as an application writes
 // them: cublasSaxpy, cublasSdot, cublasDnrm2, cublasSscal (stride 2),
 // cublasIsamax and cublasSasum, results to the host, checked against the
-// CPU. On softgpu these run the PTX (compute_120) that cuBLAS ships; the
-// GEMM and GEMV kernels it picks at softgpu's 7.5 are SASS only
-// (tests/pending/cublasgemm.cu).
+// CPU. On softgpu these run the PTX (compute_120) that cuBLAS ships
+// (cublasgemm.cu does GEMM).
 // Linked with the toolkit's shared libcublas (see the rule in module.mk).
 #include <cmath>
 #include <cstdio>

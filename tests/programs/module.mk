@@ -48,12 +48,19 @@ ALL_TARGETS += $(PROGRAMS)
 $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/wmmagemm.$(m)): \
 	PROGRAM_ARCH := -gencode arch=compute_80,code=[sm_80,compute_80]
 
-# cublas, cublasblas (and tests/pending's cublasgemm) link the toolkit's
-# shared cuBLAS, found at run time by rpath.
-# The cuBLAS programs share blas.h.
-$(foreach p,cublas cublasblas,$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m))): tests/programs/blas.h
+# cublas, cublasblas and cublasgemm link the toolkit's shared cuBLAS,
+# cusparsespmv its cuSPARSE and cusolverlu its cuSOLVER, found at run time
+# by rpath. The cuBLAS programs share blas.h; they and the others draw their
+# numbers from uniform.h.
+$(foreach p,cublas cublasblas cublasgemm,$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m))): \
+	tests/programs/blas.h tests/programs/uniform.h
+$(foreach p,cusparsespmv cusolverlu,$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m))): tests/programs/uniform.h
 $(foreach p,cublas cublasblas cublasgemm,$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/$(p).$(m))): \
 	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lcublas -Xlinker -rpath=$(CUDA_HOME)/lib64
+$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/cusparsespmv.$(m)): \
+	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lcusparse -Xlinker -rpath=$(CUDA_HOME)/lib64
+$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/cusolverlu.$(m)): \
+	PROGRAM_LIBS += -L$(CUDA_HOME)/lib64 -lcusolver -Xlinker -rpath=$(CUDA_HOME)/lib64
 
 # jitlink compiles with NVRTC at run time: the toolkit's shared libnvrtc.
 $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/jitlink.$(m)): \
