@@ -128,7 +128,57 @@ static int64_t recv_bound(const conn *c, int64_t deadline, int idle_ms)
 
 int conn_recv(conn *c, frame *out, int64_t deadline, int idle_ms, rig_why *why)
 {
+    return conn_recv_split(c, out, 0, 0, deadline, idle_ms, why);
+}
+
+uint64_t conn_rest(const conn *c)
+{
+    return c->dec.rest;
+}
+
+int conn_recv_rest(conn *c, void *dst, size_t n, int64_t deadline, int idle_ms, rig_why *why)
+{
+    if (n > c->dec.rest)
+        return why_set(why, RIG_E_INVALID, "%zu bytes asked of a split frame with %llu left", n,
+                       (unsigned long long)c->dec.rest);
+    uint8_t *p = dst;
+    size_t have = c->rlen - c->roff < n ? c->rlen - c->roff : n;
+    memcpy(p, c->rbuf + c->roff, have);
+    c->roff += have;
+    while (have < n) {
+        int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
+        if (rc < 0) {
+            c->dec.rest -= have;
+            return rc;
+        }
+        ssize_t got = read(c->fd, p + have, n - have);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (got <= 0) {
+            c->dec.rest -= have;
+            if (got < 0 && errno != ECONNRESET)
+                return why_set(why, RIG_E_IO, "receiving: %s", strerror(errno));
+            return why_set(why, RIG_E_CLOSED, "connection %s in the middle of a frame",
+                           got < 0 ? "reset" : "closed");
+        }
+        have += (size_t)got;
+        c->bytes_received += (uint64_t)got;
+        c->last_recv_ms = deadline_now_ms();
+    }
+    c->dec.rest -= n;
+    return 0;
+}
+
+int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, int64_t deadline, int idle_ms, rig_why *why)
+{
     int err = 0;
+    if (c->dec.rest)
+        return why_set(why, RIG_E_INVALID, "%llu bytes of a split frame not yet taken",
+                       (unsigned long long)c->dec.rest);
+    /* Set for this call only: a header completes within the call that
+     * yields its frame. */
+    c->dec.split_kind = kind;
+    c->dec.split_head = head;
     for (;;) {
         if (c->roff < c->rlen) {
             size_t used;
