@@ -20,6 +20,7 @@ typedef struct note {
     uint64_t stream, value, bytes;
     void *staging;
     size_t len;
+    bool inbound;         /* staging held a copy to the device: given back, not sent */
 } note;
 
 struct job {
@@ -111,6 +112,16 @@ void replay_memop_batch(job *j, wire_reader *r);
 CUresult job_function_on(job *j, agent_obj *fn, int device, CUfunction *out);
 
 /* ---- handover.c ---- */
+/* A handover frame whose one record is a host-to-device copy, its data
+ * received straight into a staging buffer by handover_recv: the agent's
+ * own kind, outside the wire's, so only the reader makes it. */
+#define JOB_FRAME_STAGED ((frame_kind)0x100)
+/* The reader's conn_recv: large host-to-device copies arrive as
+ * JOB_FRAME_STAGED frames, everything else as sent. */
+int handover_recv(job *j, frame *f, rig_why *why);
+/* frame_release that also gives back a staged frame's buffer. */
+void handover_frame_release(job *j, frame *f);
+/* Replays a FRAME_HANDOVER or JOB_FRAME_STAGED frame. */
 void replay_handover(job *j, const frame *f);
 void replay_drop(job *j, const frame *f);
 CUstream job_real_stream(agent_obj *s);

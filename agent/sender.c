@@ -109,7 +109,7 @@ void *sender_main(void *arg)
                 wire_store_u64(head, n->stream);
                 wire_store_u64(head + 8, n->value);
                 struct iovec iov[2] = { { head, 16 }, { n->staging, n->len } };
-                if (!job_failed(j))
+                if (!n->inbound && !job_failed(j))
                     job_send(j, FRAME_BYTES, iov, 2);
                 staging_put(j->b, n->staging, n->len);
             }

@@ -128,7 +128,7 @@ static int64_t recv_bound(const conn *c, int64_t deadline, int idle_ms)
 
 int conn_recv(conn *c, frame *out, int64_t deadline, int idle_ms, rig_why *why)
 {
-    return conn_recv_split(c, out, 0, 0, deadline, idle_ms, why);
+    return conn_recv_split(c, out, 0, 0, 0, deadline, idle_ms, why);
 }
 
 uint64_t conn_rest(const conn *c)
@@ -169,16 +169,17 @@ int conn_recv_rest(conn *c, void *dst, size_t n, int64_t deadline, int idle_ms, 
     return 0;
 }
 
-int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, int64_t deadline, int idle_ms, rig_why *why)
+int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t above, int64_t deadline, int idle_ms,
+                    rig_why *why)
 {
     int err = 0;
     if (c->dec.rest)
         return why_set(why, RIG_E_INVALID, "%llu bytes of a split frame not yet taken",
                        (unsigned long long)c->dec.rest);
-    /* Set for this call only: a header completes within the call that
-     * yields its frame. */
+    /* The settings of the call in which a header completes decide. */
     c->dec.split_kind = kind;
     c->dec.split_head = head;
+    c->dec.split_above = above;
     for (;;) {
         if (c->roff < c->rlen) {
             size_t used;

@@ -56,11 +56,11 @@ typedef struct frame_decoder {
     uint64_t payload_have;
     int err;                          /* sticky: a broken stream stays broken */
     /* Split frames (conn_recv_split): a frame of split_kind (0: none) longer
-     * than split_head bytes is yielded after its first split_head bytes;
+     * than split_above bytes is yielded after its first split_head bytes;
      * rest counts the payload bytes that follow it, which the caller takes
      * from the stream itself before the next frame. */
     frame_kind split_kind;
-    uint64_t split_head;
+    uint64_t split_head, split_above;
     uint64_t rest;
 } frame_decoder;
 

@@ -552,7 +552,7 @@ static void *receiver_main(void *arg)
     for (;;) {
         frame f = { 0 };
         rig_why why = { "" };
-        int rc = conn_recv_split(&l->c, &f, FRAME_BYTES, JOB_BYTES_HEAD, deadline_after(-1), JOB_SILENCE_MS, &why);
+        int rc = conn_recv_split(&l->c, &f, FRAME_BYTES, JOB_BYTES_HEAD, 0, deadline_after(-1), JOB_SILENCE_MS, &why);
         if (rc < 0) {
             if (rc == RIG_E_CLOSED)
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection", l->name);
