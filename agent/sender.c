@@ -82,7 +82,8 @@ void forward_output(job *j)
     pthread_mutex_unlock(&j->output_lock);
 }
 
-/* Bytes of copies into the program, then the words of the values reached. */
+/* Bytes of copies into the program, then the words of the values reached;
+ * a staged copy to the device only gives its buffer back. */
 void *sender_main(void *arg)
 {
     job *j = arg;
