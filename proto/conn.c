@@ -146,14 +146,20 @@ int conn_recv_rest(conn *c, void *dst, size_t n, int64_t deadline, int idle_ms, 
     memcpy(p, c->rbuf + c->roff, have);
     c->roff += have;
     while (have < n) {
-        int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
-        if (rc < 0) {
-            c->dec.rest -= have;
-            return rc;
-        }
-        ssize_t got = read(c->fd, p + have, n - have);
-        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        /* Read first, wait only when nothing is there: a large copy's
+         * bytes are mostly waiting already, and a poll each time is a
+         * system call for nothing. */
+        ssize_t got = recv(c->fd, p + have, n - have, MSG_DONTWAIT);
+        if (got < 0 && errno == EINTR)
             continue;
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
+            if (rc < 0) {
+                c->dec.rest -= have;
+                return rc;
+            }
+            continue;
+        }
         if (got <= 0) {
             c->dec.rest -= have;
             if (got < 0 && errno != ECONNRESET)
