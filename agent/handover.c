@@ -33,10 +33,9 @@ typedef struct staged {
  * copy goes into a page-locked staging buffer, which the device copies from
  * asynchronously, with no copy through pageable memory on the way (the
  * driver would otherwise stage it itself). */
-int handover_recv(job *j, frame *f, rig_why *why)
+int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
 {
-    int rc = conn_recv_split(&j->c, f, FRAME_HANDOVER, STAGED_HEAD, CONN_READ_BUF, deadline_after(-1), JOB_SILENCE_MS,
-                             why);
+    int rc = conn_recv_split(&j->c, f, FRAME_HANDOVER, STAGED_HEAD, CONN_READ_BUF, deadline, idle_ms, why);
     uint64_t rest = conn_rest(&j->c);
     if (rc < 0 || !rest)
         return rc;
@@ -64,6 +63,7 @@ int handover_recv(job *j, frame *f, rig_why *why)
         return why_set(why, RIG_E_NOMEM, "no memory for a handover frame of %llu bytes", (unsigned long long)whole);
     }
     f->payload = p;
+    /* Once begun, the frame is read to its end: only silence stops it. */
     rc = conn_recv_rest(&j->c, data ? data : p + f->len, rest, deadline_after(-1), JOB_SILENCE_MS, why);
     if (rc < 0) {
         if (data)

@@ -249,7 +249,7 @@ static void *reader_main(void *arg)
         bool discard = j->failed;
         pthread_mutex_unlock(&j->q_lock);
         frame f = { 0 };
-        int rc = handover_recv(j, &f, &why);
+        int rc = handover_recv(j, &f, deadline_after(-1), JOB_SILENCE_MS, &why);
         if (rc < 0) {
             if (rc == RIG_E_TIMEOUT)
                 job_fail(j, "controller: silent for %d s", JOB_SILENCE_MS / 1000);

@@ -116,9 +116,11 @@ CUresult job_function_on(job *j, agent_obj *fn, int device, CUfunction *out);
  * received straight into a staging buffer by handover_recv: the agent's
  * own kind, outside the wire's, so only the reader makes it. */
 #define JOB_FRAME_STAGED ((frame_kind)0x100)
-/* The reader's conn_recv: large host-to-device copies arrive as
- * JOB_FRAME_STAGED frames, everything else as sent. */
-int handover_recv(job *j, frame *f, rig_why *why);
+/* conn_recv for whoever reads the job's connection: large host-to-device
+ * copies arrive as JOB_FRAME_STAGED frames, everything else as sent. The
+ * deadline and idle_ms bound the wait for a frame to begin; one begun is
+ * read to its end. */
+int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why);
 /* frame_release that also gives back a staged frame's buffer. */
 void handover_frame_release(job *j, frame *f);
 /* Replays a FRAME_HANDOVER or JOB_FRAME_STAGED frame. */
