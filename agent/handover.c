@@ -8,6 +8,7 @@
 
 #include "agent/job.h"
 #include "proto/cuda_ops.h"
+#include "proto/deadline.h"
 #include "proto/job.h"
 
 CUstream job_real_stream(agent_obj *s)
@@ -15,9 +16,87 @@ CUstream job_real_stream(agent_obj *s)
     return s->u.stream.null ? NULL : s->u.stream.real;
 }
 
+/* ---- host-to-device data straight into staging ---- */
+
+/* A JOB_FRAME_STAGED frame's payload: the record's header and destination
+ * (its body length rewritten to the destination's 8 bytes), then where the
+ * data went. */
+#define STAGED_HEAD 32
+typedef struct staged {
+    void *data;           /* a staging buffer; NULL once replayed */
+    size_t len;
+} staged;
+
+/* Handover frames above CONN_READ_BUF bytes (payloads that large are read
+ * straight into their buffer anyway) come in two steps: their first record's
+ * header and first field, then the rest. The data of a lone host-to-device
+ * copy goes into a page-locked staging buffer, which the device copies from
+ * asynchronously, with no copy through pageable memory on the way (the
+ * driver would otherwise stage it itself). */
+int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
+{
+    int rc = conn_recv_split(&j->c, f, FRAME_HANDOVER, STAGED_HEAD, CONN_READ_BUF, deadline, idle_ms, why);
+    uint64_t rest = conn_rest(&j->c);
+    if (rc < 0 || !rest)
+        return rc;
+    wire_reader r = wire_reader_init(f->payload, f->len);
+    uint32_t op = wire_get_u32(&r), len = wire_get_u32(&r);
+    wire_get_u64(&r);
+    uint64_t value = wire_get_u64(&r);
+    void *data = NULL;
+    /* Only a copy with a place on a timeline: its marker gives the buffer back. */
+    if (!r.err && op == CUDA_OP_cuMemcpyHtoDAsync_v2 && value && len == 8 + rest && rest <= JOB_COPY_CHUNK) {
+        /* The pool's buffers are allocated in the first device's context
+         * (a staging_get that finds none allocates here). */
+        static __thread bool has_context;
+        if (!has_context)
+            has_context = j->b->drv.fn_cuCtxSetCurrent(j->b->primary[0]) == CUDA_SUCCESS;
+        if (!has_context || staging_get(j->b, rest, &data) != CUDA_SUCCESS)
+            data = NULL;
+    }
+    uint8_t *p = realloc(f->payload, data ? STAGED_HEAD + sizeof(staged) : f->len + rest);
+    if (!p) {
+        if (data)
+            staging_put(j->b, data, rest);
+        uint64_t whole = f->len + rest;
+        frame_release(f);
+        return why_set(why, RIG_E_NOMEM, "no memory for a handover frame of %llu bytes", (unsigned long long)whole);
+    }
+    f->payload = p;
+    /* Once begun, the frame is read to its end: only silence stops it. */
+    rc = conn_recv_rest(&j->c, data ? data : p + f->len, rest, deadline_after(-1), JOB_SILENCE_MS, why);
+    if (rc < 0) {
+        if (data)
+            staging_put(j->b, data, rest);
+        frame_release(f);
+        return rc;
+    }
+    if (!data) {
+        f->len += rest;   /* whole, as conn_recv gives it */
+        return 0;
+    }
+    wire_store_u32(p + 4, 8);
+    staged st = { data, rest };
+    memcpy(p + STAGED_HEAD, &st, sizeof st);
+    f->len = STAGED_HEAD + sizeof st;
+    f->kind = JOB_FRAME_STAGED;
+    return 0;
+}
+
+void handover_frame_release(job *j, frame *f)
+{
+    if (f->kind == JOB_FRAME_STAGED && f->payload) {
+        staged st;
+        memcpy(&st, f->payload + STAGED_HEAD, sizeof st);
+        if (st.data)
+            staging_put(j->b, st.data, st.len);
+    }
+    frame_release(f);
+}
+
 /* Replays one record; returns the staging buffer of a copy into the
  * program through *staging. */
-static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object, wire_reader *r,
+static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object, wire_reader *r, staged *st,
                               void **staging, size_t *staging_len)
 {
     const cuda_driver *d = &j->b->drv;
@@ -81,6 +160,15 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
     }
     case CUDA_OP_cuMemcpyHtoDAsync_v2: {
         uint64_t dst = wire_get_u64(r);
+        if (st) {
+            /* Staged: the marker behind it gives the buffer back. */
+            if (wire_reader_finish(r))
+                return CUDA_ERROR_INVALID_VALUE;
+            *staging = st->data;
+            *staging_len = st->len;
+            st->data = NULL;
+            return d->fn_cuMemcpyHtoDAsync_v2(dst, *staging, *staging_len, rs);
+        }
         size_t n = wire_remaining(r);
         const uint8_t *data = wire_get_view(r, n);
         if (r->err)
@@ -216,7 +304,8 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
 }
 
 /* Puts a marker for (stream, value) behind the work enqueued so far. */
-static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *staging, size_t staging_len)
+static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *staging, size_t staging_len,
+                 bool inbound)
 {
     note *n = note_new(j);
     if (!n) {
@@ -230,6 +319,7 @@ static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *st
     n->bytes = s->u.stream.bytes;
     n->staging = staging;
     n->len = staging_len;
+    n->inbound = inbound;
     pthread_mutex_lock(&j->q_lock);
     j->pending_markers++;
     pthread_mutex_unlock(&j->q_lock);
@@ -255,11 +345,34 @@ typedef struct touched {
     uint64_t stream, value;
 } touched;
 
+static void replay_records(job *j, const uint8_t *payload, size_t size, staged *st, touched *t, size_t *ntp);
+
 void replay_handover(job *j, const frame *f)
 {
     touched t[TOUCHED_MAX];
     size_t nt = 0;
-    wire_reader fr = wire_reader_init(f->payload, f->len);
+    staged st = { 0 };
+    size_t records = f->len;
+    if (f->kind == JOB_FRAME_STAGED) {
+        memcpy(&st, f->payload + STAGED_HEAD, sizeof st);
+        /* Taken here: the frame no longer owns the buffer. */
+        memset(f->payload + STAGED_HEAD, 0, sizeof st);
+        records = STAGED_HEAD;
+    }
+    replay_records(j, f->payload, records, st.data ? &st : NULL, t, &nt);
+    if (st.data)
+        staging_put(j->b, st.data, st.len);
+    for (size_t i = 0; i < nt && !job_failed(j); i++)
+        if (t[i].value && !mark(j, t[i].s, t[i].stream, t[i].value, NULL, 0, false))
+            return;
+}
+
+/* The records of one frame; st: the data of its staged copy (taken when
+ * replayed). Streams touched but not yet marked are left in t. */
+static void replay_records(job *j, const uint8_t *payload, size_t size, staged *st, touched *t, size_t *ntp)
+{
+    size_t nt = *ntp;
+    wire_reader fr = wire_reader_init(payload, size);
     while (wire_remaining(&fr) && !job_failed(j)) {
         uint32_t op = wire_get_u32(&fr), len = wire_get_u32(&fr);
         uint64_t stream = wire_get_u64(&fr), value = wire_get_u64(&fr);
@@ -280,7 +393,8 @@ void replay_handover(job *j, const frame *f)
         }
         void *staging = NULL;
         size_t staging_len = 0;
-        CUresult rc = replay_record(j, op, s, stream, &r, &staging, &staging_len);
+        CUresult rc = replay_record(j, op, s, stream, &r, st, &staging, &staging_len);
+        bool inbound = staging && op == CUDA_OP_cuMemcpyHtoDAsync_v2;
         if (rc) {
             if ((op == CUDA_OP_cuLaunchKernel || op == CUDA_OP_cuLaunchCooperativeKernel) && !job_sticky(rc)) {
                 const char *name = NULL;
@@ -306,14 +420,15 @@ void replay_handover(job *j, const frame *f)
             }
             continue;
         }
-        s->u.stream.bytes += len;
+        /* A staged copy counts the bytes it was sent with. */
+        s->u.stream.bytes += len + (inbound ? staging_len : 0);
         size_t i = 0;
         while (i < nt && t[i].s != s)
             i++;
         /* Copies into the program carry bytes and host functions run in the
          * program when reached: each gets its own marker, at once. */
         if (staging || op == JOB_OP_MARK) {
-            if (!mark(j, s, stream, value, staging, staging_len))
+            if (!mark(j, s, stream, value, staging, staging_len, inbound))
                 return;
             if (i < nt)
                 t[i].value = 0;
@@ -321,7 +436,7 @@ void replay_handover(job *j, const frame *f)
         }
         if (i == nt) {
             if (nt == TOUCHED_MAX) {
-                if (!mark(j, s, stream, value, NULL, 0))
+                if (!mark(j, s, stream, value, NULL, 0, false))
                     return;
                 continue;
             }
@@ -329,9 +444,7 @@ void replay_handover(job *j, const frame *f)
         }
         t[i].value = value;
     }
-    for (size_t i = 0; i < nt && !job_failed(j); i++)
-        if (t[i].value && !mark(j, t[i].s, t[i].stream, t[i].value, NULL, 0))
-            return;
+    *ntp = nt;
 }
 
 void replay_drop(job *j, const frame *f)

@@ -207,9 +207,10 @@ int job_start_threads(job *j)
 
 bool job_replay_frame(job *j, const frame *f)
 {
-    switch (f->kind) {
+    switch ((unsigned)f->kind) {   /* JOB_FRAME_STAGED is outside the enum */
     case FRAME_REQUEST: replay_request(j, f); break;
-    case FRAME_HANDOVER: replay_handover(j, f); break;
+    case FRAME_HANDOVER:
+    case JOB_FRAME_STAGED: replay_handover(j, f); break;
     case FRAME_DROP: replay_drop(j, f); break;
     case FRAME_BEAT: break;
     case FRAME_CLOSE: return true;
@@ -249,7 +250,7 @@ static void *reader_main(void *arg)
         bool discard = j->failed;
         pthread_mutex_unlock(&j->q_lock);
         frame f = { 0 };
-        int rc = conn_recv(&j->c, &f, deadline_after(-1), JOB_SILENCE_MS, &why);
+        int rc = handover_recv(j, &f, deadline_after(-1), JOB_SILENCE_MS, &why);
         if (rc < 0) {
             if (rc == RIG_E_TIMEOUT)
                 job_fail(j, "controller: silent for %d s", JOB_SILENCE_MS / 1000);
@@ -266,7 +267,7 @@ static void *reader_main(void *arg)
         }
         inbox_item *it = discard ? NULL : malloc(sizeof *it);
         if (!it) {
-            frame_release(&f);
+            handover_frame_release(j, &f);
             if (!discard)
                 job_fail(j, "agent: out of memory for a frame of %llu bytes", (unsigned long long)f.len);
             continue;
@@ -313,7 +314,7 @@ static bool serve_frames(job *j)
         if (!it)
             return false;
         bool closed = job_replay_frame(j, &it->f);
-        frame_release(&it->f);
+        handover_frame_release(j, &it->f);
         free(it);
         if (closed)
             return !job_failed(j);

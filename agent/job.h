@@ -21,6 +21,7 @@ typedef struct note {
     uint64_t stream, value, bytes;
     void *staging;
     size_t len;
+    bool inbound;         /* staging held a copy to the device: given back, not sent */
 } note;
 
 typedef struct agent_mesh agent_mesh;
@@ -128,6 +129,18 @@ void mesh_end(job *j, const char *cause);
 void mesh_free(job *j);
 
 /* ---- handover.c ---- */
+/* A handover frame whose one record is a host-to-device copy, its data
+ * received straight into a staging buffer by handover_recv: the agent's
+ * own kind, outside the wire's, so only the reader makes it. */
+#define JOB_FRAME_STAGED ((frame_kind)0x100)
+/* conn_recv for whoever reads the job's connection: large host-to-device
+ * copies arrive as JOB_FRAME_STAGED frames, everything else as sent. The
+ * deadline and idle_ms bound the wait for a frame to begin; one begun is
+ * read to its end. */
+int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why);
+/* frame_release that also gives back a staged frame's buffer. */
+void handover_frame_release(job *j, frame *f);
+/* Replays a FRAME_HANDOVER or JOB_FRAME_STAGED frame. */
 void replay_handover(job *j, const frame *f);
 void replay_drop(job *j, const frame *f);
 CUstream job_real_stream(agent_obj *s);

@@ -82,7 +82,8 @@ void forward_output(job *j)
     pthread_mutex_unlock(&j->output_lock);
 }
 
-/* Bytes of copies into the program, then the words of the values reached. */
+/* Bytes of copies into the program, then the words of the values reached;
+ * a staged copy to the device only gives its buffer back. */
 void *sender_main(void *arg)
 {
     job *j = arg;
@@ -109,7 +110,7 @@ void *sender_main(void *arg)
                 wire_store_u64(head, n->stream);
                 wire_store_u64(head + 8, n->value);
                 struct iovec iov[2] = { { head, 16 }, { n->staging, n->len } };
-                if (!job_failed(j))
+                if (!n->inbound && !job_failed(j))
                     job_send(j, FRAME_BYTES, iov, 2);
                 staging_put(j->b, n->staging, n->len);
             }

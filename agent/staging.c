@@ -1,4 +1,5 @@
-/* Page-locked buffers for copies into the program, kept for reuse: a fresh
+/* Page-locked buffers for copies into the program and for the data of
+ * large copies to the device (handover_recv), kept for reuse: a fresh
  * buffer costs its page faults (and the driver's pinning) on every copy,
  * which dominated large copies. Sizes are rounded up to powers of two from
  * 64 KiB, and at most STAGING_KEEP bytes wait in the pool.

@@ -128,7 +128,64 @@ static int64_t recv_bound(const conn *c, int64_t deadline, int idle_ms)
 
 int conn_recv(conn *c, frame *out, int64_t deadline, int idle_ms, rig_why *why)
 {
+    return conn_recv_split(c, out, 0, 0, 0, deadline, idle_ms, why);
+}
+
+uint64_t conn_rest(const conn *c)
+{
+    return c->dec.rest;
+}
+
+int conn_recv_rest(conn *c, void *dst, size_t n, int64_t deadline, int idle_ms, rig_why *why)
+{
+    if (n > c->dec.rest)
+        return why_set(why, RIG_E_INVALID, "%zu bytes asked of a split frame with %llu left", n,
+                       (unsigned long long)c->dec.rest);
+    uint8_t *p = dst;
+    size_t have = c->rlen - c->roff < n ? c->rlen - c->roff : n;
+    memcpy(p, c->rbuf + c->roff, have);
+    c->roff += have;
+    while (have < n) {
+        /* Read first, wait only when nothing is there: a large copy's
+         * bytes are mostly waiting already, and a poll each time is a
+         * system call for nothing. */
+        ssize_t got = recv(c->fd, p + have, n - have, MSG_DONTWAIT);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
+            if (rc < 0) {
+                c->dec.rest -= have;
+                return rc;
+            }
+            continue;
+        }
+        if (got <= 0) {
+            c->dec.rest -= have;
+            if (got < 0 && errno != ECONNRESET)
+                return why_set(why, RIG_E_IO, "receiving: %s", strerror(errno));
+            return why_set(why, RIG_E_CLOSED, "connection %s in the middle of a frame",
+                           got < 0 ? "reset" : "closed");
+        }
+        have += (size_t)got;
+        c->bytes_received += (uint64_t)got;
+        c->last_recv_ms = deadline_now_ms();
+    }
+    c->dec.rest -= n;
+    return 0;
+}
+
+int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t above, int64_t deadline, int idle_ms,
+                    rig_why *why)
+{
     int err = 0;
+    if (c->dec.rest)
+        return why_set(why, RIG_E_INVALID, "%llu bytes of a split frame not yet taken",
+                       (unsigned long long)c->dec.rest);
+    /* The settings of the call in which a header completes decide. */
+    c->dec.split_kind = kind;
+    c->dec.split_head = head;
+    c->dec.split_above = above;
     for (;;) {
         if (c->roff < c->rlen) {
             size_t used;

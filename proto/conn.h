@@ -43,6 +43,19 @@ int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadl
  * each byte that arrives restarts it). */
 int conn_recv(conn *c, frame *out, int64_t deadline, int idle_ms, rig_why *why);
 
+/* Like conn_recv, but a frame of kind whose payload is longer than both
+ * head and above bytes comes back holding only its first head bytes
+ * (out->len == head), and conn_rest(c) says how many follow: the caller
+ * takes them with conn_recv_rest, straight into memory of its choosing,
+ * before receiving again. */
+int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t above, int64_t deadline, int idle_ms,
+                    rig_why *why);
+/* Payload bytes of the last split frame not yet taken. */
+uint64_t conn_rest(const conn *c);
+/* Takes the next n (<= conn_rest) payload bytes into dst; errors as for
+ * conn_recv (a peer that ends the stream here ended it mid-frame). */
+int conn_recv_rest(conn *c, void *dst, size_t n, int64_t deadline, int idle_ms, rig_why *why);
+
 /* After a failure: reads and discards raw bytes until the peer ends its side
  * or the deadline passes (a broken frame stream cannot be decoded, but its
  * bytes must be read so closing does not reset the connection). Returns 0

@@ -68,7 +68,7 @@ void frame_decoder_reset(frame_decoder *d)
 
 int frame_decoder_idle(const frame_decoder *d)
 {
-    return d->header_have == 0 && !d->err;
+    return d->header_have == 0 && d->rest == 0 && !d->err;
 }
 
 int frame_decoder_feed(frame_decoder *d, const uint8_t *p, size_t n, size_t *used,
@@ -78,6 +78,10 @@ int frame_decoder_feed(frame_decoder *d, const uint8_t *p, size_t n, size_t *use
     *used = 0;
     if (d->err)
         return why_set(why, d->err, "frame stream already failed");
+    /* A split frame's head is still being fed while rest is counted; the
+     * next frame may only begin once the caller has taken the rest. */
+    if (d->rest && d->header_have == 0)
+        return why_set(why, RIG_E_INVALID, "%llu bytes of a split frame not yet taken", (unsigned long long)d->rest);
 
     if (d->header_have < FRAME_HEADER_SIZE) {
         size_t want = FRAME_HEADER_SIZE - d->header_have;
@@ -96,6 +100,11 @@ int frame_decoder_feed(frame_decoder *d, const uint8_t *p, size_t n, size_t *use
             return rc;
         }
         d->payload_have = 0;
+        if (d->split_kind && d->current.kind == d->split_kind && d->current.len > d->split_head &&
+            d->current.len > d->split_above) {
+            d->rest = d->current.len - d->split_head;
+            d->current.len = d->split_head;
+        }
         if (d->current.len > 0) {
             d->current.payload = malloc(d->current.len);
             if (!d->current.payload) {

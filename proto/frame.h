@@ -55,6 +55,13 @@ typedef struct frame_decoder {
     frame current;
     uint64_t payload_have;
     int err;                          /* sticky: a broken stream stays broken */
+    /* Split frames (conn_recv_split): a frame of split_kind (0: none) longer
+     * than split_above bytes is yielded after its first split_head bytes;
+     * rest counts the payload bytes that follow it, which the caller takes
+     * from the stream itself before the next frame. */
+    frame_kind split_kind;
+    uint64_t split_head, split_above;
+    uint64_t rest;
 } frame_decoder;
 
 void frame_decoder_init(frame_decoder *d, uint64_t limit);
@@ -62,7 +69,8 @@ void frame_decoder_init(frame_decoder *d, uint64_t limit);
 void frame_decoder_reset(frame_decoder *d);
 
 /* Consumes bytes from p[0..n) and sets *used to how many. Returns 1 with
- * *out holding a whole frame (the caller owns its payload) and the rest of
+ * *out holding a whole frame (or a split frame's head, d->rest then saying
+ * how many of its bytes follow; the caller owns its payload) and the rest of
  * the input unconsumed, 0 when every byte was consumed without completing a
  * frame, or a negative RIG_E_* (sticky) with why saying what was wrong. */
 int frame_decoder_feed(frame_decoder *d, const uint8_t *p, size_t n, size_t *used,

@@ -24,6 +24,10 @@
 #include "shim/log.h"
 
 #define UNREPORTED_LIMIT ((uint64_t)64 << 20)
+/* Bytes of copies into the program asked for and not yet arrived: each
+ * holds a staging buffer on the agent until sent, so a 4 GiB copy keeps
+ * reusing a few (docs/design.md "One copy") instead of pinning 4 GiB. */
+#define COPY_AHEAD ((uint64_t)64 << 20)
 /* Handover records smaller than BATCH_RECORD are gathered into one frame;
  * the batch goes out when it reaches BATCH_FLUSH bytes, when anything needs
  * an answer or a wait, when the program submits after a pause of
@@ -409,6 +413,49 @@ static void apply_words(agent_link *l, const frame *f)
     }
 }
 
+/* Fails the job for a receive that broke off (conn_recv's errors). */
+static void recv_failed(agent_link *l, int rc, const rig_why *why)
+{
+    if (rc == RIG_E_CLOSED)
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection (%s)", l->name, why->text);
+    else if (rc == RIG_E_TIMEOUT)
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: silent for %d s", l->name, JOB_SILENCE_MS / 1000);
+    else
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why->text);
+}
+
+/* Device printf output, for this program's stdout. */
+static void write_output(agent_link *l, const uint8_t *head, size_t head_len)
+{
+    uint8_t buf[64 << 10];
+    const uint8_t *p = head;
+    size_t n = head_len;
+    for (;;) {
+        for (size_t off = 0; off < n;) {
+            ssize_t w = write(1, p + off, n - off);
+            if (w <= 0)
+                break;
+            off += (size_t)w;
+        }
+        uint64_t rest = conn_rest(&l->c);
+        if (!rest)
+            return;
+        n = rest < sizeof buf ? (size_t)rest : sizeof buf;
+        rig_why why = { "" };
+        int rc = conn_recv_rest(&l->c, buf, n, deadline_after(-1), JOB_SILENCE_MS, &why);
+        if (rc < 0) {
+            recv_failed(l, rc, &why);
+            return;
+        }
+        p = buf;
+    }
+}
+
+/* A bytes frame arrives split after its stream and value (receiver_main):
+ * the rest of its payload is read from the socket straight into the
+ * program's destination, no buffer and no copy between. The copy ran on
+ * the device before the agent sent it, so these are the bytes CUDA writes
+ * there; the word of its value follows. */
 static void apply_bytes(agent_link *l, const frame *f)
 {
     rig_why why = { "" };
@@ -417,15 +464,10 @@ static void apply_bytes(agent_link *l, const frame *f)
         link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
         return;
     }
-    size_t n = b.len;
+    uint64_t rest = conn_rest(&l->c);
+    uint64_t n = b.len + rest;
     if (b.stream == 0) {
-        /* Device printf output, for this program's stdout. */
-        for (size_t off = 0; off < n;) {
-            ssize_t w = write(1, b.data + off, n - off);
-            if (w <= 0)
-                break;
-            off += (size_t)w;
-        }
+        write_output(l, b.data, b.len);
         return;
     }
     pthread_mutex_lock(&l->lock);
@@ -438,18 +480,51 @@ static void apply_bytes(agent_link *l, const frame *f)
         }
     pthread_mutex_unlock(&l->lock);
     if (!c || c->len != n) {
-        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %zu bytes for stream %llu at value %llu, a copy this job %s",
-                  l->name, n, (unsigned long long)b.stream, (unsigned long long)b.value,
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %llu bytes for stream %llu at value %llu, a copy this job %s",
+                  l->name, (unsigned long long)n, (unsigned long long)b.stream, (unsigned long long)b.value,
                   c ? "expects in another size" : "did not ask for");
         free(c);
         return;
     }
-    if (c->width) {
-        for (size_t off = 0, row = 0; off < n; off += c->width, row++)
-            memcpy((uint8_t *)c->dst + row * c->pitch, b.data + off, c->width);
+    int rc = 0;
+    if (!c->width) {
+        memcpy(c->dst, b.data, b.len);
+        if (rest)
+            rc = conn_recv_rest(&l->c, (uint8_t *)c->dst + b.len, (size_t)rest, deadline_after(-1), JOB_SILENCE_MS,
+                                &why);
     } else {
-        memcpy(c->dst, b.data, n);
+        /* Rows go through a buffer: a receive per row would cost a system
+         * call each. */
+        const uint8_t *from = b.data;
+        uint8_t *tmp = rest ? malloc(n) : NULL;
+        if (rest && !tmp) {
+            link_fail(l, CUDA_ERROR_OUT_OF_MEMORY, "%s: no memory to receive %llu bytes of rows", l->name,
+                      (unsigned long long)n);
+            free(c);
+            return;
+        }
+        if (tmp) {
+            memcpy(tmp, b.data, b.len);
+            rc = conn_recv_rest(&l->c, tmp + b.len, (size_t)rest, deadline_after(-1), JOB_SILENCE_MS, &why);
+            from = tmp;
+        }
+        for (size_t off = 0, row = 0; rc == 0 && off < n; off += c->width, row++)
+            memcpy((uint8_t *)c->dst + row * c->pitch, from + off, c->width);
+        free(tmp);
     }
+    if (rc < 0) {
+        if (rc == RIG_E_IO)   /* EFAULT: a destination the program cannot write */
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: receiving %llu bytes for %p: %s", l->name,
+                      (unsigned long long)n, c->dst, why.text);
+        else
+            recv_failed(l, rc, &why);
+        free(c);
+        return;
+    }
+    pthread_mutex_lock(&l->lock);
+    l->copy_bytes_pending -= c->len;
+    pthread_cond_broadcast(&l->changed);
+    pthread_mutex_unlock(&l->lock);
     free(c);
 }
 
@@ -477,7 +552,7 @@ static void *receiver_main(void *arg)
     for (;;) {
         frame f = { 0 };
         rig_why why = { "" };
-        int rc = conn_recv(&l->c, &f, deadline_after(-1), JOB_SILENCE_MS, &why);
+        int rc = conn_recv_split(&l->c, &f, FRAME_BYTES, JOB_BYTES_HEAD, 0, deadline_after(-1), JOB_SILENCE_MS, &why);
         if (rc < 0) {
             if (rc == RIG_E_CLOSED)
                 link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection", l->name);
@@ -688,6 +763,26 @@ CUresult link_wait_program_writes(agent_link *l, proxy_obj *s)
     return pw && !link_reached(s, pw) ? link_wait(l, s, pw) : CUDA_SUCCESS;
 }
 
+/* Waits until a copy of len bytes into the program fits under COPY_AHEAD
+ * (one always fits when none is pending). Records still batched are what
+ * brings the bytes, so they go first. */
+static CUresult wait_copy_room(agent_link *l, size_t len)
+{
+    pthread_mutex_lock(&l->lock);
+    bool full = l->copy_bytes_pending && l->copy_bytes_pending + len > COPY_AHEAD;
+    pthread_mutex_unlock(&l->lock);
+    if (!full)
+        return CUDA_SUCCESS;
+    CUresult rc = link_flush(l);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&l->lock);
+    while (l->copy_bytes_pending && l->copy_bytes_pending + len > COPY_AHEAD && !l->failed)
+        pthread_cond_wait(&l->changed, &l->lock);
+    pthread_mutex_unlock(&l->lock);
+    return CUDA_SUCCESS;
+}
+
 CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
 {
     proxy_obj *s = h->stream;
@@ -711,6 +806,11 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
         shim_log(SHIM_LOG_ERROR, "agent %s: no memory to record a %s of stream work", l->name,
                  h->dst ? "copy into the program" : "host function");
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (h->dst && (failed = wait_copy_room(l, h->dst_len))) {
+        free(c);
+        free(hp);
+        return failed;
     }
     pthread_mutex_lock(&l->lock);
     while (l->unreported_bytes > UNREPORTED_LIMIT && !l->failed)
@@ -739,6 +839,7 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
     if (c) {
         *c = (pending_copy){ l->copies, s->id, v, h->dst, h->dst_len, h->dst_pitch, h->dst_width };
         l->copies = c;
+        l->copy_bytes_pending += h->dst_len;
     }
     if (hp) {
         *hp = (pending_host){ NULL, s->id, v, h->host_fn, h->host_data };

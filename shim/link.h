@@ -46,6 +46,7 @@ struct agent_link {
     int device_count;
     int first_device;                /* the program's ordinal of device 0 */
     uint64_t unreported_bytes;       /* handed over, not yet reached */
+    uint64_t copy_bytes_pending;     /* copies into the program whose bytes are still to come */
     uint8_t *batch;                  /* small handover records not yet sent */
     size_t batch_len;                /* under send_lock; read unlocked as a hint */
     int64_t last_flush_ns;

@@ -290,13 +290,29 @@ SHIM_EXPORT(cuMemHostUnregister)
 
 /* ---- copies ---- */
 
-/* Copies program memory to a proxy in chunks; returns the last value. */
+/* A copy goes in pieces, each its own record and marker on the agent, so
+ * the agent's device copy of one piece overlaps the transfer of the next.
+ * The first pieces are small, so the overlap starts at once (a 1 MiB copy
+ * is three); then they double up to COPY_PIECE_MAX, where the cost of a
+ * piece (a record, a marker, a word) is lost in its transfer time. */
+#define COPY_PIECE_MIN ((size_t)256 << 10)
+#define COPY_PIECE_MAX ((size_t)4 << 20)
+_Static_assert(COPY_PIECE_MAX <= JOB_COPY_CHUNK, "a piece must fit in a chunk the agent accepts");
+
+/* The length of the piece at off of a copy of n bytes. */
+static size_t piece_at(size_t off, size_t n)
+{
+    size_t piece = off < COPY_PIECE_MIN ? COPY_PIECE_MIN : off > COPY_PIECE_MAX ? COPY_PIECE_MAX : off;
+    return n - off < piece ? n - off : piece;
+}
+
+/* Copies program memory to a proxy in pieces; returns the last value. */
 static CUresult copy_htod(proxy_obj *s, CUdeviceptr dst, const void *src, size_t n, uint64_t *last)
 {
     CUresult rc = CUDA_SUCCESS;
     *last = 0;
-    for (size_t off = 0; off < n && rc == CUDA_SUCCESS; off += JOB_COPY_CHUNK) {
-        size_t len = n - off < JOB_COPY_CHUNK ? n - off : JOB_COPY_CHUNK;
+    for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
+        len = piece_at(off, n);
         uint8_t body[8];
         wire_store_u64(body, dst + off);
         handover h = { .op = CUDA_OP_cuMemcpyHtoDAsync_v2, .stream = s, .body = body, .body_len = 8,
@@ -310,8 +326,8 @@ static CUresult copy_dtoh(proxy_obj *s, void *dst, CUdeviceptr src, size_t n, ui
 {
     CUresult rc = CUDA_SUCCESS;
     *last = 0;
-    for (size_t off = 0; off < n && rc == CUDA_SUCCESS; off += JOB_COPY_CHUNK) {
-        size_t len = n - off < JOB_COPY_CHUNK ? n - off : JOB_COPY_CHUNK;
+    for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
+        len = piece_at(off, n);
         uint8_t body[16];
         wire_store_u64(body, src + off);
         wire_store_u64(body + 8, len);

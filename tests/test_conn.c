@@ -75,3 +75,71 @@ Test(conn, silence_and_close_are_told_apart, .timeout = 20)
     conn_close(&a);
     conn_close(&b);
 }
+
+/* Split frames (how copies arrive straight in place): the head comes back
+ * as a frame, the rest goes where the caller says, other kinds and short
+ * frames come whole, the next frame waits for the rest to be taken, and a
+ * peer that ends mid-rest is told as an end in the middle of a frame. */
+Test(conn, split_frames_put_the_rest_in_place, .timeout = 20)
+{
+    conn a, b;
+    pair(&a, &b);
+    size_t big = 3 * CONN_READ_BUF + 5;
+    uint8_t *data = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        data[i] = (uint8_t)(i * 13 + 1);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int ok = conn_send(&a, FRAME_BYTES, data, big, deadline_after(5000), NULL) == 0 &&
+                 conn_send(&a, FRAME_WORD, data, 40, deadline_after(5000), NULL) == 0 &&
+                 conn_send(&a, FRAME_BYTES, data, 16, deadline_after(5000), NULL) == 0 &&
+                 conn_send(&a, FRAME_BYTES, data, 100, deadline_after(5000), NULL) == 0;
+        /* Then a frame that announces more than it carries. */
+        uint8_t head[FRAME_HEADER_SIZE];
+        frame_header_encode(head, FRAME_BYTES, 1000);
+        ok = ok && write(a.fd, head, sizeof head) == (ssize_t)sizeof head && write(a.fd, data, 500) == 500;
+        _exit(ok ? 0 : 1);
+    }
+    rig_why why = { "" };
+    frame f;
+    cr_assert_eq(conn_recv_split(&b, &f, FRAME_BYTES, 16, 0, deadline_after(5000), -1, &why), 0, "%s", why.text);
+    cr_assert_eq(f.kind, FRAME_BYTES);
+    cr_assert_eq(f.len, 16);
+    cr_assert_eq(memcmp(f.payload, data, 16), 0);
+    cr_assert_eq(conn_rest(&b), big - 16);
+    frame_release(&f);
+    /* The next frame may not begin before the rest is taken. */
+    cr_assert_lt(conn_recv(&b, &f, deadline_after(5000), -1, &why), 0);
+    uint8_t *got = malloc(big);
+    cr_assert_eq(conn_recv_rest(&b, got, 7, deadline_after(5000), -1, &why), 0, "%s", why.text);
+    cr_assert_eq(conn_recv_rest(&b, got + 7, big - 16 - 7, deadline_after(5000), -1, &why), 0, "%s", why.text);
+    cr_assert_eq(memcmp(got, data + 16, big - 16), 0);
+    cr_assert_eq(conn_rest(&b), 0);
+    cr_assert_lt(conn_recv_rest(&b, got, 1, deadline_after(5000), -1, &why), 0, "no rest is left to take");
+    /* Another kind, a frame no longer than the head, and one under the
+     * threshold: whole. */
+    cr_assert_eq(conn_recv_split(&b, &f, FRAME_BYTES, 16, 0, deadline_after(5000), -1, &why), 0, "%s", why.text);
+    cr_assert(f.kind == FRAME_WORD && f.len == 40 && conn_rest(&b) == 0);
+    frame_release(&f);
+    cr_assert_eq(conn_recv_split(&b, &f, FRAME_BYTES, 16, 0, deadline_after(5000), -1, &why), 0, "%s", why.text);
+    cr_assert(f.kind == FRAME_BYTES && f.len == 16 && conn_rest(&b) == 0);
+    frame_release(&f);
+    cr_assert_eq(conn_recv_split(&b, &f, FRAME_BYTES, 16, 100, deadline_after(5000), -1, &why), 0, "%s", why.text);
+    cr_assert(f.kind == FRAME_BYTES && f.len == 100 && conn_rest(&b) == 0);
+    cr_assert_eq(memcmp(f.payload, data, 100), 0);
+    frame_release(&f);
+    /* Short: the head arrives, the rest breaks off. */
+    cr_assert_eq(conn_recv_split(&b, &f, FRAME_BYTES, 16, 0, deadline_after(5000), -1, &why), 0, "%s", why.text);
+    cr_assert_eq(conn_rest(&b), 1000 - 16);
+    frame_release(&f);
+    int status;
+    waitpid(pid, &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    conn_close(&a);
+    cr_assert_eq(conn_recv_rest(&b, got, 1000 - 16, deadline_after(5000), -1, &why), RIG_E_CLOSED);
+    cr_assert(strstr(why.text, "in the middle of a frame"), "%s", why.text);
+    free(got);
+    free(data);
+    conn_close(&b);
+}

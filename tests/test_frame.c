@@ -175,3 +175,37 @@ Test(frame, every_truncation_and_bit_flip)
     decode_stream(buf, whole, &whole);
     support_each_mutation(buf, whole, decode_stream, &whole);
 }
+
+/* A split frame's head fed one byte at a time still comes out (the rest is
+ * counted from the header on), and the next frame waits for the rest. */
+Test(frame, split_head_in_pieces)
+{
+    uint8_t s[FRAME_HEADER_SIZE + 40];
+    frame_header_encode(s, FRAME_BYTES, 40);
+    for (int i = 0; i < 40; i++)
+        s[FRAME_HEADER_SIZE + i] = (uint8_t)i;
+    frame_decoder d;
+    frame_decoder_init(&d, 100);
+    d.split_kind = FRAME_BYTES;
+    d.split_head = 16;
+    frame f;
+    size_t used = 0, off = 0;
+    int rc = 0;
+    while (rc == 0 && off < sizeof s) {
+        rc = frame_decoder_feed(&d, s + off, 1, &used, &f, NULL);
+        off += used;
+    }
+    cr_assert_eq(rc, 1);
+    cr_assert_eq(off, FRAME_HEADER_SIZE + 16);
+    cr_assert_eq(f.len, 16);
+    cr_assert_eq(f.payload[15], 15);
+    cr_assert_eq(d.rest, 24);
+    cr_assert(!frame_decoder_idle(&d));
+    frame_release(&f);
+    rig_why why;
+    cr_assert_eq(frame_decoder_feed(&d, s, FRAME_HEADER_SIZE, &used, &f, &why), RIG_E_INVALID);
+    cr_assert(strstr(why.text, "not yet taken"), "%s", why.text);
+    d.rest = 0;
+    cr_assert(frame_decoder_idle(&d));
+    frame_decoder_reset(&d);
+}
