@@ -65,7 +65,7 @@ int compress_measure(compress_rates *r, rig_why *why);
  * copy runs at the slowest of compressing (r->compress_bps, or the sample's
  * own speed when faster), the link carrying ratio times its rate, and
  * decompressing, and must beat the link by 10%. Never fails: a rate of 0 or
- * less says no. */
+ * less says no. Uses about 33 KiB of stack and a few microseconds. */
 compress_verdict compress_decide(const void *p, size_t len, const compress_rates *r);
 
 /* Writes one chunk of in[0..len) (len <= COMPRESS_CHUNK_MAX) into
