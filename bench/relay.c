@@ -9,7 +9,7 @@
  * reader thread and a writer thread around a timed queue: the reader stamps
  * what each read brought with its release time, the writer sends it no
  * earlier. Without a rate a read is released at arrival + delay, so the
- * delay is latency and never caps throughput (up to RELAY_QUEUE bytes in
+ * delay is latency and never caps throughput (up to BLOCKS x BLOCK bytes in
  * flight each way). With --rate the bytes also go out one after another at
  * that rate, as onto a wire of that speed, before the delay: n bytes take
  * n / rate + delay. */
@@ -32,8 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BLOCK ((size_t)64 << 10)       /* the most one read takes */
-#define BLOCKS 512                      /* RELAY_QUEUE = 32 MiB each way */
+#define BLOCK ((size_t)256 << 10)      /* the most one read takes */
+#define BLOCKS 128                      /* 32 MiB in flight each way at most */
 
 static double delay_s, rate;            /* rate 0: none */
 static struct addrinfo *target;
