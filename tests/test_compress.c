@@ -244,24 +244,25 @@ Test(compress, decision)
     compress_rates r = { 0 };
     rig_why why = { "" };
     cr_assert_eq(compress_measure(&r, &why), 0, "%s", why.text);
-    cr_assert_gt(r.compress_bps, 10e6, "LZ4 at %g B/s", r.compress_bps);
-    cr_assert_gt(r.decompress_bps, 10e6, "LZ4 decoding at %g B/s", r.decompress_bps);
+    /* Far below any real machine's, so a loaded one passes too. */
+    cr_assert_gt(r.compress_bps, 2e6, "LZ4 at %g B/s", r.compress_bps);
+    cr_assert_gt(r.decompress_bps, 2e6, "LZ4 decoding at %g B/s", r.decompress_bps);
     cr_log_info("LZ4 here: %.2f GB/s compressing sparse floats, %.2f GB/s decoding", r.compress_bps / 1e9,
                 r.decompress_bps / 1e9);
     size_t len = (size_t)8 << 20;
     uint8_t *zeros = make(ZEROS, len), *random = make(RANDOM, len), *sparse = make(SPARSE, len);
 
-    /* A slow link: 10 MB/s, far below LZ4. */
-    r.link_bps = 10e6;
+    /* A slow link: 1 MB/s (a thin WAN), far below LZ4 even on a loaded machine. */
+    r.link_bps = 1e6;
     compress_verdict v = compress_decide(zeros, len, &r);
-    cr_assert(v.pays, "zeros on a 10 MB/s link: ratio %g", v.ratio);
+    cr_assert(v.pays, "zeros on a 1 MB/s link: ratio %g", v.ratio);
     cr_assert_gt(v.ratio, 50);
     cr_assert_gt(v.compressed_bps, v.raw_bps);
     v = compress_decide(random, len, &r);
-    cr_assert(!v.pays, "random bytes on a 10 MB/s link: ratio %g", v.ratio);
+    cr_assert(!v.pays, "random bytes on a 1 MB/s link: ratio %g", v.ratio);
     cr_assert_leq(v.ratio, 1.0);
     v = compress_decide(sparse, len, &r);
-    cr_assert(v.pays, "sparse floats on a 10 MB/s link: ratio %g", v.ratio);
+    cr_assert(v.pays, "sparse floats on a 1 MB/s link: ratio %g", v.ratio);
     cr_assert_gt(v.ratio, 1.5);
 
     /* A link faster than LZ4 itself: never. */
@@ -274,7 +275,7 @@ Test(compress, decision)
     /* No rate known, or nothing to send: no. */
     r.link_bps = 0;
     cr_assert(!compress_decide(zeros, len, &r).pays);
-    r.link_bps = 10e6;
+    r.link_bps = 1e6;
     cr_assert(!compress_decide(zeros, 0, &r).pays);
     /* A short copy is sampled whole. */
     cr_assert(compress_decide(zeros, 5000, &r).pays);
