@@ -2,10 +2,23 @@
  * measured the way rig uses them. Two processes (as the program and the
  * agent are) on one loopback TCP connection with rig's socket options
  * (proto/net.c net_tune: TCP_NODELAY, SO_KEEPALIVE):
- *   tcp_rtt      a 32-byte message and its 32-byte reply (median of single
- *                round trips)
- *   tcp_stream   one way, 4 MiB writes, the reader reads into a buffer
- *   memcpy       64 MiB between two touched buffers
+ *   tcp_rtt        a 32-byte message and its 32-byte reply (median of single
+ *                  round trips)
+ *   tcp_stream     one way, 4 MiB writes, the reader reads into a buffer
+ *                  (512 MiB; 64 MiB through a relay)
+ *   tcp_send_SIZE  SIZE bytes one way and a 1-byte reply: what a synchronous
+ *                  copy of SIZE bytes to the peer could cost at best
+ *   tcp_recv_SIZE  a request, and SIZE bytes back
+ *   memcpy         64 MiB between two touched buffers
+ *
+ *   baseline [RELAY ARG...]
+ *
+ * With arguments, they are a relay's command line (bench/relay.c, e.g.
+ * "build/bench/relay --delay-us 100"): baseline starts it with
+ * "--to 127.0.0.1:PORT" of its peer and talks through it, so rig through the
+ * same relay compares like with like (no memcpy then). BENCH_BW_SIZES (e.g.
+ * "64MiB") limits the sizes, as for the bench program; BENCH_FIG_S (4) the
+ * seconds one size's figure takes at most.
  * Prints one "fig" line per figure (bench/common.h). */
 #include <errno.h>
 #include <netinet/in.h>
@@ -17,12 +30,14 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <stdbool.h>
 
 #include "bench/common.h"
 
 #define MSG 32
 #define STREAM_WRITE ((size_t)4 << 20)
 #define STREAM_TOTAL ((size_t)512 << 20)
+#define RELAY_STREAM_TOTAL ((size_t)64 << 20)
 
 static void tune(int fd)
 {
@@ -82,6 +97,14 @@ static void peer(int fd)
                 got += (uint64_t)r;
             }
             put_all(fd, "k", 1);
+        } else if (cmd == 'g') {        /* source: u64 bytes, sent back */
+            uint64_t total;
+            get_all(fd, &total, sizeof total);
+            for (uint64_t sent = 0; sent < total;) {
+                size_t n = total - sent < STREAM_WRITE ? (size_t)(total - sent) : STREAM_WRITE;
+                put_all(fd, buf, n);
+                sent += n;
+            }
         }
     }
 }
@@ -105,7 +128,7 @@ static void measure_rtt(int fd)
     fig_print("tcp_rtt", "us", t, N);
 }
 
-static void measure_stream(int fd)
+static void measure_stream(int fd, uint64_t stream_total)
 {
     enum { REPS = 5 };
     double gbs[REPS];
@@ -113,19 +136,107 @@ static void measure_stream(int fd)
     memset(buf, 2, STREAM_WRITE);
     for (int rep = -1; rep < REPS; rep++) {
         uint8_t cmd = 's';
-        uint64_t total = STREAM_TOTAL;
+        uint64_t total = stream_total;
         put_all(fd, &cmd, 1);
         put_all(fd, &total, sizeof total);
         double t0 = now_s();
-        for (size_t off = 0; off < STREAM_TOTAL; off += STREAM_WRITE)
+        for (size_t off = 0; off < stream_total; off += STREAM_WRITE)
             put_all(fd, buf, STREAM_WRITE);
         char k;
         get_all(fd, &k, 1);
         if (rep >= 0)
-            gbs[rep] = (double)STREAM_TOTAL / (now_s() - t0) / 1e9;
+            gbs[rep] = (double)stream_total / (now_s() - t0) / 1e9;
     }
     free(buf);
     fig_print("tcp_stream", "GB/s", gbs, REPS);
+}
+
+/* Synchronous transfers of each size, both ways, as bench.c's bw section
+ * copies. */
+static void measure_copies(int fd)
+{
+    static const struct { size_t size; const char *name; int reps; } sizes[] = {
+        { (size_t)4 << 10, "4KiB", 400 },  { (size_t)64 << 10, "64KiB", 200 }, { (size_t)1 << 20, "1MiB", 60 },
+        { (size_t)64 << 20, "64MiB", 7 }, { (size_t)1 << 30, "1GiB", 3 },
+    };
+    const double budget = getenv("BENCH_FIG_S") ? atof(getenv("BENCH_FIG_S")) : 4.0;
+    const char *only = getenv("BENCH_BW_SIZES");
+    uint8_t *buf = malloc(STREAM_WRITE);
+    memset(buf, 5, STREAM_WRITE);
+    static double gbs[400];
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        if (only && !strstr(only, sizes[k].name))
+            continue;
+        for (int dir = 0; dir < 2; dir++) {
+            uint64_t n = sizes[k].size;
+            int reps = sizes[k].reps, warm = reps > 10 ? reps / 10 : 1, got = 0;
+            double t_start = 0;
+            for (int i = -warm; i < reps; i++) {
+                if (i == 0)
+                    t_start = now_s();
+                else if (i > 0 && now_s() - t_start > budget)
+                    break;
+                uint8_t cmd = dir ? 'g' : 's';
+                double t0 = now_s();
+                put_all(fd, &cmd, 1);
+                put_all(fd, &n, sizeof n);
+                for (uint64_t off = 0; off < n;) {
+                    size_t c = n - off < STREAM_WRITE ? (size_t)(n - off) : STREAM_WRITE;
+                    if (dir)
+                        get_all(fd, buf, c);
+                    else
+                        put_all(fd, buf, c);
+                    off += c;
+                }
+                if (!dir) {
+                    char ack;
+                    get_all(fd, &ack, 1);
+                }
+                if (i >= 0)
+                    gbs[got++] = (double)n / (now_s() - t0) / 1e9;
+            }
+            char name[64];
+            snprintf(name, sizeof name, "tcp_%s_%s", dir ? "recv" : "send", sizes[k].name);
+            fig_print(name, "GB/s", gbs, (size_t)got);
+        }
+    }
+    free(buf);
+}
+
+/* Starts the relay command argv with "--to 127.0.0.1:port" added; returns
+ * the port it listens on, and its pid in *pid. */
+static uint16_t start_relay(char **argv, int argc, uint16_t port, pid_t *pid)
+{
+    int out[2];
+    if (pipe(out))
+        die("baseline: pipe: %s", strerror(errno));
+    char to[64];
+    snprintf(to, sizeof to, "127.0.0.1:%u", (unsigned)port);
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    for (int i = 0; i < argc; i++)
+        args[i] = argv[i];
+    args[argc] = "--to";
+    args[argc + 1] = to;
+    *pid = fork();
+    if (*pid < 0)
+        die("baseline: fork: %s", strerror(errno));
+    if (*pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        execv(args[0], args);
+        fprintf(stderr, "bench: baseline: cannot run %s: %s\n", args[0], strerror(errno));
+        _exit(127);
+    }
+    free(args);
+    close(out[1]);
+    char line[128];
+    FILE *f = fdopen(out[0], "r");
+    unsigned got = 0;
+    if (!f || !fgets(line, sizeof line, f) || sscanf(line, "listening on 127.0.0.1:%u", &got) != 1 || got > 65535)
+        die("baseline: the relay %s did not say where it listens", argv[0]);
+    fclose(f);
+    return (uint16_t)got;
 }
 
 static void measure_memcpy(void)
@@ -147,8 +258,9 @@ static void measure_memcpy(void)
     free(b);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    bool relay = argc > 1;
     int ls = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t sl = sizeof sa;
@@ -168,14 +280,24 @@ int main(void)
         _exit(0);
     }
     close(ls);
+    pid_t relay_pid = 0;
+    if (relay)
+        sa.sin_port = htons(start_relay(argv + 1, argc - 1, ntohs(sa.sin_port), &relay_pid));
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa))
         die("baseline: connect: %s", strerror(errno));
     tune(fd);
     measure_rtt(fd);
-    measure_stream(fd);
+    /* Through a relay the stream runs at its rate: 64 MiB say what it is. */
+    measure_stream(fd, relay ? RELAY_STREAM_TOTAL : STREAM_TOTAL);
+    measure_copies(fd);
     close(fd);
     waitpid(pid, NULL, 0);
-    measure_memcpy();
+    if (relay_pid > 0) {
+        kill(relay_pid, SIGTERM);
+        waitpid(relay_pid, NULL, 0);
+    }
+    if (!relay)
+        measure_memcpy();
     return 0;
 }

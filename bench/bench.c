@@ -7,7 +7,8 @@
  *                        (latency is sync, alloc and module)
  *
  * BENCH_KERNELS names the directory of kernels.fatbin and big.fatbin;
- * BENCH_BW_SIZES (e.g. "64MiB,1GiB") limits the copy sizes measured;
+ * BENCH_BW_SIZES (e.g. "64MiB,1GiB") limits the copy sizes measured (copies
+ * are of random bytes, and at 64 MiB of compressible ones too);
  * BENCH_AGENT_PID, when set, is a process whose resident memory the rss
  * section reports too. Prints "fig" lines (bench/common.h) and "note" lines. */
 #include <cuda.h>
@@ -191,66 +192,126 @@ static void section_launch(void)
 
 /* ---- bw: synchronous copies of each size, both ways, both host kinds ---- */
 
+/* Random bytes (xorshift64), which no compressor shrinks. */
+static void fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed | 1;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(p + i, &x, 8);
+    }
+    for (; i < n; i++)
+        p[i] = (uint8_t)(x >> (8 * (i % 8)));
+}
+
+/* A tensor that compresses the way real ones do: floats of which about 7 in
+ * 8 are zero (activations after a ReLU, a pruned layer) and the rest random
+ * in [0, 1). */
+static void fill_compressible(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed | 1;
+    memset(p, 0, n);
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if ((x & 7) == 0) {
+            float f = (float)(x >> 40) / (float)(1u << 24);
+            memcpy(p + i, &f, 4);
+        }
+    }
+}
+
 /* First touches are dear on some machines (a fresh page can cost tens of
  * microseconds in a nested VM), so one host buffer serves both kinds: it is
  * touched once, measured pageable, then page-locked with cuMemHostRegister
- * and measured again. Each figure stops repeating after BENCH_FIG_S seconds
- * (4); a 1 GiB figure is skipped when its 64 MiB rate says one copy would
- * take more than BENCH_BIG_S seconds (20), and the note says so. */
+ * and measured again. The bytes are random (device memory holds what the
+ * host sent), and at 64 MiB each copy is measured again on compressible
+ * bytes (fill_compressible; figures NAME_compressible). Each figure stops
+ * repeating after BENCH_FIG_S seconds (4); a 1 GiB figure is skipped when its
+ * 64 MiB rate says one copy would take more than BENCH_BIG_S seconds (20),
+ * and the note says so. */
+static void copy_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host, size_t n, int reps, bool big,
+                        double budget, double *rate)
+{
+    static double gbs[400];
+    int warm = big ? 0 : reps > 10 ? reps / 10 : 1, got = 0;
+    double t_start = 0;
+    for (int i = -warm; i < reps; i++) {
+        if (i == 0)
+            t_start = now_s();
+        else if (i > 0 && now_s() - t_start > budget)
+            break;
+        double t0 = now_s();
+        if (dir == 0)
+            CK(cuMemcpyHtoD(d, host, n));
+        else
+            CK(cuMemcpyDtoH(host, d, n));
+        if (i >= 0)
+            gbs[got++] = (double)n / (now_s() - t0) / 1e9;
+    }
+    double med = fig_print(name, "GB/s", gbs, (size_t)got);
+    if (rate)
+        *rate = med;
+}
+
 static void section_bw(void)
 {
     static const struct { size_t size; const char *name; int reps; } sizes[] = {
         { (size_t)4 << 10, "4KiB", 400 },  { (size_t)64 << 10, "64KiB", 200 }, { (size_t)1 << 20, "1MiB", 60 },
         { (size_t)64 << 20, "64MiB", 7 }, { (size_t)1 << 30, "1GiB", 3 },
     };
-    const size_t max = (size_t)1 << 30;
+    enum { NSIZES = sizeof sizes / sizeof sizes[0] };
+    const size_t mib64 = (size_t)64 << 20;
     const double budget = getenv("BENCH_FIG_S") ? atof(getenv("BENCH_FIG_S")) : 4.0;
     const double big_limit = getenv("BENCH_BIG_S") ? atof(getenv("BENCH_BIG_S")) : 20.0;
     const char *only = getenv("BENCH_BW_SIZES");   /* e.g. "64MiB,1GiB", for a closer look */
+    size_t max = 0;
+    for (int k = 0; k < NSIZES; k++)
+        if (!only || strstr(only, sizes[k].name))
+            max = sizes[k].size > max ? sizes[k].size : max;
+    if (max == 0)
+        return;
     CUdeviceptr d;
     CK(cuMemAlloc(&d, max));
-    CK(cuMemsetD8(d, 1, max));
     uint8_t *host = malloc(max);
     if (!host)
         die("no memory for %zu bytes", max);
-    memset(host, 2, max);
-    static double gbs[400];
     for (int h = 0; h < 2; h++) {
+        /* Random bytes on both ends before each kind's figures. */
+        fill_random(host, max, 0x5eed + (uint64_t)h);
+        CK(cuMemcpyHtoD(d, host, max));
         if (h)
             CK(cuMemHostRegister(host, max, 0));
         double rate64[2] = { 0, 0 };
-        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        for (int k = 0; k < NSIZES; k++) {
+            if (only && !strstr(only, sizes[k].name))
+                continue;
             for (int dir = 0; dir < 2; dir++) {
-                if (only && !strstr(only, sizes[k].name))
-                    continue;
                 size_t n = sizes[k].size;
                 char name[64];
                 snprintf(name, sizeof name, "%s_%s_%s", dir ? "dtoh" : "htod", h ? "pinned" : "pageable",
                          sizes[k].name);
-                bool big = n == max;
+                bool big = n == ((size_t)1 << 30);
                 if (big && rate64[dir] > 0 && (double)n / (rate64[dir] * 1e9) > big_limit) {
                     printf("note skipped_%s one copy would take ~%.0f s at the 64 MiB rate (limit %.0f s)\n", name,
                            (double)n / (rate64[dir] * 1e9), big_limit);
                     continue;
                 }
-                int reps = sizes[k].reps, warm = big ? 0 : reps > 10 ? reps / 10 : 1, got = 0;
-                double t_start = 0;
-                for (int i = -warm; i < reps; i++) {
-                    if (i == 0)
-                        t_start = now_s();
-                    else if (i > 0 && now_s() - t_start > budget)
-                        break;
-                    double t0 = now_s();
-                    if (dir == 0)
-                        CK(cuMemcpyHtoD(d, host, n));
-                    else
-                        CK(cuMemcpyDtoH(host, d, n));
-                    if (i >= 0)
-                        gbs[got++] = (double)n / (now_s() - t0) / 1e9;
-                }
-                double med = fig_print(name, "GB/s", gbs, (size_t)got);
-                if (n == ((size_t)64 << 20))
-                    rate64[dir] = med;
+                copy_figure(name, dir, d, host, n, sizes[k].reps, big, budget, n == mib64 ? &rate64[dir] : NULL);
+            }
+        }
+        if (max >= mib64 && (!only || strstr(only, "64MiB"))) {
+            /* HtoD first: it leaves the compressible bytes on the device for DtoH. */
+            fill_compressible(host, mib64, 0xc0de + (uint64_t)h);
+            for (int dir = 0; dir < 2; dir++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s_%s_64MiB_compressible", dir ? "dtoh" : "htod",
+                         h ? "pinned" : "pageable");
+                copy_figure(name, dir, d, host, mib64, 7, false, budget, NULL);
             }
         }
     }

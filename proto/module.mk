@@ -2,7 +2,7 @@
 PROTO_SRC := $(wildcard proto/*.c)
 PROTO_OBJ := $(PROTO_SRC:%.c=$(B)/%.o)
 PROTO_LIB := $(B)/librigproto.a
-PROTO_LDLIBS := -lsodium -ldl
+PROTO_LDLIBS := -lsodium -llz4 -ldl
 
 $(PROTO_LIB): $(PROTO_OBJ)
 	$(call say,AR,$@)

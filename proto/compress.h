@@ -1,0 +1,97 @@
+/* Compressed chunks: copies' bytes cut into chunks, each sent raw or LZ4
+ * behind a self-describing header (docs/wire.md, "Compressed chunks"), and
+ * the decision, from a sample of a chunk's bytes, whether compressing pays
+ * on a link of a given rate. Knows nothing of CUDA or sockets: the caller
+ * measures its link and moves the bytes.
+ *
+ * Sender, per copy:  compress_decide() once on the copy's bytes, then for
+ *                    each chunk compress_chunk(..., verdict.pays, ...).
+ * Receiver, per chunk: read COMPRESS_HEADER_SIZE bytes, compress_header_read(),
+ *                    read h.stored bytes, compress_body_decode() into the
+ *                    destination. Or decompress_chunk() on a whole buffer. */
+#ifndef RIG_PROTO_COMPRESS_H
+#define RIG_PROTO_COMPRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/error.h"
+
+/* The chunk header: u8 method, u32 original length, u32 stored length (the
+ * bytes that follow). */
+#define COMPRESS_HEADER_SIZE 9
+/* The largest original length of one chunk; a header above it is refused
+ * before anything is allocated or read. */
+#define COMPRESS_CHUNK_MAX ((uint32_t)16 << 20)
+
+enum compress_method {
+    COMPRESS_RAW = 0,   /* stored == original, the bytes as they are */
+    COMPRESS_LZ4 = 1,   /* one LZ4 block (liblz4's block format), 0 < stored < original */
+};
+
+typedef struct compress_header {
+    uint8_t method;             /* enum compress_method */
+    uint32_t original;          /* bytes the chunk decodes to, <= COMPRESS_CHUNK_MAX */
+    uint32_t stored;            /* bytes after the header */
+} compress_header;
+
+/* What a sender knows when it decides. */
+typedef struct compress_rates {
+    double link_bps;            /* the link's rate, bytes/s, measured by the caller */
+    double compress_bps;        /* this machine's LZ4 speed, input bytes/s (compress_measure) */
+    double decompress_bps;      /* LZ4 decoding, output bytes/s (the peer's assumed the same) */
+} compress_rates;
+
+typedef struct compress_verdict {
+    bool pays;                  /* compress this copy's chunks */
+    double ratio;               /* original / compressed size of the sample (>= 1 when it shrinks) */
+    double raw_bps;             /* the copy's estimated rate sent raw (the link's) */
+    double compressed_bps;      /* ... sent compressed, pipelined chunk by chunk */
+} compress_verdict;
+
+/* Bytes compress_chunk may write for len input bytes: the header and the
+ * larger of raw and LZ4's worst case. 0 when len > COMPRESS_CHUNK_MAX. */
+size_t compress_bound(size_t len);
+
+/* Times LZ4 both ways on a few MiB of sparse floats (a typical compressible
+ * tensor) and fills r's compress_bps and decompress_bps; link_bps is left
+ * alone. Takes tens of milliseconds: call once per process. */
+int compress_measure(compress_rates *r, rig_why *why);
+
+/* Decides from a sample (16 pieces of 1 KiB spread evenly over p[0..len),
+ * or all of it when shorter) whether sending len bytes compressed beats
+ * sending them raw on r->link_bps: compressed chunks are pipelined, so the
+ * copy runs at the slowest of compressing (r->compress_bps, or the sample's
+ * own speed when faster), the link carrying ratio times its rate, and
+ * decompressing, and must beat the link by 10%. Never fails: a rate of 0 or
+ * less says no. Uses about 33 KiB of stack and a few microseconds. */
+compress_verdict compress_decide(const void *p, size_t len, const compress_rates *r);
+
+/* Writes one chunk of in[0..len) (len <= COMPRESS_CHUNK_MAX) into
+ * out[0..cap): LZ4 when lz4 is set and it shrinks the bytes, else raw.
+ * *out_len receives the header's and body's bytes. Returns 0, or
+ * RIG_E_TOO_LONG (len above the limit, or cap below compress_bound(len)). */
+int compress_chunk(const void *in, size_t len, bool lz4, void *out, size_t cap, size_t *out_len, rig_why *why);
+
+/* Parses and checks a header: a known method, original <= COMPRESS_CHUNK_MAX,
+ * raw with stored == original, LZ4 with 0 < stored < original. Returns 0 or
+ * RIG_E_MALFORMED / RIG_E_TOO_LONG naming the field. */
+int compress_header_read(const uint8_t p[static COMPRESS_HEADER_SIZE], compress_header *h, rig_why *why);
+
+/* Writes h's COMPRESS_HEADER_SIZE bytes. */
+void compress_header_write(uint8_t p[static COMPRESS_HEADER_SIZE], const compress_header *h);
+
+/* Decodes the h->stored bytes at body into out[0..cap), which must hold
+ * h->original bytes. An LZ4 body must decode to exactly h->original bytes;
+ * liblz4's safe decoder never reads or writes past either buffer. Returns 0,
+ * RIG_E_TOO_LONG (cap too small) or RIG_E_MALFORMED. */
+int compress_body_decode(const compress_header *h, const void *body, void *out, size_t cap, rig_why *why);
+
+/* One whole chunk from in[0..in_len): header, then body. *consumed receives
+ * the chunk's bytes (the header's and the body's; more may follow in in),
+ * *out_len its original length. RIG_E_TRUNCATED when in ends inside it. */
+int decompress_chunk(const void *in, size_t in_len, void *out, size_t cap, size_t *consumed, size_t *out_len,
+                     rig_why *why);
+
+#endif

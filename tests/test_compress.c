@@ -1,0 +1,313 @@
+/* proto/compress: chunks round trip for zeros, patterns, random bytes and
+ * sparse floats; every truncation and bit flip of a compressed chunk is
+ * refused or decodes to the right length inside its buffers; lying headers
+ * are refused naming the field; the decision says no for random bytes, yes
+ * for zeros on a slow link and no on a link faster than LZ4; docs/wire.md's
+ * chunk header is the code's. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/compress.h"
+#include "tests/seed.h"
+#include "tests/support.h"
+
+enum { ZEROS, PATTERN, RANDOM, SPARSE };
+static const char *const kind_names[] = { "zeros", "pattern", "random", "sparse floats" };
+
+static uint64_t rng;
+
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static uint8_t *make(int kind, size_t len)
+{
+    uint8_t *p = malloc(len ? len : 1);
+    cr_assert(p);
+    for (size_t i = 0; i < len; i++) {
+        switch (kind) {
+        case ZEROS: p[i] = 0; break;
+        case PATTERN: p[i] = (uint8_t)(i * 7 % 251); break;
+        case RANDOM: p[i] = (uint8_t)next(); break;
+        case SPARSE: p[i] = 0; break;
+        }
+    }
+    if (kind == SPARSE)     /* 1 float in 8 random in [0, 1), as after a ReLU */
+        for (size_t i = 0; i + 4 <= len; i += 4)
+            if (next() % 8 == 0) {
+                float f = (float)(next() >> 40) / (float)(1u << 24);
+                memcpy(p + i, &f, 4);
+            }
+    return p;
+}
+
+/* Compresses in[0..len) into an exact-size heap chunk; returns it. */
+static uint8_t *chunk_of(const uint8_t *in, size_t len, bool lz4, size_t *n)
+{
+    size_t cap = compress_bound(len);
+    cr_assert_gt(cap, len);
+    uint8_t *room = malloc(cap);
+    rig_why why = { "" };
+    cr_assert_eq(compress_chunk(in, len, lz4, room, cap, n, &why), 0, "%s", why.text);
+    cr_assert_leq(*n, cap);
+    uint8_t *exact = malloc(*n);
+    memcpy(exact, room, *n);
+    free(room);
+    return exact;
+}
+
+static void round_trip(int kind, size_t len)
+{
+    uint8_t *in = make(kind, len);
+    for (int lz4 = 0; lz4 < 2; lz4++) {
+        size_t n;
+        uint8_t *c = chunk_of(in, len, lz4, &n);
+        compress_header h;
+        rig_why why = { "" };
+        cr_assert_eq(compress_header_read(c, &h, &why), 0, "%s", why.text);
+        cr_assert_eq(h.original, len);
+        cr_assert_eq(n, COMPRESS_HEADER_SIZE + h.stored);
+        if (!lz4 || kind == RANDOM || len == 0)
+            cr_assert_eq(h.method, COMPRESS_RAW, "%s of %zu bytes, lz4 %d: method %u", kind_names[kind], len, lz4,
+                         h.method);
+        else if (len >= 4096)
+            cr_assert_eq(h.method, COMPRESS_LZ4, "%s of %zu bytes did not compress", kind_names[kind], len);
+        uint8_t *out = malloc(len ? len : 1);
+        size_t consumed = 0, out_len = 0;
+        cr_assert_eq(decompress_chunk(c, n, out, len, &consumed, &out_len, &why), 0, "%s of %zu: %s",
+                     kind_names[kind], len, why.text);
+        cr_assert_eq(consumed, n);
+        cr_assert_eq(out_len, len);
+        cr_assert(len == 0 || memcmp(in, out, len) == 0, "%s of %zu bytes came back different", kind_names[kind], len);
+        free(out);
+        free(c);
+    }
+    free(in);
+}
+
+Test(compress, round_trips)
+{
+    rng = test_seed() | 1;
+    static const size_t lens[] = { 0, 1, 3, 16, 1000, 4096, 65536, 1 << 20, 3 << 20 };
+    for (int kind = 0; kind < 4; kind++)
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+            round_trip(kind, lens[i]);
+}
+
+Test(compress, largest_chunk_and_ratios)
+{
+    rng = test_seed() | 1;
+    size_t len = COMPRESS_CHUNK_MAX, n;
+    uint8_t *in = make(SPARSE, len);
+    uint8_t *c = chunk_of(in, len, true, &n);
+    cr_assert_lt(n, len / 2, "16 MiB of sparse floats compressed to %zu bytes", n);
+    uint8_t *out = malloc(len);
+    size_t consumed, out_len;
+    rig_why why = { "" };
+    cr_assert_eq(decompress_chunk(c, n, out, len, &consumed, &out_len, &why), 0, "%s", why.text);
+    cr_assert_eq(memcmp(in, out, len), 0);
+    free(c);
+    free(out);
+    free(in);
+    /* One byte more is refused before anything is done. */
+    uint8_t small[64];
+    cr_assert_eq(compress_bound((size_t)COMPRESS_CHUNK_MAX + 1), 0);
+    cr_assert_eq(compress_chunk(small, (size_t)COMPRESS_CHUNK_MAX + 1, true, small, sizeof small, &n, &why),
+                 RIG_E_TOO_LONG);
+    cr_assert(strstr(why.text, "at most"), "%s", why.text);
+    /* Too little room for the worst case is refused too. */
+    cr_assert_eq(compress_chunk(small, 60, true, small, 60, &n, &why), RIG_E_TOO_LONG);
+}
+
+/* ---- corrupt and lying chunks ---- */
+
+typedef struct mutation_ctx {
+    size_t original;
+    unsigned refused, decoded;
+} mutation_ctx;
+
+static void check_mutation(const uint8_t *p, size_t n, void *vctx)
+{
+    mutation_ctx *ctx = vctx;
+    /* Exactly the original's room, on the heap, so an overrun is seen. */
+    uint8_t *out = malloc(ctx->original);
+    size_t consumed = 0, out_len = 0;
+    rig_why why = { "" };
+    int rc = decompress_chunk(p, n, out, ctx->original, &consumed, &out_len, &why);
+    if (rc == 0) {
+        cr_assert_eq(out_len, ctx->original, "a mutated chunk decoded to %zu bytes, not %zu", out_len, ctx->original);
+        cr_assert_leq(consumed, n);
+        ctx->decoded++;
+    } else {
+        cr_assert(rc == RIG_E_MALFORMED || rc == RIG_E_TRUNCATED || rc == RIG_E_TOO_LONG, "rc %d", rc);
+        cr_assert(strstr(why.text, "compressed chunk"), "an error that does not say what: %s", why.text);
+        ctx->refused++;
+    }
+    free(out);
+}
+
+static void mutate(int kind, size_t len)
+{
+    uint8_t *in = make(kind, len);
+    size_t n;
+    uint8_t *c = chunk_of(in, len, true, &n);
+    cr_assert_eq(c[0], COMPRESS_LZ4, "%s did not compress", kind_names[kind]);
+    mutation_ctx ctx = { .original = len };
+    support_each_mutation(c, n, check_mutation, &ctx);
+    /* Every proper prefix is refused; most flips are too. */
+    cr_assert_geq(ctx.refused, n, "%s: %u refused, %u decoded", kind_names[kind], ctx.refused, ctx.decoded);
+    free(c);
+    free(in);
+}
+
+Test(compress, truncations_and_bit_flips_zeros) { rng = test_seed() | 1; mutate(ZEROS, 65536); }
+Test(compress, truncations_and_bit_flips_pattern) { rng = test_seed() | 1; mutate(PATTERN, 16384); }
+Test(compress, truncations_and_bit_flips_sparse) { rng = test_seed() | 1; mutate(SPARSE, 8192); }
+
+static int read_header(uint8_t method, uint32_t original, uint32_t stored, rig_why *why)
+{
+    uint8_t p[COMPRESS_HEADER_SIZE];
+    compress_header h = { .method = method, .original = original, .stored = stored }, back;
+    compress_header_write(p, &h);
+    return compress_header_read(p, &back, why);
+}
+
+Test(compress, lying_headers)
+{
+    static const struct {
+        uint8_t method;
+        uint32_t original, stored;
+        int rc;
+        const char *says;
+    } cases[] = {
+        { 2, 100, 50, RIG_E_MALFORMED, "method 2" },
+        { 255, 100, 100, RIG_E_MALFORMED, "method 255" },
+        { COMPRESS_RAW, 100, 99, RIG_E_MALFORMED, "stored length 99 is not the original 100" },
+        { COMPRESS_RAW, 100, 101, RIG_E_MALFORMED, "raw" },
+        { COMPRESS_LZ4, 100, 100, RIG_E_MALFORMED, "lz4, stored length 100" },
+        { COMPRESS_LZ4, 100, 0, RIG_E_MALFORMED, "lz4, stored length 0" },
+        { COMPRESS_LZ4, 0, 0, RIG_E_MALFORMED, "lz4" },
+        { COMPRESS_RAW, COMPRESS_CHUNK_MAX + 1, COMPRESS_CHUNK_MAX + 1, RIG_E_TOO_LONG, "above the limit" },
+        { COMPRESS_LZ4, 0xffffffffu, 10, RIG_E_TOO_LONG, "original length 4294967295" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rig_why why = { "" };
+        cr_expect_eq(read_header(cases[i].method, cases[i].original, cases[i].stored, &why), cases[i].rc, "case %zu",
+                     i);
+        cr_expect(strstr(why.text, cases[i].says), "case %zu says \"%s\", not \"%s\"", i, why.text, cases[i].says);
+    }
+    rig_why why = { "" };
+    cr_assert_eq(read_header(COMPRESS_RAW, 0, 0, &why), 0, "%s", why.text);
+    cr_assert_eq(read_header(COMPRESS_LZ4, COMPRESS_CHUNK_MAX, 1, &why), 0, "%s", why.text);
+
+    /* A valid LZ4 body behind a header that claims more (or less) than it
+     * decodes to. */
+    uint8_t *zeros = make(ZEROS, 1000);
+    size_t n;
+    uint8_t *c = chunk_of(zeros, 1000, true, &n);
+    uint8_t *out = malloc(2000);
+    size_t consumed, out_len;
+    compress_header h;
+    cr_assert_eq(compress_header_read(c, &h, &why), 0);
+    h.original = 2000;
+    compress_header_write(c, &h);
+    cr_assert_eq(decompress_chunk(c, n, out, 2000, &consumed, &out_len, &why), RIG_E_MALFORMED);
+    cr_assert(strstr(why.text, "decodes to 1000 bytes, the header says 2000"), "%s", why.text);
+    h.original = 999;
+    compress_header_write(c, &h);
+    cr_assert_eq(decompress_chunk(c, n, out, 999, &consumed, &out_len, &why), RIG_E_MALFORMED);
+    cr_assert(strstr(why.text, "corrupt"), "%s", why.text);
+    /* Room below the original is refused before decoding. */
+    h.original = 1000;
+    compress_header_write(c, &h);
+    cr_assert_eq(decompress_chunk(c, n, out, 999, &consumed, &out_len, &why), RIG_E_TOO_LONG);
+    cr_assert(strstr(why.text, "original length 1000, room for 999"), "%s", why.text);
+    /* A header alone, and a body shorter than stored. */
+    cr_assert_eq(decompress_chunk(c, COMPRESS_HEADER_SIZE - 1, out, 1000, &consumed, &out_len, &why), RIG_E_TRUNCATED);
+    cr_assert_eq(decompress_chunk(c, n - 1, out, 1000, &consumed, &out_len, &why), RIG_E_TRUNCATED);
+    cr_assert(strstr(why.text, "follow the header"), "%s", why.text);
+    free(out);
+    free(c);
+    free(zeros);
+}
+
+/* ---- the decision ---- */
+
+Test(compress, decision)
+{
+    rng = test_seed() | 1;
+    compress_rates r = { 0 };
+    rig_why why = { "" };
+    cr_assert_eq(compress_measure(&r, &why), 0, "%s", why.text);
+    /* Far below any real machine's, so a loaded one passes too. */
+    cr_assert_gt(r.compress_bps, 2e6, "LZ4 at %g B/s", r.compress_bps);
+    cr_assert_gt(r.decompress_bps, 2e6, "LZ4 decoding at %g B/s", r.decompress_bps);
+    cr_log_info("LZ4 here: %.2f GB/s compressing sparse floats, %.2f GB/s decoding", r.compress_bps / 1e9,
+                r.decompress_bps / 1e9);
+    size_t len = (size_t)8 << 20;
+    uint8_t *zeros = make(ZEROS, len), *random = make(RANDOM, len), *sparse = make(SPARSE, len);
+
+    /* A slow link: 1 MB/s (a thin WAN), far below LZ4 even on a loaded machine. */
+    r.link_bps = 1e6;
+    compress_verdict v = compress_decide(zeros, len, &r);
+    cr_assert(v.pays, "zeros on a 1 MB/s link: ratio %g", v.ratio);
+    cr_assert_gt(v.ratio, 50);
+    cr_assert_gt(v.compressed_bps, v.raw_bps);
+    v = compress_decide(random, len, &r);
+    cr_assert(!v.pays, "random bytes on a 1 MB/s link: ratio %g", v.ratio);
+    cr_assert_leq(v.ratio, 1.0);
+    v = compress_decide(sparse, len, &r);
+    cr_assert(v.pays, "sparse floats on a 1 MB/s link: ratio %g", v.ratio);
+    cr_assert_gt(v.ratio, 1.5);
+
+    /* A link faster than LZ4 itself: never. */
+    r.link_bps = 2 * (r.compress_bps > r.decompress_bps ? r.compress_bps : r.decompress_bps);
+    cr_assert(!compress_decide(zeros, len, &r).pays);
+    cr_assert(!compress_decide(sparse, len, &r).pays);
+    r.link_bps = 1e12;
+    cr_assert(!compress_decide(zeros, len, &r).pays);
+
+    /* No rate known, or nothing to send: no. */
+    r.link_bps = 0;
+    cr_assert(!compress_decide(zeros, len, &r).pays);
+    r.link_bps = 1e6;
+    cr_assert(!compress_decide(zeros, 0, &r).pays);
+    /* A short copy is sampled whole. */
+    cr_assert(compress_decide(zeros, 5000, &r).pays);
+    free(zeros);
+    free(random);
+    free(sparse);
+}
+
+/* ---- docs/wire.md ---- */
+
+Test(compress, wire_md_describes_the_header)
+{
+    size_t len;
+    char *md = support_read_file(RIG_SOURCE_DIR "/docs/wire.md", &len);
+    cr_assert(md);
+    char *at = strstr(md, "\n## Compressed chunks");
+    cr_assert(at, "docs/wire.md has no Compressed chunks section");
+    char *end = strstr(at + 1, "\n## ");
+    if (end)
+        *end = '\0';
+    char size[32];
+    snprintf(size, sizeof size, "a %d-byte header", COMPRESS_HEADER_SIZE);
+    cr_expect(strstr(at, size), "docs/wire.md does not say \"%s\"", size);
+    cr_expect(strstr(at, "u8 method   u32 original length   u32 stored length"));
+    cr_expect(strstr(at, "| 0 | raw |") && COMPRESS_RAW == 0);
+    cr_expect(strstr(at, "| 1 | lz4 |") && COMPRESS_LZ4 == 1);
+    cr_expect(strstr(at, "(16 MiB)") && COMPRESS_CHUNK_MAX == 16u << 20);
+    /* The layout the page gives is the one the code writes. */
+    uint8_t p[COMPRESS_HEADER_SIZE];
+    compress_header h = { .method = COMPRESS_LZ4, .original = 0x04030201, .stored = 0x08070605 };
+    compress_header_write(p, &h);
+    static const uint8_t want[COMPRESS_HEADER_SIZE] = { 1, 1, 2, 3, 4, 5, 6, 7, 8 };
+    cr_assert_arr_eq(p, want, COMPRESS_HEADER_SIZE);
+    free(md);
+}
