@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -110,6 +111,17 @@ int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadl
 {
     struct iovec v = { (void *)p, len };
     return conn_sendv(c, kind, &v, len ? 1 : 0, deadline, why);
+}
+
+size_t conn_send_room(const conn *c)
+{
+    int size = 0, queued = 0;
+    socklen_t len = sizeof size;
+    /* SO_SNDBUF counts the kernel's overhead too (twice the payload): a
+     * quarter of it is payload room with a wide margin. */
+    if (getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, &len) < 0 || ioctl(c->fd, TIOCOUTQ, &queued) < 0)
+        return 0;
+    return size / 4 > queued ? (size_t)(size / 4 - queued) : 0;
 }
 
 int conn_buffered(const conn *c)

@@ -49,6 +49,11 @@ int conn_recv(conn *c, frame *out, int64_t deadline, int idle_ms, rig_why *why);
  * at the peer's end, RIG_E_TIMEOUT otherwise. */
 int conn_drain(conn *c, int64_t deadline);
 
+/* Bytes the socket's send buffer surely takes now without waiting for the
+ * peer: a quarter of its size less what is queued (0 when unknown), so a
+ * frame that small goes out whole at once. */
+size_t conn_send_room(const conn *c);
+
 /* True when bytes are buffered that conn_recv can decode without reading. */
 int conn_buffered(const conn *c);
 
