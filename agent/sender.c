@@ -49,21 +49,22 @@ static bool marker_send(job *j, note *n)
         return false;
     }
     rig_why why = { "" };
-    int rc = 0;
-    if (n->staging) {
-        uint8_t head[16];
-        wire_store_u64(head, n->stream);
-        wire_store_u64(head + 8, n->value);
-        struct iovec iov[2] = { { head, 16 }, { n->staging, n->len } };
-        rc = conn_sendv(&j->c, FRAME_BYTES, iov, 2, deadline_after(JOB_STALL_MS), &why);
-    }
     uint8_t word[24];
     wire_store_u64(word, n->stream);
     wire_store_u64(word + 8, n->value);
     wire_store_u64(word + 16, n->bytes);
     struct iovec iov = { word, sizeof word };
-    if (rc == 0)
+    int rc;
+    if (n->staging) {
+        /* One write: the program's reader wakes once for both. */
+        uint8_t head[16];
+        wire_store_u64(head, n->stream);
+        wire_store_u64(head + 8, n->value);
+        struct iovec bytes[2] = { { head, 16 }, { n->staging, n->len } };
+        rc = conn_sendv2(&j->c, FRAME_BYTES, bytes, 2, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
+    } else {
         rc = conn_sendv(&j->c, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
+    }
     pthread_mutex_unlock(&j->send_lock);
     pthread_mutex_unlock(&j->output_lock);
     if (rc == RIG_E_CLOSED)

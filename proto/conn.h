@@ -35,6 +35,10 @@ void conn_close(conn *c);
  * progress grants the same time again. */
 int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t deadline, rig_why *why);
 int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadline, rig_why *why);
+/* Two frames in one write (n1 + n2 <= CONN_IOV_MAX - 2), so the peer gets
+ * them together: a copy's bytes and its word wake its reader once. */
+int conn_sendv2(conn *c, frame_kind kind1, const struct iovec *iov1, int n1, frame_kind kind2,
+                const struct iovec *iov2, int n2, int64_t deadline, rig_why *why);
 
 /* Receives the next whole frame (the caller owns out->payload). RIG_E_CLOSED
  * when the peer ends the stream between frames, and also mid-frame (why says
