@@ -246,8 +246,8 @@ typedef struct inbox_item {
  * the job thread replays, and every READER_IDLE_MS otherwise. */
 #define READER_TAKEOVER_MS 20
 #define READER_IDLE_MS 250
-/* The reader hands the socket back to the job thread after this long with
- * nothing to read. */
+/* The reader hands the socket back to the job thread after this long
+ * without a byte. */
 #define READER_HOLD_MS 2
 
 static bool reader_may_read(job *j)
@@ -297,11 +297,12 @@ static void *reader_main(void *arg)
             continue;
         }
         bool discard = j->failed;
-        int hold = discard ? -1 : j->busy_since_ms ? 50 : READER_HOLD_MS;
+        /* While bytes keep coming (a large frame) the reader reads on. */
+        int hold = discard ? JOB_SILENCE_MS : j->busy_since_ms ? 50 : READER_HOLD_MS;
         j->reading = true;
         pthread_mutex_unlock(&j->q_lock);
         frame f = { 0 };
-        int rc = conn_recv(&j->c, &f, deadline_after(hold), JOB_SILENCE_MS, &why);
+        int rc = conn_recv(&j->c, &f, deadline_after(-1), hold, &why);
         bool quiet = rc == RIG_E_TIMEOUT && deadline_now_ms() - j->c.last_recv_ms < JOB_SILENCE_MS;
         if (rc < 0 && !quiet)
             drain = read_failed(j, rc, &why);
@@ -313,8 +314,18 @@ static void *reader_main(void *arg)
         }
         pthread_mutex_lock(&j->q_lock);
         j->reading = false;
+        if (quiet && j->busy_since_ms) {
+            /* Nothing to read while the driver holds the job thread. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += READER_TAKEOVER_MS * 1000000L;
+            ts.tv_sec += ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&j->rd_cond, &j->q_lock, &ts);
+            continue;
+        }
         if (quiet) {
-            /* Nothing came for a while: the job thread reads again. */
+            /* The burst is over: the job thread reads again. */
             j->reader_wanted = false;
             pthread_cond_broadcast(&j->q_cond);
             continue;
