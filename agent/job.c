@@ -327,7 +327,8 @@ static void *reader_main(void *arg)
         if (quiet) {
             /* The burst is over: the job thread reads again. */
             j->reader_wanted = false;
-            pthread_cond_broadcast(&j->q_cond);
+            if (j->job_waiting)
+                pthread_cond_broadcast(&j->q_cond);
             continue;
         }
         if (rc < 0) {
