@@ -611,6 +611,9 @@ static void *receiver_main(void *arg)
         if (r < 0)
             break;
     }
+    /* A waiter that met the end lets the socket go before the drain. */
+    while (l->rx_linger && l->reading)
+        pthread_cond_wait(&l->changed, &l->lock);
     bool lingers = l->rx_linger;
     pthread_mutex_unlock(&l->lock);
     if (lingers)
