@@ -1,5 +1,6 @@
 /* One job's life, from the proven connection to its end. The job thread
- * reads frames and replays them in the order sent (request.c,
+ * reads frames (itself when it is free, else through the reader's inbox)
+ * and replays them in the order sent (request.c,
  * handover.c); markers the driver runs behind handed-over work give notes
  * to the sender thread (sender.c), which sends the bytes of copies into the
  * program and then the words. The job runs in a worker process of its own
@@ -31,6 +32,7 @@ void job_fail(job *j, const char *fmt, ...)
         va_end(ap);
     }
     pthread_cond_broadcast(&j->q_cond);
+    pthread_cond_broadcast(&j->rd_cond);
     pthread_mutex_unlock(&j->q_lock);
 }
 
@@ -183,6 +185,7 @@ job *job_new(backend *b, int fd, uint32_t index, char *why, size_t whylen)
     pthread_mutex_init(&j->output_lock, NULL);
     pthread_mutex_init(&j->q_lock, NULL);
     pthread_cond_init(&j->q_cond, NULL);
+    pthread_cond_init(&j->rd_cond, NULL);
     return j;
 out:
     free(j);   /* the caller keeps fd */
@@ -236,46 +239,108 @@ typedef struct inbox_item {
  * the controller wait). */
 #define JOB_INBOX_MAX ((uint64_t)256 << 20)
 
-/* Takes frames off the connection into the inbox until the controller's
- * close, a failure, or its silence. After a failure it reads on and
- * discards, so the controller's close cannot reset the abort away. */
+/* Frames of at least JOB_BULK_FRAME bytes come in bursts (copies, full
+ * batches): the job thread that read one itself calls the reader in, so
+ * the next frame crosses the network while this one is replayed. */
+#define JOB_BULK_FRAME ((uint64_t)64 << 10)
+/* The reader takes over when the job thread has been replaying one frame
+ * (held by the driver) for READER_TAKEOVER_MS; it looks that often while
+ * the job thread replays, and every READER_IDLE_MS otherwise. */
+#define READER_TAKEOVER_MS 20
+#define READER_IDLE_MS 250
+/* The reader hands the socket back to the job thread after this long
+ * without a byte. */
+#define READER_HOLD_MS 2
+
+static bool reader_may_read(job *j)
+{
+    if (j->reading || j->in_bytes > JOB_INBOX_MAX)
+        return false;
+    if (j->failed || j->reader_wanted)
+        return true;
+    return j->busy_since_ms && deadline_now_ms() - j->busy_since_ms >= READER_TAKEOVER_MS;
+}
+
+/* Fails the job for a read that ended the connection's frames (the caller
+ * does not hold q_lock); true when the reader must drain what follows. */
+static bool read_failed(job *j, int rc, const rig_why *why)
+{
+    if (rc == RIG_E_TIMEOUT)
+        job_fail(j, "controller: silent for %d s", JOB_SILENCE_MS / 1000);
+    else if (rc == RIG_E_NOMEM)
+        job_fail(j, "agent: %s", why->text);   /* ours, not the controller's fault */
+    else
+        job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why->text);
+    /* Bytes no frame can be made of (a corrupted stream): read on and
+     * discard until the controller closes, so closing here cannot reset
+     * the connection under the abort it is sent. */
+    return rc != RIG_E_CLOSED;
+}
+
+/* The reader: takes frames off the connection into the inbox while the job
+ * thread cannot read them itself (the driver holds it, or a burst comes),
+ * so the controller's sends keep moving and its silence is noticed. After
+ * a failure it reads on and discards, so the controller's close cannot
+ * reset the abort away. */
 static void *reader_main(void *arg)
 {
     job *j = arg;
     rig_why why = { "" };
-    for (;;) {
-        pthread_mutex_lock(&j->q_lock);
-        while (!j->failed && j->in_bytes > JOB_INBOX_MAX)
-            pthread_cond_wait(&j->q_cond, &j->q_lock);
+    bool drain = false;
+    pthread_mutex_lock(&j->q_lock);
+    while (!j->read_over) {
+        if (!reader_may_read(j)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += (j->busy_since_ms ? READER_TAKEOVER_MS : READER_IDLE_MS) * 1000000L;
+            ts.tv_sec += ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&j->rd_cond, &j->q_lock, &ts);
+            continue;
+        }
         bool discard = j->failed;
+        /* While bytes keep coming (a large frame) the reader reads on. */
+        int hold = discard ? JOB_SILENCE_MS : j->busy_since_ms ? 50 : READER_HOLD_MS;
+        j->reading = true;
         pthread_mutex_unlock(&j->q_lock);
         frame f = { 0 };
-        int rc = handover_recv(j, &f, deadline_after(-1), JOB_SILENCE_MS, &why);
-        if (rc < 0) {
-            if (rc == RIG_E_TIMEOUT)
-                job_fail(j, "controller: silent for %d s", JOB_SILENCE_MS / 1000);
-            else if (rc == RIG_E_NOMEM)
-                job_fail(j, "agent: %s", why.text);   /* ours, not the controller's fault */
-            else
-                job_fail(j, "controller: %s", rc == RIG_E_CLOSED ? "closed its connection" : why.text);
-            /* Bytes no frame can be made of (a corrupted stream): read on
-             * and discard until the controller closes, so closing here
-             * cannot reset the connection under the abort it is sent. */
-            if (rc != RIG_E_CLOSED)
-                conn_drain(&j->c, deadline_after(10000));
-            break;
-        }
-        inbox_item *it = discard ? NULL : malloc(sizeof *it);
-        if (!it) {
+        int rc = handover_recv(j, &f, deadline_after(-1), hold, &why);
+        bool quiet = rc == RIG_E_TIMEOUT && deadline_now_ms() - j->c.last_recv_ms < JOB_SILENCE_MS;
+        if (rc < 0 && !quiet)
+            drain = read_failed(j, rc, &why);
+        inbox_item *it = rc < 0 || discard ? NULL : malloc(sizeof *it);
+        if (rc == 0 && !it) {
             handover_frame_release(j, &f);
             if (!discard)
                 job_fail(j, "agent: out of memory for a frame of %llu bytes", (unsigned long long)f.len);
+        }
+        pthread_mutex_lock(&j->q_lock);
+        j->reading = false;
+        if (quiet && j->busy_since_ms) {
+            /* Nothing to read while the driver holds the job thread. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += READER_TAKEOVER_MS * 1000000L;
+            ts.tv_sec += ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&j->rd_cond, &j->q_lock, &ts);
             continue;
         }
-        bool close = f.kind == FRAME_CLOSE;
+        if (quiet) {
+            /* The burst is over: the job thread reads again. */
+            j->reader_wanted = false;
+            if (j->job_waiting)
+                pthread_cond_broadcast(&j->q_cond);
+            continue;
+        }
+        if (rc < 0) {
+            j->read_over = true;
+            break;
+        }
+        if (!it)
+            continue;
         it->next = NULL;
         it->f = f;
-        pthread_mutex_lock(&j->q_lock);
         if (j->in_tail)
             j->in_tail->next = it;
         else
@@ -283,10 +348,14 @@ static void *reader_main(void *arg)
         j->in_tail = it;
         j->in_bytes += f.len + sizeof *it;
         pthread_cond_broadcast(&j->q_cond);
-        pthread_mutex_unlock(&j->q_lock);
-        if (close)
-            break;
+        if (f.kind == FRAME_CLOSE)
+            j->read_over = true;
     }
+    j->drain = j->drain || drain;
+    drain = j->drain;
+    pthread_mutex_unlock(&j->q_lock);
+    if (drain)
+        conn_drain(&j->c, deadline_after(10000));
     pthread_mutex_lock(&j->q_lock);
     j->reader_done = true;
     pthread_cond_broadcast(&j->q_cond);
@@ -294,31 +363,90 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-/* Replays the inbox's frames until the controller's close or a failure;
- * true for a close with nothing failed. */
-static bool serve_frames(job *j)
+/* The next frame for the job thread: the inbox's oldest, else one it reads
+ * off the socket itself when no one else is reading, so a request is
+ * answered without waking another thread (docs/design.md, "Threads").
+ * false when the job failed or the controller's frames ended. The caller
+ * holds q_lock. */
+static bool next_frame(job *j, frame *out)
 {
+    rig_why why = { "" };
+    j->busy_since_ms = 0;
     for (;;) {
-        pthread_mutex_lock(&j->q_lock);
-        while (!j->in_head && !j->reader_done && !j->failed)
-            pthread_cond_wait(&j->q_cond, &j->q_lock);
-        inbox_item *it = j->failed ? NULL : j->in_head;
-        if (it) {
+        if (j->failed)
+            return false;
+        if (j->in_head) {
+            inbox_item *it = j->in_head;
             j->in_head = it->next;
             if (!j->in_head)
                 j->in_tail = NULL;
+            bool full = j->in_bytes > JOB_INBOX_MAX;
             j->in_bytes -= it->f.len + sizeof *it;
-            pthread_cond_broadcast(&j->q_cond);
+            *out = it->f;
+            free(it);
+            if (full && j->in_bytes <= JOB_INBOX_MAX)
+                pthread_cond_broadcast(&j->rd_cond);   /* room in the inbox again */
+            break;
         }
-        pthread_mutex_unlock(&j->q_lock);
-        if (!it)
+        if (j->read_over)
             return false;
-        bool closed = job_replay_frame(j, &it->f);
-        handover_frame_release(j, &it->f);
-        free(it);
+        if (j->reading || !j->reader_started) {
+            j->job_waiting = true;
+            pthread_cond_wait(&j->q_cond, &j->q_lock);
+            j->job_waiting = false;
+            continue;
+        }
+        j->reading = true;
+        pthread_mutex_unlock(&j->q_lock);
+        /* Bounded, so a failure found by another thread is seen soon. */
+        int rc = handover_recv(j, out, deadline_after(READER_IDLE_MS), JOB_SILENCE_MS, &why);
+        bool quiet = rc == RIG_E_TIMEOUT && deadline_now_ms() - j->c.last_recv_ms < JOB_SILENCE_MS;
+        bool drain = rc < 0 && !quiet && read_failed(j, rc, &why);
+        pthread_mutex_lock(&j->q_lock);
+        j->reading = false;
+        if (quiet)
+            continue;
+        if (rc < 0) {
+            j->read_over = true;
+            j->drain = drain;
+            pthread_cond_broadcast(&j->rd_cond);
+            return false;
+        }
+        if (out->kind == FRAME_CLOSE)
+            j->read_over = true;
+        if (j->failed) {
+            handover_frame_release(j, out);
+            return false;
+        }
+        if (out->len >= JOB_BULK_FRAME) {
+            j->reader_wanted = true;
+            pthread_cond_broadcast(&j->rd_cond);
+        }
+        break;
+    }
+    j->busy_since_ms = deadline_now_ms();
+    return true;
+}
+
+/* Replays the controller's frames in order until its close or a failure;
+ * true for a close with nothing failed. */
+static bool serve_frames(job *j)
+{
+    pthread_mutex_lock(&j->q_lock);
+    for (;;) {
+        frame f = { 0 };
+        if (!next_frame(j, &f))
+            break;
+        pthread_mutex_unlock(&j->q_lock);
+        bool closed = job_replay_frame(j, &f);
+        handover_frame_release(j, &f);
         if (closed)
             return !job_failed(j);
+        pthread_mutex_lock(&j->q_lock);
     }
+    j->busy_since_ms = 0;
+    pthread_mutex_unlock(&j->q_lock);
+    return false;
 }
 
 void job_free(job *j)
@@ -351,6 +479,7 @@ void job_free(job *j)
     pthread_mutex_destroy(&j->output_lock);
     pthread_mutex_destroy(&j->q_lock);
     pthread_cond_destroy(&j->q_cond);
+    pthread_cond_destroy(&j->rd_cond);
     free(j);
 }
 

@@ -43,6 +43,8 @@ struct job {
     note *q_head, *q_tail;
     note *live;                   /* notes given to the driver or queued, not yet sent */
     uint64_t pending_markers;
+    bool sending;                 /* the sender is sending a batch of notes */
+    bool marker_sending;          /* a marker sends its note itself */
     int64_t last_marker_ms;       /* when the last marker ran: the watcher's clue */
     char last_kernel[AGENT_DEVICES_MAX][128];   /* for naming a fault */
     bool stopping;
@@ -53,10 +55,19 @@ struct job {
     bool threads_started;
     /* The inbox: frames the reader thread took off the connection, waiting
      * for the job thread, so that the controller's sends keep moving and
-     * its silence is noticed while the driver holds the job thread. */
+     * its silence is noticed while the driver holds the job thread. When
+     * the inbox is empty and no one reads, the job thread reads itself.
+     * All under q_lock. */
     struct inbox_item *in_head, *in_tail;
     uint64_t in_bytes;
     bool reader_started, reader_done;
+    bool reading;                 /* a thread is in conn_recv */
+    bool job_waiting;             /* the job thread waits for the inbox */
+    bool reader_wanted;           /* a burst: the reader reads ahead */
+    bool read_over;               /* the controller's frames ended (close, error) */
+    bool drain;                   /* ... on bytes that are not frames: drain them */
+    int64_t busy_since_ms;        /* the job thread replays a frame since; 0: not */
+    pthread_cond_t rd_cond;       /* wakes the reader */
     bool end_started;
     const job_hooks *hooks;
 };

@@ -1,5 +1,6 @@
-/* The job's threads that send, and the one that watches the devices. No
- * thread here that sends ever calls the driver: freeing pinned memory or
+/* The job's threads that send, and the one that watches the devices. The
+ * driver's callback thread sends a word itself when it can without waiting
+ * (marker_send). No thread here that sends ever calls the driver: freeing pinned memory or
  * querying a stream may wait for every queued kernel, and a sender stuck
  * there sends neither words nor beats, so a healthy job would be failed as
  * silent. The watcher calls the driver and sends nothing. */
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,18 +18,92 @@
 
 int agent_stdout_pipe = -1;
 
+/* A copy into the program at most this long goes out from the marker
+ * itself (a synchronous read of a value); larger ones go through the
+ * sender, so the callback thread never spends long on the network. */
+#define MARKER_BYTES_MAX ((size_t)4 << 10)
+
+/* The marker's own send: when nothing is queued for the sender or being
+ * sent by it, no device output waits, nobody else sends and the socket's
+ * buffer surely takes the frames whole, the callback thread sends the
+ * note's bytes and word itself, sparing the sender's wake-up on the way
+ * of a synchronous wait. It never waits: any doubt leaves the note to the
+ * sender (false). It calls no driver function. */
+static bool marker_send(job *j, note *n)
+{
+    if (pthread_mutex_trylock(&j->output_lock) != 0)
+        return false;
+    int pending = 0;
+    if (agent_stdout_pipe >= 0 && (ioctl(agent_stdout_pipe, FIONREAD, &pending) < 0 || pending > 0)) {
+        pthread_mutex_unlock(&j->output_lock);
+        return false;
+    }
+    if (pthread_mutex_trylock(&j->send_lock) != 0) {
+        pthread_mutex_unlock(&j->output_lock);
+        return false;
+    }
+    /* Two frame headers, the bytes' head, the copy and one triple. */
+    if (conn_send_room(&j->c) < 2 * FRAME_HEADER_SIZE + 16 + n->len + 24) {
+        pthread_mutex_unlock(&j->send_lock);
+        pthread_mutex_unlock(&j->output_lock);
+        return false;
+    }
+    rig_why why = { "" };
+    uint8_t word[24];
+    wire_store_u64(word, n->stream);
+    wire_store_u64(word + 8, n->value);
+    wire_store_u64(word + 16, n->bytes);
+    struct iovec iov = { word, sizeof word };
+    int rc;
+    if (n->staging) {
+        /* One write: the program's reader wakes once for both. */
+        uint8_t head[16];
+        wire_store_u64(head, n->stream);
+        wire_store_u64(head + 8, n->value);
+        struct iovec bytes[2] = { { head, 16 }, { n->staging, n->len } };
+        rc = conn_sendv2(&j->c, FRAME_BYTES, bytes, 2, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
+    } else {
+        rc = conn_sendv(&j->c, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
+    }
+    pthread_mutex_unlock(&j->send_lock);
+    pthread_mutex_unlock(&j->output_lock);
+    if (rc == RIG_E_CLOSED)
+        job_fail(j, "controller: closed its connection");
+    else if (rc < 0)
+        job_fail(j, "controller: %s", why.text);
+    if (n->staging)
+        staging_put(j->b, n->staging, n->len);
+    note_free(j, n);
+    return true;
+}
+
 void CUDA_CB job_marker(void *arg)
 {
     note *n = arg;
     job *j = *(job **)((uint8_t *)n + sizeof *n);
     pthread_mutex_lock(&j->q_lock);
+    j->last_marker_ms = deadline_now_ms();
+    if (!j->q_head && !j->sending && !j->marker_sending && !j->failed && (!n->staging || n->len <= MARKER_BYTES_MAX)) {
+        /* Claims the sending of words; notes queued meanwhile wait. */
+        j->marker_sending = true;
+        pthread_mutex_unlock(&j->q_lock);
+        bool sent = marker_send(j, n);
+        pthread_mutex_lock(&j->q_lock);
+        j->marker_sending = false;
+        if (sent) {
+            j->pending_markers--;
+            if (j->q_head)
+                pthread_cond_broadcast(&j->q_cond);
+            pthread_mutex_unlock(&j->q_lock);
+            return;
+        }
+    }
     n->next = NULL;
     if (j->q_tail)
         j->q_tail->next = n;
     else
         j->q_head = n;
     j->q_tail = n;
-    j->last_marker_ms = deadline_now_ms();
     pthread_cond_broadcast(&j->q_cond);
     pthread_mutex_unlock(&j->q_lock);
 }
@@ -89,10 +165,11 @@ void *sender_main(void *arg)
     job *j = arg;
     pthread_mutex_lock(&j->q_lock);
     for (;;) {
-        while (!j->q_head && !j->stopping)
+        while ((!j->q_head || j->marker_sending) && !j->stopping)
             pthread_cond_wait(&j->q_cond, &j->q_lock);
         note *batch = j->q_head;
         j->q_head = j->q_tail = NULL;
+        j->sending = batch != NULL;
         bool stop = j->stopping && !batch;
         pthread_mutex_unlock(&j->q_lock);
         if (stop)
@@ -129,6 +206,7 @@ void *sender_main(void *arg)
         }
         free(words);
         pthread_mutex_lock(&j->q_lock);
+        j->sending = false;
         j->pending_markers -= count;
         pthread_cond_broadcast(&j->q_cond);
     }

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -51,21 +52,11 @@ static int wait_fd(int fd, short events, int64_t deadline, const char *what, rig
     }
 }
 
-int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t deadline, rig_why *why)
+/* Writes the pieces v[0..left) (frames whose last is of kind, for
+ * messages) in as few writes as the socket allows. */
+static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int frames, int64_t deadline, rig_why *why)
 {
-    if (n < 0 || n > CONN_IOV_MAX - 1)
-        return why_set(why, RIG_E_INVALID, "a frame of %d pieces", n);
-    uint8_t header[FRAME_HEADER_SIZE];
-    struct iovec v[CONN_IOV_MAX];
-    uint64_t len = 0;
-    v[0] = (struct iovec){ header, sizeof header };
-    for (int i = 0; i < n; i++) {
-        v[i + 1] = iov[i];
-        len += iov[i].iov_len;
-    }
-    frame_header_encode(header, kind, len);
     struct iovec *cur = v;
-    int left = n + 1;
     /* The deadline bounds a stall, not the whole frame: each step forward
      * grants the same time again, so a slow link that keeps moving is not a
      * failure. */
@@ -102,14 +93,63 @@ int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t
         }
         c->last_send_ms = deadline_now_ms();
     }
-    c->frames_sent++;
+    c->frames_sent += (uint64_t)frames;
     return 0;
+}
+
+/* Puts frame (kind, iov[0..n)) after the pieces v[0..*at), its header in
+ * header. */
+static int add_frame(struct iovec *v, int *at, uint8_t *header, frame_kind kind, const struct iovec *iov, int n,
+                     rig_why *why)
+{
+    if (n < 0 || *at + n + 1 > CONN_IOV_MAX)
+        return why_set(why, RIG_E_INVALID, "a frame of %d pieces", n);
+    uint64_t len = 0;
+    v[(*at)++] = (struct iovec){ header, FRAME_HEADER_SIZE };
+    for (int i = 0; i < n; i++) {
+        v[(*at)++] = iov[i];
+        len += iov[i].iov_len;
+    }
+    frame_header_encode(header, kind, len);
+    return 0;
+}
+
+int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t deadline, rig_why *why)
+{
+    uint8_t header[FRAME_HEADER_SIZE];
+    struct iovec v[CONN_IOV_MAX];
+    int at = 0;
+    int rc = add_frame(v, &at, header, kind, iov, n, why);
+    return rc < 0 ? rc : send_pieces(c, kind, v, at, 1, deadline, why);
+}
+
+int conn_sendv2(conn *c, frame_kind kind1, const struct iovec *iov1, int n1, frame_kind kind2,
+                const struct iovec *iov2, int n2, int64_t deadline, rig_why *why)
+{
+    uint8_t header1[FRAME_HEADER_SIZE], header2[FRAME_HEADER_SIZE];
+    struct iovec v[CONN_IOV_MAX];
+    int at = 0;
+    int rc = add_frame(v, &at, header1, kind1, iov1, n1, why);
+    if (rc == 0)
+        rc = add_frame(v, &at, header2, kind2, iov2, n2, why);
+    return rc < 0 ? rc : send_pieces(c, kind2, v, at, 2, deadline, why);
 }
 
 int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadline, rig_why *why)
 {
     struct iovec v = { (void *)p, len };
     return conn_sendv(c, kind, &v, len ? 1 : 0, deadline, why);
+}
+
+size_t conn_send_room(const conn *c)
+{
+    int size = 0, queued = 0;
+    socklen_t len = sizeof size;
+    /* SO_SNDBUF counts the kernel's overhead too (twice the payload): a
+     * quarter of it is payload room with a wide margin. */
+    if (getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, &len) < 0 || ioctl(c->fd, TIOCOUTQ, &queued) < 0)
+        return 0;
+    return size / 4 > queued ? (size_t)(size / 4 - queued) : 0;
 }
 
 int conn_buffered(const conn *c)

@@ -35,6 +35,10 @@ void conn_close(conn *c);
  * progress grants the same time again. */
 int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t deadline, rig_why *why);
 int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadline, rig_why *why);
+/* Two frames in one write (n1 + n2 <= CONN_IOV_MAX - 2), so the peer gets
+ * them together: a copy's bytes and its word wake its reader once. */
+int conn_sendv2(conn *c, frame_kind kind1, const struct iovec *iov1, int n1, frame_kind kind2,
+                const struct iovec *iov2, int n2, int64_t deadline, rig_why *why);
 
 /* Receives the next whole frame (the caller owns out->payload). RIG_E_CLOSED
  * when the peer ends the stream between frames, and also mid-frame (why says
@@ -61,6 +65,11 @@ int conn_recv_rest(conn *c, void *dst, size_t n, int64_t deadline, int idle_ms, 
  * bytes must be read so closing does not reset the connection). Returns 0
  * at the peer's end, RIG_E_TIMEOUT otherwise. */
 int conn_drain(conn *c, int64_t deadline);
+
+/* Bytes the socket's send buffer surely takes now without waiting for the
+ * peer: a quarter of its size less what is queued (0 when unknown), so a
+ * frame that small goes out whole at once. */
+size_t conn_send_room(const conn *c);
 
 /* True when bytes are buffered that conn_recv can decode without reading. */
 int conn_buffered(const conn *c);

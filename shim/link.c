@@ -1,10 +1,12 @@
 /* One agent's connection from the program's side. Requests are answered in
  * order, so a FIFO of waiting callers matches answers to callers; handovers
- * get consecutive timeline values per stream; a receiver thread applies
- * words and bytes and runs host functions. */
+ * get consecutive timeline values per stream; a thread that waits reads the
+ * socket itself (the reader baton), a receiver thread reads while none
+ * waits, and a thread of their own runs host functions. */
 #include "shim/link.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +252,9 @@ static void after_fork_child(void)
         pthread_mutex_init(&l->lock, NULL);
         pthread_cond_init(&l->changed, NULL);
         pthread_cond_init(&l->cb_ready, NULL);
+        pthread_cond_init(&l->rx_idle, NULL);
+        l->reading = false;
+        l->waiters = 0;
         l->cb_head = l->cb_tail = NULL;
         l->failed = true;
         l->failure = CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -546,65 +551,151 @@ static void apply_answer(agent_link *l, frame *f)
         link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: an answer to no request", l->name);
 }
 
+/* Reads one frame and applies it; the caller holds the reading baton
+ * (l->reading). 1: a frame was applied; 0: the deadline passed before a
+ * whole frame came (the part read stays in the decoder for the next
+ * reader); -1: the read side is over (the job failed or closed). */
+static int receive_one(agent_link *l, int64_t deadline)
+{
+    frame f = { 0 };
+    rig_why why = { "" };
+    /* A bytes frame stops after its head: apply_bytes reads its data
+     * straight into the copy's destination. */
+    int rc = conn_recv_split(&l->c, &f, FRAME_BYTES, JOB_BYTES_HEAD, 0, deadline, JOB_SILENCE_MS, &why);
+    if (rc == RIG_E_TIMEOUT && deadline_now_ms() - l->c.last_recv_ms < JOB_SILENCE_MS)
+        return 0;
+    if (rc < 0) {
+        if (rc == RIG_E_CLOSED)
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection", l->name);
+        else if (rc == RIG_E_TIMEOUT)
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: silent for %d s", l->name, JOB_SILENCE_MS / 1000);
+        else if (rc == RIG_E_NOMEM)   /* this process's memory, not the agent's fault */
+            link_fail(l, CUDA_ERROR_OUT_OF_MEMORY, "receiving from %s: %s", l->name, why.text);
+        else
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
+        /* The receiver thread lingers, never a waiting program thread. */
+        pthread_mutex_lock(&l->lock);
+        l->rx_linger = true;
+        pthread_mutex_unlock(&l->lock);
+        return -1;
+    }
+    switch (f.kind) {
+    case FRAME_ANSWER: apply_answer(l, &f); break;
+    case FRAME_WORD: apply_words(l, &f); break;
+    case FRAME_BYTES: apply_bytes(l, &f); break;
+    case FRAME_BEAT: break;
+    case FRAME_ABORT: {
+        char cause[JOB_REASON_MAX + 1];
+        if (shim_decode_reason(f.payload, f.len, cause, &why) < 0)
+            link_fail_as(l, CUDA_ERROR_DEVICE_UNAVAILABLE, false, "%s aborted with a malformed reason: %s", l->name,
+                         why.text);
+        else
+            link_fail_as(l, error_in(cause), false, "%s aborted: %s", l->name, cause);
+        frame_release(&f);
+        /* End our side too, so the agent's wait for it ends. */
+        shutdown(l->c.fd, SHUT_WR);
+        return -1;
+    }
+    case FRAME_CLOSE:
+        frame_release(&f);
+        pthread_mutex_lock(&l->lock);
+        l->failed = true;
+        l->failure = CUDA_ERROR_DEINITIALIZED;
+        l->cause_told = true;   /* an orderly end, not a failure to report */
+        snprintf(l->cause, sizeof l->cause, "%s: closed", l->name);
+        pthread_cond_broadcast(&l->changed);
+        pthread_mutex_unlock(&l->lock);
+        return -1;
+    default:
+        link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: sent a %s message, which agents never send", l->name,
+                  frame_kind_name(f.kind));
+        frame_release(&f);
+        return -1;
+    }
+    frame_release(&f);
+    pthread_mutex_lock(&l->lock);
+    bool stop = l->failed;
+    pthread_mutex_unlock(&l->lock);
+    return stop ? -1 : 1;
+}
+
+/* The reader baton: a program thread that waits for an answer or a word
+ * reads the socket itself, so the answer wakes it straight from the network
+ * (one wake-up per round trip, as plain TCP). The receiver reads only while
+ * no such thread waits. The caller holds l->lock; done(arg) is checked
+ * under it. A waiter whose value another thread may reach (a host
+ * function's stream) leaves the reading to others. */
+static void wait_reading(agent_link *l, bool (*done)(agent_link *, const void *),
+                         bool (*may_read)(agent_link *, const void *), const void *arg)
+{
+    while (!done(l, arg) && !l->failed) {
+        if (l->reading || (may_read && !may_read(l, arg))) {
+            pthread_cond_wait(&l->changed, &l->lock);
+            continue;
+        }
+        l->reading = true;
+        l->waiters++;
+        pthread_mutex_unlock(&l->lock);
+        /* Bounded, so a failure found by another thread is seen soon. */
+        receive_one(l, deadline_after(100));
+        pthread_mutex_lock(&l->lock);
+        l->waiters--;
+        l->reading = false;
+        /* Another waiter may take the baton over. */
+        pthread_cond_broadcast(&l->changed);
+    }
+}
+
+/* Reads while no program thread waits: words for streams nobody syncs,
+ * bytes, beats, device output, an abort. It looks at the socket without the
+ * baton and takes it only when no waiter has: a thread that starts waiting
+ * meanwhile reads its answer itself. While threads wait it sleeps in steps
+ * of RECEIVER_IDLE_MS rather than being woken by each one that leaves. */
+#define RECEIVER_IDLE_MS 2
 static void *receiver_main(void *arg)
 {
     agent_link *l = arg;
-    for (;;) {
-        frame f = { 0 };
-        rig_why why = { "" };
-        int rc = conn_recv_split(&l->c, &f, FRAME_BYTES, JOB_BYTES_HEAD, 0, deadline_after(-1), JOB_SILENCE_MS, &why);
-        if (rc < 0) {
-            if (rc == RIG_E_CLOSED)
-                link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: closed its connection", l->name);
-            else if (rc == RIG_E_TIMEOUT)
-                link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: silent for %d s", l->name, JOB_SILENCE_MS / 1000);
-            else if (rc == RIG_E_NOMEM)   /* this process's memory, not the agent's fault */
-                link_fail(l, CUDA_ERROR_OUT_OF_MEMORY, "receiving from %s: %s", l->name, why.text);
-            else
-                link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
-            linger(l);
-            return NULL;
+    pthread_mutex_lock(&l->lock);
+    while (!l->failed) {
+        if (l->reading || l->waiters) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += RECEIVER_IDLE_MS * 1000000L;
+            until.tv_sec += until.tv_nsec / 1000000000L;
+            until.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&l->rx_idle, &l->lock, &until);
+            continue;
         }
-        switch (f.kind) {
-        case FRAME_ANSWER: apply_answer(l, &f); break;
-        case FRAME_WORD: apply_words(l, &f); break;
-        case FRAME_BYTES: apply_bytes(l, &f); break;
-        case FRAME_BEAT: break;
-        case FRAME_ABORT: {
-            char cause[JOB_REASON_MAX + 1];
-            if (shim_decode_reason(f.payload, f.len, cause, &why) < 0)
-                link_fail_as(l, CUDA_ERROR_DEVICE_UNAVAILABLE, false, "%s aborted with a malformed reason: %s",
-                             l->name, why.text);
-            else
-                link_fail_as(l, error_in(cause), false, "%s aborted: %s", l->name, cause);
-            frame_release(&f);
-            /* End our side too, so the agent's wait for it ends. */
-            shutdown(l->c.fd, SHUT_WR);
-            return NULL;
-        }
-        case FRAME_CLOSE:
-            frame_release(&f);
-            pthread_mutex_lock(&l->lock);
-            l->failed = true;
-            l->failure = CUDA_ERROR_DEINITIALIZED;
-            l->cause_told = true;   /* an orderly end, not a failure to report */
-            snprintf(l->cause, sizeof l->cause, "%s: closed", l->name);
-            pthread_cond_broadcast(&l->changed);
-            pthread_mutex_unlock(&l->lock);
-            return NULL;
-        default:
-            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: sent a %s message, which agents never send", l->name,
-                      frame_kind_name(f.kind));
-            frame_release(&f);
-            return NULL;
-        }
-        frame_release(&f);
-        pthread_mutex_lock(&l->lock);
-        bool stop = l->failed;
+        /* Nobody reads, so last_recv_ms holds still. */
+        int64_t silent_at = l->c.last_recv_ms + JOB_SILENCE_MS;
+        bool buffered = conn_buffered(&l->c);
         pthread_mutex_unlock(&l->lock);
-        if (stop)
-            return NULL;
+        int64_t left = silent_at - deadline_now_ms();
+        struct pollfd p = { .fd = l->c.fd, .events = POLLIN };
+        int ready = buffered ? 1 : poll(&p, 1, left <= 0 ? 0 : left > 1000 ? 1000 : (int)left);
+        pthread_mutex_lock(&l->lock);
+        if (l->reading || l->waiters || l->failed)
+            continue;
+        if (ready == 0 && deadline_now_ms() < silent_at)
+            continue;
+        l->reading = true;
+        pthread_mutex_unlock(&l->lock);
+        /* Bytes are there (or the silence is over): a short bound. */
+        int r = receive_one(l, deadline_after(ready > 0 ? 100 : 0));
+        pthread_mutex_lock(&l->lock);
+        l->reading = false;
+        pthread_cond_broadcast(&l->changed);
+        if (r < 0)
+            break;
     }
+    /* A waiter that met the end lets the socket go before the drain. */
+    while (l->rx_linger && l->reading)
+        pthread_cond_wait(&l->changed, &l->lock);
+    bool lingers = l->rx_linger;
+    pthread_mutex_unlock(&l->lock);
+    if (lingers)
+        linger(l);
+    return NULL;
 }
 
 /* ---- sending ---- */
@@ -675,6 +766,37 @@ CUresult link_malformed(agent_link *l, const char *fmt, ...)
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
+static bool answer_done(agent_link *l, const void *arg)
+{
+    (void)l;
+    return ((const pending_answer *)arg)->done;
+}
+
+typedef struct stream_goal {
+    proxy_obj *stream;
+    uint64_t value;
+} stream_goal;
+
+static bool stream_done(agent_link *l, const void *arg)
+{
+    (void)l;
+    const stream_goal *g = arg;
+    return atomic_load(&g->stream->u.stream.tl.reached) >= g->value;
+}
+
+/* A value held back for host functions is reached by the host-function
+ * thread, not by a frame: its waiter must not sit in a read. */
+static bool stream_may_read(agent_link *l, const void *arg)
+{
+    const stream_goal *g = arg;
+    if (g->stream->u.stream.deferred > 0)
+        return false;
+    for (pending_host *h = l->hosts; h; h = h->next)
+        if (h->stream == g->stream->id && h->value <= g->value)
+            return false;
+    return true;
+}
+
 CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answer, const uint8_t **out,
                       size_t *out_len)
 {
@@ -708,8 +830,7 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
     pthread_mutex_unlock(&l->send_lock);
 
     pthread_mutex_lock(&l->lock);
-    while (!p.done && !l->failed)
-        pthread_cond_wait(&l->changed, &l->lock);
+    wait_reading(l, answer_done, NULL, &p);
     if (!p.done) {
         /* Take our entry out so the receiver never touches this frame again. */
         pending_answer **pp = &l->answers_head, *prev = NULL;
@@ -747,8 +868,8 @@ CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value)
         return link_status(l);
     int64_t start = now_ns();
     pthread_mutex_lock(&l->lock);
-    while (atomic_load(&stream->u.stream.tl.reached) < value && !l->failed)
-        pthread_cond_wait(&l->changed, &l->lock);
+    stream_goal goal = { stream, value };
+    wait_reading(l, stream_done, stream_may_read, &goal);
     CUresult rc = l->failed ? l->failure : CUDA_SUCCESS;
     l->wait_ns += (uint64_t)(now_ns() - start);
     pthread_mutex_unlock(&l->lock);
@@ -1003,6 +1124,7 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->changed, NULL);
     pthread_cond_init(&l->cb_ready, NULL);
+    pthread_cond_init(&l->rx_idle, NULL);
 
     /* What a failure gives back at out: the socket before the connection
      * owns it, the window reserved here, the host-function thread. */

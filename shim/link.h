@@ -33,6 +33,13 @@ struct agent_link {
     struct completion *cb_head, *cb_tail;  /* words waiting for host functions */
     pthread_cond_t cb_ready;
     bool cb_stop;                    /* link_open failed: the host-function thread ends */
+    /* The reader baton (docs/design.md, "Threads"): whoever holds it reads
+     * and applies frames; a waiting program thread takes it before the
+     * receiver does. Under lock. */
+    bool reading;
+    int waiters;                     /* program threads reading for their wait */
+    bool rx_linger;                  /* a read failed: the receiver drains */
+    pthread_cond_t rx_idle;
     pthread_t receiver;
     bool receiver_started;
     bool failed;

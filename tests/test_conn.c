@@ -143,3 +143,42 @@ Test(conn, split_frames_put_the_rest_in_place, .timeout = 20)
     free(data);
     conn_close(&b);
 }
+
+/* Two frames in one write arrive as two whole frames, in order; a piece
+ * count past the limit is refused before anything is sent; an idle socket
+ * has room for a small frame. */
+Test(conn, two_frames_in_one_write, .timeout = 20)
+{
+    conn a, b;
+    pair(&a, &b);
+    cr_assert_geq(conn_send_room(&a), 4096);
+    uint8_t head[16], data[100], word[24];
+    memset(head, 1, sizeof head);
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)i;
+    memset(word, 9, sizeof word);
+    struct iovec first[2] = { { head, sizeof head }, { data, sizeof data } }, second = { word, sizeof word };
+    rig_why why = { "" };
+    cr_assert_eq(conn_sendv2(&a, FRAME_BYTES, first, 2, FRAME_WORD, &second, 1, deadline_after(2000), &why), 0, "%s",
+                 why.text);
+    frame f;
+    cr_assert_eq(conn_recv(&b, &f, deadline_after(2000), -1, &why), 0, "%s", why.text);
+    cr_assert_eq(f.kind, FRAME_BYTES);
+    cr_assert_eq(f.len, sizeof head + sizeof data);
+    cr_assert(memcmp(f.payload + sizeof head, data, sizeof data) == 0);
+    frame_release(&f);
+    cr_assert_eq(conn_recv(&b, &f, deadline_after(2000), -1, &why), 0, "%s", why.text);
+    cr_assert_eq(f.kind, FRAME_WORD);
+    cr_assert_eq(f.len, sizeof word);
+    cr_assert(memcmp(f.payload, word, sizeof word) == 0);
+    frame_release(&f);
+    cr_assert_eq(a.frames_sent, 2);
+    struct iovec many[CONN_IOV_MAX];
+    for (int i = 0; i < CONN_IOV_MAX; i++)
+        many[i] = second;
+    cr_assert_eq(conn_sendv2(&a, FRAME_BYTES, first, 2, FRAME_WORD, many, CONN_IOV_MAX - 3, deadline_after(2000), &why),
+                 RIG_E_INVALID);
+    cr_assert_eq(a.frames_sent, 2);
+    conn_close(&a);
+    conn_close(&b);
+}
