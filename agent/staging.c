@@ -4,10 +4,12 @@
  * which dominated large copies. Sizes are rounded up to powers of two from
  * 64 KiB, and at most STAGING_KEEP bytes wait in the pool.
  *
- * staging_put never calls the driver (but when memory for its record is
- * short): freeing pinned memory synchronises the whole context, and the
- * sender that gives buffers back must never wait for kernels. Buffers past
- * the pool's size go to a thread of their own that frees them. */
+ * staging_put never calls the driver: freeing pinned memory synchronises
+ * the whole context, and the sender (or a marker, on the driver's callback
+ * thread) that gives buffers back must never wait for kernels nor call the
+ * driver. Buffers past the pool's size go to a thread of their own that
+ * frees them. A spare buffer's first bytes are its own list record, so
+ * giving one back allocates nothing and cannot fail. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -19,9 +21,8 @@
 #define STAGING_CLASSES 12                     /* 64 KiB .. 128 MiB */
 #define STAGING_KEEP ((size_t)512 << 20)
 
-typedef struct spare {
+typedef struct spare {           /* in the spare buffer itself (64 KiB at least) */
     struct spare *next;
-    void *p;
 } spare;
 
 static spare *pool[STAGING_CLASSES];
@@ -57,8 +58,7 @@ static void *freer_main(void *arg)
         freeing++;
         backend *b = excess_backend;
         pthread_mutex_unlock(&lock);
-        b->drv.fn_cuMemFreeHost(s->p);
-        free(s);
+        b->drv.fn_cuMemFreeHost(s);
         pthread_mutex_lock(&lock);
         freeing--;
     }
@@ -79,8 +79,7 @@ CUresult staging_get(backend *b, size_t n, void **out)
     }
     pthread_mutex_unlock(&lock);
     if (s) {
-        *out = s->p;
-        free(s);
+        *out = s;
         return CUDA_SUCCESS;
     }
     return b->drv.fn_cuMemAllocHost_v2(out, size);
@@ -90,15 +89,7 @@ void staging_put(backend *b, void *p, size_t n)
 {
     size_t size;
     int c = class_of(n ? n : 1, &size);
-    spare *s = malloc(sizeof *s);
-    if (!s) {
-        /* No record to keep it by: freed now, at the cost of the wait the
-         * freeing thread is there to spare the sender. */
-        agent_log("no memory to keep a %zu-byte staging buffer; freed at once", n);
-        b->drv.fn_cuMemFreeHost(p);
-        return;
-    }
-    s->p = p;
+    spare *s = p;
     pthread_mutex_lock(&lock);
     if (c >= 0 && pooled + size <= STAGING_KEEP) {
         s->next = pool[c];
@@ -128,8 +119,7 @@ void staging_drop(backend *b)
         while (pool[c]) {
             spare *s = pool[c];
             pool[c] = s->next;
-            b->drv.fn_cuMemFreeHost(s->p);
-            free(s);
+            b->drv.fn_cuMemFreeHost(s);
         }
     pooled = 0;
     /* The freeing thread frees outside the lock: wait until it has none. */
