@@ -968,9 +968,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 else
                     EACH(D[l] = B64(F64(A[l]) + F64(B[l])));
                 goto post64;
-            case T_F16:
-            case T_F16X2:
-                EACH(D[l] = ptx_f16_op(in->op, (ptx_type)type, A[l], B[l], 0));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(in->op, (ptx_type)type, in->flags, in->flags2, A[l], B[l], 0));
                 break;
             default:
                 goto bad;
@@ -993,9 +992,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                     goto rounded;
                 EACH(D[l] = B64(F64(A[l]) * F64(B[l])));
                 goto post64;
-            case T_F16:
-            case T_F16X2:
-                EACH(D[l] = ptx_f16_op(OP_MUL, (ptx_type)type, A[l], B[l], 0));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(OP_MUL, (ptx_type)type, in->flags, in->flags2, A[l], B[l], 0));
                 break;
             default:
                 goto bad;
@@ -1059,9 +1057,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 else
                     fma64_sw(D, A, B, C, m);
                 goto post64;
-            case T_F16:
-            case T_F16X2:
-                EACH(D[l] = ptx_f16_op(OP_FMA, (ptx_type)type, A[l], B[l], C[l]));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(OP_FMA, (ptx_type)type, in->flags, in->flags2, A[l], B[l], C[l]));
                 break;
             default:
                 goto bad;
@@ -1199,8 +1196,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 else
                     EACH(D[l] = B64(fmin(F64(A[l]), F64(B[l]))));
                 break;
-            case T_F16: case T_F16X2:
-                EACH(D[l] = ptx_f16_op(in->op, (ptx_type)type, A[l], B[l], 0));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(in->op, (ptx_type)type, in->flags, in->flags2, A[l], B[l], 0));
                 break;
             default:
                 goto bad;
@@ -1230,8 +1227,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 else
                     EACH(D[l] = A[l] & 0x7fffffffffffffffull);
                 break;
-            case T_F16: case T_F16X2:
-                EACH(D[l] = ptx_f16_op(in->op, (ptx_type)type, A[l], 0, 0));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(in->op, (ptx_type)type, in->flags, in->flags2, A[l], 0, 0));
                 break;
             default:
                 goto bad;
@@ -1730,6 +1727,13 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             break;
         case OP_TF32:
             EACH(D[l] = ptx_cvt_tf32(A[l], in->mode));
+            break;
+        case OP_CVTNARROW:
+            EACH(D[l] = ptx_cvt_narrow((int)in->aux, (ptx_type)type, (ptx_type)in->type2, in->mode,
+                                       in->flags, in->flags2, A[l], B[l]));
+            break;
+        case OP_CVTPACK:
+            EACH(D[l] = ptx_cvt_pack(in->mode, ptx_type_signed((ptx_type)type), A[l], B[l], C[l]));
             break;
         case OP_MALLOC:
         case OP_FREE: {

@@ -878,3 +878,181 @@ Test(ptx_isa, cp_async_bulk)
         cr_assert_eq(out[t].w[15], ~in[t].w[15], "thread %d: the last word went through shared memory", t);
     }
 }
+
+/* ---- bf16 arithmetic and the narrow float formats ---- */
+
+static double bf16_val(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* bf16 of an exact double in bf16's normal range: its bits rounded to 8
+ * significant bits, nearest even, then read as an f32's top half. */
+static uint16_t bf16_of(double x)
+{
+    if (isnan(x))
+        return 0x7fff;
+    if (x == 0)
+        return signbit(x) ? 0x8000 : 0;
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    u = (u + (1ull << 44) - 1 + ((u >> 45) & 1)) & ~((1ull << 45) - 1);
+    memcpy(&x, &u, 8);
+    float f = (float)x;
+    uint32_t w;
+    memcpy(&w, &f, 4);
+    return (uint16_t)(w >> 16);
+}
+
+/* A random bf16 of magnitude 2^-6 .. 2^7 (sums and fma exact in double). */
+static uint16_t rand_bf16(void)
+{
+    uint64_t r = tp_rand();
+    return (uint16_t)((r & 0x8000) | (uint16_t)(127 - 6 + (r >> 8) % 13) << 7 | (r >> 24 & 0x7f));
+}
+
+static uint16_t minmax_bf16(uint16_t a, uint16_t b, bool mx, bool nan_mode)
+{
+    double x = bf16_val(a), y = bf16_val(b);
+    if (isnan(x) && isnan(y))
+        return 0x7fff;
+    if (nan_mode && (isnan(x) || isnan(y)))
+        return 0x7fff;
+    if (isnan(x))
+        return b;
+    if (isnan(y))
+        return a;
+    if (x == y)
+        return (uint16_t)(mx ? ((a & 0x8000) ? b : a) : ((a & 0x8000) ? a : b));
+    return (mx ? x > y : x < y) ? a : b;
+}
+
+static uint16_t relu16(uint16_t h)
+{
+    return (h & 0x8000) && h != 0x7fff ? 0 : h;
+}
+
+Test(ptx_isa, bf16_arithmetic)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    for (int t = 0; t < NT; t++) {
+        uint16_t v[6];
+        for (int i = 0; i < 6; i++)
+            v[i] = rand_bf16();
+        if (t % 8 == 1)
+            v[2] = v[0];                   /* a - a, min and max of equals */
+        if (t % 8 == 2)
+            v[2] = v[0] ^ 0x8000;          /* a + -a */
+        if (t == 3) {
+            v[0] = 0x7fc0;                 /* NaN */
+            v[3] = 0xffc1;
+        }
+        if (t == 4) {
+            v[0] = 0x8000;                 /* -0 and +0 */
+            v[2] = 0;
+        }
+        in[t].w[0] = (uint32_t)v[1] << 16 | v[0];
+        in[t].w[2] = (uint32_t)v[3] << 16 | v[2];
+        in[t].w[4] = (uint32_t)v[5] << 16 | v[4];
+    }
+    run_body(
+        ".reg .b16 %k<16>;\n"
+        "add.rn.bf16x2 %r4, %r1, %r2;\nsub.rn.bf16x2 %r5, %r1, %r2;\nmul.rn.bf16x2 %r6, %r1, %r2;\n"
+        "fma.rn.bf16x2 %r7, %r1, %r2, %r3;\nfma.rn.relu.bf16x2 %r8, %r1, %r2, %r3;\n"
+        "min.bf16x2 %r9, %r1, %r2;\nmax.bf16x2 %r10, %r1, %r2;\nmax.relu.bf16x2 %r11, %r3, %r2;\n"
+        "neg.bf16x2 %r12, %r1;\nabs.bf16x2 %r13, %r1;\n"
+        "mov.b32 {%k1, %k2}, %r1;\nmov.b32 {%k3, %k4}, %r2;\nmov.b32 {%k5, %k6}, %r3;\n"
+        "add.bf16 %k7, %k1, %k3;\nmul.rn.bf16 %k8, %k1, %k3;\nfma.rn.bf16 %k9, %k1, %k3, %k5;\n"
+        "neg.bf16 %k10, %k1;\nmin.NaN.bf16 %k11, %k1, %k4;\nmax.NaN.bf16 %k12, %k2, %k3;\n"
+        "sub.bf16 %k13, %k1, %k3;\n"
+        "st.global.v4.u32 [%rd27], {%r4, %r5, %r6, %r7};\nst.global.v4.u32 [%rd27+16], {%r8, %r9, %r10, %r11};\n"
+        "st.global.v2.u32 [%rd27+32], {%r12, %r13};\n"
+        "st.global.v4.u16 [%rd27+40], {%k7, %k8, %k9, %k10};\nst.global.v2.u16 [%rd27+48], {%k11, %k12};\n"
+        "st.global.u16 [%rd27+52], %k13;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        uint16_t a[2] = { (uint16_t)in[t].w[0], (uint16_t)(in[t].w[0] >> 16) };
+        uint16_t b[2] = { (uint16_t)in[t].w[2], (uint16_t)(in[t].w[2] >> 16) };
+        uint16_t c[2] = { (uint16_t)in[t].w[4], (uint16_t)(in[t].w[4] >> 16) };
+        for (int h = 0; h < 2; h++) {
+            double x = bf16_val(a[h]), y = bf16_val(b[h]), z = bf16_val(c[h]);
+            uint16_t want[10] = {
+                bf16_of(x + y), bf16_of(x - y), bf16_of(x * y), bf16_of(x * y + z),
+                relu16(bf16_of(x * y + z)), minmax_bf16(a[h], b[h], false, false),
+                minmax_bf16(a[h], b[h], true, false), relu16(minmax_bf16(c[h], b[h], true, false)),
+                (uint16_t)(a[h] ^ 0x8000), (uint16_t)(a[h] & 0x7fff),
+            };
+            static const char *const names[10] = { "add", "sub", "mul", "fma", "fma.relu", "min", "max",
+                                                    "max.relu", "neg", "abs" };
+            for (int k = 0; k < 10; k++)
+                cr_assert_eq((uint16_t)(out[t].w[k] >> (16 * h)), want[k],
+                             "%s.bf16x2 thread %d half %d of %#x, %#x, %#x: %#x, want %#x", names[k], t, h,
+                             a[h], b[h], c[h], (uint16_t)(out[t].w[k] >> (16 * h)), want[k]);
+        }
+        double x = bf16_val(a[0]), y = bf16_val(b[0]), z = bf16_val(c[0]);
+        uint16_t got[7], want[7] = { bf16_of(x + y), bf16_of(x * y), bf16_of(x * y + z), (uint16_t)(a[0] ^ 0x8000),
+                                     minmax_bf16(a[0], b[1], false, true), minmax_bf16(a[1], b[0], true, true),
+                                     bf16_of(x - y) };
+        memcpy(got, (uint8_t *)&out[t] + 40, sizeof got);
+        for (int k = 0; k < 7; k++)
+            cr_assert_eq(got[k], want[k], "bf16 scalar op %d thread %d: %#x, want %#x", k, t, got[k], want[k]);
+    }
+}
+
+/* The f16 modifiers: .sat, .ftz, .relu, .NaN, on both halves. */
+Test(ptx_isa, f16_modifiers)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    for (int t = 0; t < NT; t++) {
+        _Float16 v[6];
+        for (int i = 0; i < 6; i++)
+            v[i] = (_Float16)tp_randf(-2.5f, 2.5f);
+        if (t == 1)
+            v[0] = (_Float16)0x1p-20f;   /* subnormal */
+        if (t == 2)
+            v[2] = (_Float16)NAN;
+        memcpy(&in[t].w[0], v, 4);
+        memcpy(&in[t].w[2], v + 2, 4);
+        memcpy(&in[t].w[4], v + 4, 4);
+    }
+    run_body(
+        "add.sat.f16x2 %r4, %r1, %r2;\nfma.rn.relu.f16x2 %r5, %r1, %r2, %r3;\nmin.NaN.f16x2 %r6, %r1, %r2;\n"
+        "mul.ftz.f16x2 %r7, %r1, %r1;\nmax.relu.f16x2 %r8, %r1, %r2;\n"
+        "st.global.v4.u32 [%rd27], {%r4, %r5, %r6, %r7};\nst.global.u32 [%rd27+16], %r8;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        for (int h = 0; h < 2; h++) {
+            _Float16 a, b, c, r[5];
+            memcpy(&a, (uint8_t *)&in[t].w[0] + 2 * h, 2);
+            memcpy(&b, (uint8_t *)&in[t].w[2] + 2 * h, 2);
+            memcpy(&c, (uint8_t *)&in[t].w[4] + 2 * h, 2);
+            for (int k = 0; k < 5; k++)
+                memcpy(&r[k], (uint8_t *)&out[t].w[k] + 2 * h, 2);
+            double x = a, y = b;
+            double s = x + y;
+            _Float16 sat = isnan(s) ? (_Float16)0 : (_Float16)s > 1 ? (_Float16)1 : (_Float16)s < 0 ? (_Float16)0 : (_Float16)s;
+            uint16_t bits[5], wantb[5];
+            _Float16 f = (_Float16)(x * y + (double)c);   /* exact in double, one rounding */
+            _Float16 want[5] = { sat, isnan((double)f) ? f : f < 0 ? (_Float16)0 : f,
+                                 isnan(x) || isnan(y) ? (_Float16)NAN : (x < y ? a : b),
+                                 fabs(x) < 0x1p-14 ? (_Float16)0 : (_Float16)(x * x),
+                                 isnan(y) ? (a < 0 ? (_Float16)0 : a) : (x > y ? a : b) < 0 ? (_Float16)0 : (x > y ? a : b) };
+            memcpy(bits, r, sizeof bits);
+            memcpy(wantb, want, sizeof wantb);
+            for (int k = 0; k < 5; k++) {
+                if (isnan((double)want[k])) {
+                    cr_assert_eq(bits[k], 0x7fff, "f16 op %d thread %d half %d: %#x, want the canonical NaN", k, t, h, bits[k]);
+                    continue;
+                }
+                if (k == 1 && (wantb[k] == 0x8000))
+                    wantb[k] = 0;
+                cr_assert_eq(bits[k], wantb[k], "f16 op %d thread %d half %d: %#x, want %#x", k, t, h, bits[k], wantb[k]);
+            }
+        }
+    }
+}
