@@ -1056,3 +1056,215 @@ Test(ptx_isa, f16_modifiers)
         }
     }
 }
+
+/* A narrow format for the references below: exponent and mantissa bits,
+ * bias; e5m2 has infinities, e4m3 one NaN per sign, the rest neither. */
+typedef struct rfmt { int eb, mb, bias; bool inf, nan1; } rfmt;
+static const rfmt R_E4M3 = { 4, 3, 7, false, true }, R_E5M2 = { 5, 2, 15, true, false },
+                  R_E2M3 = { 2, 3, 1, false, false }, R_E3M2 = { 3, 2, 3, false, false },
+                  R_E2M1 = { 2, 1, 1, false, false };
+
+static double rdecode(const rfmt *f, unsigned c)
+{
+    unsigned bits = 1 + f->eb + f->mb, e = (c >> f->mb) & ((1u << f->eb) - 1), m = c & ((1u << f->mb) - 1);
+    double s = (c >> (bits - 1)) & 1 ? -1 : 1;
+    if (f->inf && e == (1u << f->eb) - 1)
+        return m ? NAN : s * INFINITY;
+    if (f->nan1 && (c & ((1u << (bits - 1)) - 1)) == (1u << (bits - 1)) - 1)
+        return NAN;
+    if (e == 0)
+        return s * ldexp(m, 1 - f->bias - f->mb);
+    return s * ldexp(m + (1u << f->mb), (int)e - f->bias - f->mb);
+}
+
+/* cvt.rn.satfinite: the nearest finite value by search, ties to the even
+ * code, zero keeping its sign; NaN is the format's NaN or +max. */
+static unsigned rencode(const rfmt *f, double x, bool relu)
+{
+    unsigned bits = 1 + f->eb + f->mb, n = 1u << bits, best = 0;
+    if (isnan(x))
+        return f->nan1 || f->inf ? 0x7f : (1u << (bits - 1)) - 1;
+    if (relu && x < 0)
+        x = 0;
+    double max = 0;   /* .satfinite: beyond the largest finite value is that value */
+    for (unsigned c = 0; c < n / 2; c++)
+        if (isfinite(rdecode(f, c)) && rdecode(f, c) > max)
+            max = rdecode(f, c);
+    if (fabs(x) > max)
+        x = copysign(max, x);
+    double bd = INFINITY;
+    for (unsigned c = 0; c < n; c++) {
+        double v = rdecode(f, c);
+        if (!isfinite(v))
+            continue;
+        double d = fabs(v - x);
+        bool better = d < bd || (d == bd && (best & 1) && !(c & 1)) ||
+                      (d == bd && (c & 1) == (best & 1) && v == 0 && (bool)signbit(v) == (bool)signbit(x));
+        if (better) {
+            bd = d;
+            best = c;
+        }
+    }
+    return best;
+}
+
+/* ue8m0 by search: rz the largest 2^(c-127) not above |x|, rp the smallest
+ * not below it; beyond them 0xff (NaN), or 0xfe with .satfinite. */
+static unsigned rue8m0(double x, bool rp, bool sat)
+{
+    if (isnan(x))
+        return 0xff;
+    double a = fabs(x);
+    int pick = -1;
+    for (int c = 0; c < 255; c++) {
+        double v = ldexp(1.0, c - 127);
+        if (!rp && v <= a)
+            pick = c;
+        if (rp && v >= a && pick < 0)
+            pick = c;
+    }
+    if (!rp && pick < 0)
+        pick = 0;
+    if (pick < 0 || isinf(a))
+        pick = 255;
+    return sat && pick == 255 ? 0xfe : (unsigned)pick;
+}
+
+static uint16_t f16_bits(double v)
+{
+    if (isnan(v))
+        return 0x7fff;
+    _Float16 h = (_Float16)v;
+    uint16_t b;
+    memcpy(&b, &h, 2);
+    return b;
+}
+
+static int64_t sat_int(int32_t v, unsigned w, bool s)
+{
+    int64_t lo = s ? -(1ll << (w - 1)) : 0, hi = s ? (1ll << (w - 1)) - 1 : (1ll << w) - 1;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* cvt to and from e4m3x2, e5m2x2, e2m3x2, e3m2x2, e2m1x2 and ue8m0x2, and
+ * cvt.pack, against references found by search over every code; the
+ * widening forms see every code, the narrowing ones random values,
+ * midpoints and edges. */
+Test(ptx_isa, narrow_float_conversions)
+{
+    enum { NB = 4 };
+    static slot in[NT * NB], out[NT * NB];
+    memset(out, 0, sizeof out);
+    random_inputs(in, NT * NB);
+    static const double edges[] = { 0.0, -0.0, NAN, INFINITY, -INFINITY, 448, 464, 480, 57344, 61440, 65536,
+                                    1e30, 0x1p-10, 0x1p-17, 7.5, 7.75, 8, 28, 30, 32, 6, 7, 0.25, 0.125,
+                                    0x1p-127, 0x1.8p-127, 0x1p-130, 0x1.000002p0, -3.5, -0x1p-9, 0x1p127, 3e38 };
+    for (int t = 0; t < NT * NB; t++) {
+        float v[2];
+        for (int i = 0; i < 2; i++) {
+            uint64_t r = tp_rand();
+            int kind = (t + i) % 4;
+            if (kind == 0)
+                v[i] = ldexpf(1.0f + (float)(r >> 41) / 0x1p23f, (int)(r % 41) - 22);
+            else if (kind == 1)   /* few mantissa bits: many ties */
+                v[i] = ldexpf(1.0f + (float)(r >> 59) / 32.0f, (int)(r % 33) - 16);
+            else if (kind == 2)
+                v[i] = (float)edges[(t / 4 + i) % (sizeof edges / sizeof *edges)];
+            else
+                v[i] = ldexpf(1.0f + (float)(r >> 41) / 0x1p23f, (int)(r % 17) - 12);
+            if ((r >> 20) & 1 && kind != 2)
+                v[i] = -v[i];
+        }
+        in[t].f[6] = v[0];
+        in[t].f[7] = v[1];
+        in[t].w[8] = (uint32_t)f16_bits((double)(_Float16)tp_randf(-600, 600)) << 16 |
+                     f16_bits(t % 3 ? (double)(_Float16)tp_randf(-2, 2) : edges[t % 12]);
+        in[t].w[10] = (uint32_t)t << 8 | (255u - (uint32_t)t % 256) |
+                      ((uint32_t)(t & 63) << 8 | (uint32_t)((t * 7) & 63)) << 16;
+        in[t].w[11] = (uint32_t)(t & 255) | ((uint32_t)(t & 255) << 8 | (255u - (uint32_t)(t & 255))) << 16;
+        in[t].w[12] = (uint32_t)(t % 5 == 0 ? 70000 - 1000 * (t % 40) : (int32_t)tp_rand() >> (t % 30));
+        in[t].w[13] = (uint32_t)(t % 7 == 0 ? -200 + t : (int32_t)tp_rand() >> (t % 31));
+    }
+    run_body(
+        ".reg .b16 %k<24>;\n.reg .b8 %q<4>;\n.reg .b32 %s<16>;\n"
+        "ld.global.u32 %s1, [%rd28+32];\nld.global.u32 %s2, [%rd28+36];\n"
+        "ld.global.u16 %k1, [%rd28+40];\nld.global.u16 %k2, [%rd28+42];\nld.global.b8 %q1, [%rd28+44];\n"
+        "ld.global.u16 %k3, [%rd28+46];\n"
+        "ld.global.u32 %s3, [%rd28+48];\nld.global.u32 %s4, [%rd28+52];\nld.global.u32 %s5, [%rd28+56];\n"
+        "cvt.rn.satfinite.e4m3x2.f32 %k4, %f1, %f2;\ncvt.rn.satfinite.relu.e4m3x2.f32 %k5, %f1, %f2;\n"
+        "cvt.rn.satfinite.e5m2x2.f32 %k6, %f1, %f2;\ncvt.rn.satfinite.relu.e5m2x2.f32 %k7, %f1, %f2;\n"
+        "cvt.rn.satfinite.e2m3x2.f32 %k8, %f1, %f2;\ncvt.rn.satfinite.e3m2x2.f32 %k9, %f1, %f2;\n"
+        "cvt.rn.satfinite.e2m1x2.f32 %q2, %f1, %f2;\ncvt.u16.u8 %k10, %q2;\n"
+        "cvt.rz.satfinite.ue8m0x2.f32 %k11, %f1, %f2;\ncvt.rp.ue8m0x2.f32 %k12, %f1, %f2;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 %k13, %s1;\ncvt.rn.satfinite.relu.e5m2x2.f16x2 %k14, %s1;\n"
+        "cvt.rp.satfinite.ue8m0x2.bf16x2 %k15, %s2;\n"
+        "st.global.v4.u16 [%rd27], {%k4, %k5, %k6, %k7};\nst.global.v4.u16 [%rd27+8], {%k8, %k9, %k10, %k11};\n"
+        "st.global.v4.u16 [%rd27+16], {%k12, %k13, %k14, %k15};\n"
+        "cvt.rn.f16x2.e4m3x2 %s6, %k1;\ncvt.rn.f16x2.e5m2x2 %s7, %k1;\ncvt.rn.f16x2.e2m3x2 %s8, %k2;\n"
+        "cvt.rn.f16x2.e3m2x2 %s9, %k2;\ncvt.rn.relu.f16x2.e4m3x2 %s10, %k1;\ncvt.rn.f16x2.e2m1x2 %s11, %q1;\n"
+        "cvt.rn.bf16x2.ue8m0x2 %s12, %k3;\n"
+        "st.global.u32 [%rd27+24], %s6;\nst.global.v4.u32 [%rd27+28], {%s7, %s8, %s9, %s10};\n"
+        "st.global.v2.u32 [%rd27+44], {%s11, %s12};\n"
+        "cvt.pack.sat.s16.s32.b32 %s13, %s3, %s4;\ncvt.pack.sat.u8.s32.b32 %s14, %s3, %s4, %s5;\n"
+        "cvt.pack.sat.s4.s32.b32 %s15, %s4, %s3, %s5;\n"
+        "st.global.u32 [%rd27+52], %s13;\nst.global.v2.u32 [%rd27+56], {%s14, %s15};\n",
+        in, out, NB);
+    for (int t = 0; t < NT * NB; t++) {
+        double a = in[t].f[6], b = in[t].f[7];
+        const uint16_t *o = (const uint16_t *)&out[t];
+        const rfmt *fm[6] = { &R_E4M3, &R_E4M3, &R_E5M2, &R_E5M2, &R_E2M3, &R_E3M2 };
+        for (int k = 0; k < 6; k++) {
+            unsigned want = rencode(fm[k], a, k == 1 || k == 3) << 8 | rencode(fm[k], b, k == 1 || k == 3);
+            cr_assert_eq(o[k], want, "narrowing %d thread %d of %a, %a: %#x, want %#x", k, t, a, b, o[k], want);
+        }
+        unsigned w4 = rencode(&R_E2M1, a, false) << 4 | rencode(&R_E2M1, b, false);
+        cr_assert_eq(o[6], w4, "e2m1x2 thread %d of %a, %a: %#x, want %#x", t, a, b, o[6], w4);
+        unsigned ue = rue8m0(a, false, true) << 8 | rue8m0(b, false, true);
+        cr_assert_eq(o[7], ue, "ue8m0x2.rz.satfinite thread %d of %a, %a: %#x, want %#x", t, a, b, o[7], ue);
+        ue = rue8m0(a, true, false) << 8 | rue8m0(b, true, false);
+        cr_assert_eq(o[8], ue, "ue8m0x2.rp thread %d of %a, %a: %#x, want %#x", t, a, b, o[8], ue);
+        _Float16 hh[2];
+        memcpy(hh, &in[t].w[8], 4);
+        unsigned h8 = rencode(&R_E4M3, (double)hh[1], false) << 8 | rencode(&R_E4M3, (double)hh[0], false);
+        cr_assert_eq(o[9], h8, "e4m3x2.f16x2 thread %d: %#x, want %#x", t, o[9], h8);
+        h8 = rencode(&R_E5M2, (double)hh[1], true) << 8 | rencode(&R_E5M2, (double)hh[0], true);
+        cr_assert_eq(o[10], h8, "e5m2x2.relu.f16x2 thread %d: %#x, want %#x", t, o[10], h8);
+        ue = rue8m0(bf16_val((uint16_t)(in[t].w[9] >> 16)), true, true) << 8 |
+             rue8m0(bf16_val((uint16_t)in[t].w[9]), true, true);
+        cr_assert_eq(o[11], ue, "ue8m0x2.bf16x2 thread %d of %#x: %#x, want %#x", t, in[t].w[9], o[11], ue);
+
+        const uint32_t *ow = (const uint32_t *)&out[t];
+        unsigned c8 = in[t].w[10] & 0xffff, c6 = in[t].w[10] >> 16, c4 = in[t].w[11] & 0xff,
+                 cu = in[t].w[11] >> 16;
+        const rfmt *wf[4] = { &R_E4M3, &R_E5M2, &R_E2M3, &R_E3M2 };
+        for (int k = 0; k < 5; k++) {
+            const rfmt *f = k == 4 ? &R_E4M3 : wf[k];
+            unsigned c = k >= 2 && k < 4 ? c6 : c8;
+            double hi = rdecode(f, c >> 8), lo = rdecode(f, c & 0xff);
+            if (k == 4) {
+                hi = hi < 0 ? 0 : hi;
+                lo = lo < 0 ? 0 : lo;
+            }
+            uint32_t want = (uint32_t)f16_bits(hi) << 16 | f16_bits(lo);
+            cr_assert_eq(ow[6 + k], want, "widening %d thread %d of %#x: %#x, want %#x", k, t, c, ow[6 + k], want);
+        }
+        uint32_t want = (uint32_t)f16_bits(rdecode(&R_E2M1, c4 >> 4)) << 16 | f16_bits(rdecode(&R_E2M1, c4 & 15));
+        cr_assert_eq(ow[11], want, "f16x2.e2m1x2 thread %d of %#x: %#x, want %#x", t, c4, ow[11], want);
+        uint32_t hb = (cu >> 8) == 0xff ? 0x7fff : (uint32_t)f16_bits(0) | bf16_of(ldexp(1.0, (int)(cu >> 8) - 127));
+        uint32_t lb = (cu & 0xff) == 0xff ? 0x7fff : bf16_of(ldexp(1.0, (int)(cu & 0xff) - 127));
+        if ((cu >> 8) == 0)
+            hb = 0x40;
+        if ((cu & 0xff) == 0)
+            lb = 0x40;
+        cr_assert_eq(ow[12], hb << 16 | lb, "bf16x2.ue8m0x2 thread %d of %#x: %#x", t, cu, ow[12]);
+
+        int32_t pa = (int32_t)in[t].w[12], pb = (int32_t)in[t].w[13];
+        uint32_t pc = in[t].w[14];
+        uint32_t p16 = (uint32_t)(sat_int(pa, 16, true) & 0xffff) << 16 | (uint32_t)(sat_int(pb, 16, true) & 0xffff);
+        uint32_t p8 = pc << 16 | (uint32_t)sat_int(pa, 8, false) << 8 | (uint32_t)sat_int(pb, 8, false);
+        uint32_t p4 = pc << 8 | (uint32_t)(sat_int(pb, 4, true) & 15) << 4 | (uint32_t)(sat_int(pa, 4, true) & 15);
+        cr_assert_eq(ow[13], p16, "cvt.pack.s16 thread %d of %d, %d: %#x, want %#x", t, pa, pb, ow[13], p16);
+        cr_assert_eq(ow[14], p8, "cvt.pack.u8 thread %d: %#x, want %#x", t, ow[14], p8);
+        cr_assert_eq(ow[15], p4, "cvt.pack.s4 thread %d: %#x, want %#x", t, ow[15], p4);
+    }
+}
