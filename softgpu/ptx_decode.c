@@ -1597,6 +1597,8 @@ static ptx_type mma_type_at(const mods *m, unsigned i, bool *tf32)
         *tf32 = true;
         return T_B32;
     }
+    if (is(m, i, "e4m3") || is(m, i, "e5m2"))
+        return is(m, i, "e4m3") ? T_E4M3 : T_E5M2;
     ptx_type t = ptx_type_from(m->s[i], m->len[i]);
     switch (t) {
     case T_F16: case T_BF16: case T_F32: case T_F64: case T_S8: case T_U8: case T_S32:
@@ -1712,6 +1714,7 @@ static bool mma_form_ok(const ptx_mma *mm, ptx_type ab, ptx_type acc)
     case T_S8: case T_U8:
         return ((m == 8 && n == 8 && k == 16) || (m == 16 && n == 8 && (k == 16 || k == 32))) &&
                acc == T_S32;
+    case T_E4M3: case T_E5M2: return m == 16 && n == 8 && (k == 16 || k == 32) && f16acc;
     default: return false;
     }
 }
@@ -1832,6 +1835,7 @@ static void dec_mma(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     bool sync = take(m, "sync");
     mm->satfinite = take(m, "satfinite");
     bool rn = take(m, "rn");
+    bool f8kind = take(m, "kind::f8f6f4");   /* of its types, e4m3 and e5m2 only (below) */
     ptx_type t[4];
     bool tf32[4];
     unsigned nt = take_mma_types(m, t, tf32, 4);
@@ -1857,9 +1861,11 @@ static void dec_mma(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     } else {
         unsupported(p, m, "types");
     }
-    bool ints = at == T_S8 || at == T_U8;
-    if (at != bt && !(ints && (bt == T_S8 || bt == T_U8)))
+    bool ints = at == T_S8 || at == T_U8, fp8 = at == T_E4M3 || at == T_E5M2;
+    if (at != bt && !(ints && (bt == T_S8 || bt == T_U8)) && !(fp8 && (bt == T_E4M3 || bt == T_E5M2)))
         unsupported(p, m, "types");
+    if (f8kind && !fp8)
+        unsupported(p, m, "kind::f8f6f4 with 6- or 4-bit types");
     if (!mma_form_ok(mm, at, dt) || !mma_form_ok(mm, bt, dt) || !mma_form_ok(mm, at, ct))
         unsupported(p, m, "shape and types");
     if (rn && at != T_F64)

@@ -28,6 +28,7 @@ typedef enum ptx_type {
     T_F16, T_F16X2, T_BF16, T_F32, T_F64,
     T_B128,
     T_BF16X2,   /* after the others: comparisons of types above never meet it */
+    T_E4M3, T_E5M2,   /* mma's fp8 multiplicands only */
     T_COUNT
 } ptx_type;
 
@@ -37,7 +38,7 @@ static inline unsigned ptx_type_size(ptx_type t)
         [T_PRED] = 1, [T_B8] = 1, [T_U8] = 1, [T_S8] = 1, [T_B16] = 2, [T_U16] = 2,
         [T_S16] = 2, [T_B32] = 4, [T_U32] = 4, [T_S32] = 4, [T_B64] = 8, [T_U64] = 8,
         [T_S64] = 8, [T_F16] = 2, [T_F16X2] = 4, [T_BF16] = 2, [T_F32] = 4, [T_F64] = 8,
-        [T_B128] = 16, [T_BF16X2] = 4,
+        [T_B128] = 16, [T_BF16X2] = 4, [T_E4M3] = 1, [T_E5M2] = 1,
     };
     return (unsigned)t < T_COUNT ? size[t] : 0;
 }

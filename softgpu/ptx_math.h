@@ -68,6 +68,9 @@ uint64_t ptx_half_op(int op, ptx_type t, unsigned flags, unsigned flags2, uint64
 uint64_t ptx_cvt_narrow(int fmt, ptx_type dt, ptx_type st, int rnd, unsigned flags, unsigned flags2,
                         uint64_t a, uint64_t b);
 
+/* The value of code of narrow format fmt (NF_*); NaN for its NaNs. */
+double ptx_narrow_value(int fmt, unsigned code);
+
 /* cvt.pack.sat: a and b (s32) saturated to width bits, a above b, and for
  * widths under 16 c's bits above both. */
 uint64_t ptx_cvt_pack(unsigned width, bool is_signed, uint64_t a, uint64_t b, uint64_t c);

@@ -196,6 +196,13 @@ static unsigned narrow_one(int fmt, double x, int rnd, unsigned flags, unsigned 
     return encode(f, x, rnd == RND_RZ, flags & F_SAT);
 }
 
+double ptx_narrow_value(int fmt, unsigned code)
+{
+    if (fmt == NF_UE8M0)
+        return code == 0xff ? NAN : ldexp(1.0, (int)code - 127);
+    return decode(&NARROW[fmt], code & ((1u << NARROW[fmt].bits) - 1));
+}
+
 /* An f16 or bf16 half's value. */
 static double half_value(ptx_type t, unsigned h)
 {
