@@ -1405,6 +1405,67 @@ static int take_shared(mods *m)
     return SP_GENERIC;
 }
 
+/* cp.async.bulk.tensor (OP_TMA, see ptx_ir.h) and
+ * cp.async.bulk.prefetch.tensor, tile mode, no multicast. */
+static void dec_tma(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    static const char *const dims[] = { "1d", "2d", "3d", "4d", "5d" };
+    int d = take_one(m, dims, 5);
+    take(m, "tile");
+    if (take(m, "multicast::cluster"))
+        unsupported(p, m, "multicast");
+    bool hint = take(m, "L2::cache_hint");
+    bool prefetch = take(m, "prefetch");
+    if (prefetch)
+        take(m, "L2");
+    bool tx = take(m, "mbarrier::complete_tx::bytes");
+    bool group = take(m, "bulk_group");
+    bool global = take(m, "global");
+    bool cluster = take(m, "shared::cluster"), cta = take(m, "shared::cta");
+    finish_mods(p, m);
+    if (d < 0)
+        invalid(p, m, "needs a dimension .1d to .5d");
+    unsigned rank = (unsigned)d + 1;
+    bool g2s = tx && !group && global && (cluster || cta) && !prefetch;
+    bool s2g = group && !tx && global && cta && !cluster && !prefetch;
+    if (!g2s && !s2g && !(prefetch && global && !tx && !group && !cluster && !cta))
+        unsupported(p, m, "state spaces or completion mechanism");
+    unsigned ti = g2s ? 1 : 0;
+    need(p, m, n, (prefetch ? 1 : g2s ? 3 : 2) + hint);
+    const ptx_opd *t = &o[ti];
+    if (t->kind != OPD_ADDR || t->n != rank)
+        invalid(p, m, "expected [tensor map, {coordinates}] of the instruction's rank");
+    if (prefetch) {   /* a hint */
+        in->op = OP_NOP;
+        return;
+    }
+    ptx_mma *mm = ptx_new_mma(p);
+    in->aux = p->prog->nmmas - 1;
+    mm->na = (uint8_t)rank;
+    for (unsigned i = 0; i < rank; i++) {
+        const ptx_velem *e = &t->v[i];
+        if (e->kind == OPD_SINK)
+            invalid(p, m, "bad coordinate");
+        mm->a[i] = e->kind == OPD_REG ? e->reg : ptx_const_reg(p, imm_bits(e->kind, e->bits, T_S32));
+    }
+    if (t->addr_sym && t->sym && t->sym->kind == SYM_KPARAM) {
+        in->flags |= F_REF;
+        in->b = ptx_const_reg(p, t->sym->offset + (uint64_t)t->off);
+        in->c = SR_ZERO;
+    } else {
+        ptx_opd base = *t;
+        base.n = 0;
+        address_regs(p, m, &base, SP_GENERIC, &in->b, &in->c);
+    }
+    address(p, m, &o[g2s ? 0 : 1], SP_SHARED, in);
+    if (g2s)
+        address_regs(p, m, &o[2], SP_SHARED, &in->v[0], &in->v[1]);
+    in->op = OP_TMA;
+    in->mode = (uint8_t)rank;
+    in->vec = g2s;
+    in->space = SP_SHARED;
+}
+
 /* cp.async (non-bulk and bulk), its groups and its mbarrier arrive. */
 static void dec_cp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
 {
@@ -1442,9 +1503,14 @@ static void dec_cp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
         return;
     }
     in->op = OP_CPASYNC;
-    if (take(m, "bulk")) {
-        if (take(m, "tensor") || take(m, "multicast::cluster"))
-            unsupported(p, m, "bulk tensor and multicast forms");
+    bool bulk = take(m, "bulk");
+    if (bulk && take(m, "tensor")) {
+        dec_tma(p, m, in, o, n);
+        return;
+    }
+    if (bulk) {
+        if (take(m, "multicast::cluster"))
+            unsupported(p, m, "multicast forms");
         if (take(m, "prefetch")) {   /* cp.async.bulk.prefetch.L2.global [a], size: a hint */
             take(m, "L2");
             take(m, "global");

@@ -68,7 +68,8 @@ static inline bool ptx_type_float(ptx_type t)
     X(TEX) X(TLD4) X(TXQ) X(SULD) X(SUST) X(SUQ) X(LD_KPARAM_REG) X(BMSK) \
     X(MALLOC) X(FREE) X(CALLI) X(CPASYNC) X(MBAR) X(SLEEP) \
     X(WMMA_LD) X(WMMA_ST) X(MMA) X(LDMATRIX) X(STMATRIX) X(MOVMATRIX) X(TF32) \
-    X(CVTNARROW) X(CVTPACK)
+    X(CVTNARROW) X(CVTPACK) \
+    X(TMA)
 
 typedef enum ptx_op {
 #define PTX_OP_ENUM(n) OP_##n,
@@ -146,6 +147,12 @@ enum { QUERY_WIDTH, QUERY_HEIGHT, QUERY_DEPTH, QUERY_CHANNEL_DATA_TYPE, QUERY_CH
  * from the two narrow values of a. mode the rounding, F_SAT .satfinite,
  * F2_RELU .relu (ptx_math.c, ptx_cvt_narrow). */
 enum { NF_E4M3, NF_E5M2, NF_E2M3, NF_E3M2, NF_E2M1, NF_UE8M0 };
+/* OP_TMA: cp.async.bulk.tensor.Nd (tile mode) of one box, at issue like
+ * OP_CPASYNC; mode the rank, vec 1 global to shared (then complete_tx on
+ * the mbarrier at v[0] + v[1]), 0 shared to global. Shared address a + imm;
+ * tensor map at b + c, a kernel parameter offset when F_REF (or when a
+ * register holds a parameter's offset: smaller than the parameters), else
+ * a generic address; coordinates prog->mmas[aux].a[0..mode). */
 /* OP_CVTPACK: cvt.pack.sat.type.s32.b32 d, a, b(, c): a and b saturated to
  * type (mode: its width in bits, F_SAT... always; type2 signedness in
  * type), packed a above b, c's bits above them. */

@@ -847,7 +847,7 @@ static void parse_coords(ptx_parser *p, ptx_opd *o)
 {
     bool vec = accept(p, '{');
     do {
-        if (o->n >= 4)
+        if (o->n >= 5)   /* images take up to 4, tensor maps 5 */
             ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "too many coordinates");
         ptx_opd e = { 0 };
         parse_scalar(p, &e);

@@ -1268,3 +1268,64 @@ Test(ptx_isa, narrow_float_conversions)
         cr_assert_eq(ow[15], p4, "cvt.pack.s4 thread %d: %#x, want %#x", t, ow[15], p4);
     }
 }
+
+/* cp.async.bulk.tensor, tile mode, 2-D: two boxes loaded into shared
+ * memory completing on an mbarrier, one at the tensor's far edge and one at
+ * negative coordinates (outside elements arrive as zero), then a box stored
+ * back across another tensor's edge (outside elements are not written). The
+ * tensor maps are softgpu's layout (engine.h), in global memory. */
+Test(ptx_isa, cp_async_bulk_tensor)
+{
+    enum { W = 20, H = 13, PITCH = 24 };
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    uint32_t *src = tp_alloc(PITCH * H * 4), *dst = tp_alloc(PITCH * H * 4);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < PITCH; x++) {
+            src[y * PITCH + x] = x < W ? (uint32_t)(y * 1000 + x) : 0xdeadbeefu;
+            dst[y * PITCH + x] = 0xaaaaaaaau;
+        }
+    soft_tensor_map *maps = tp_alloc(2 * sizeof *maps);
+    for (int i = 0; i < 2; i++)
+        maps[i] = (soft_tensor_map){ .magic = SOFT_TMAP_MAGIC, .type = CU_TENSOR_MAP_DATA_TYPE_UINT32, .rank = 2,
+                                     .elem = 4, .address = (uintptr_t)(i ? dst : src), .dim = { W, H },
+                                     .stride = { PITCH * 4 }, .box = { 8, 4 }, .estride = { 1, 1 } };
+    in[0].u[7] = (uintptr_t)&maps[0];
+    in[0].u[6] = (uintptr_t)&maps[1];
+    run_body(
+        ".shared .align 128 .b8 tbox[256];\n.shared .align 8 .b64 tmb;\n"
+        "ld.global.u64 %rd5, [%rd31+56];\nld.global.u64 %rd6, [%rd31+48];\n"
+        "mov.u32 %r4, tbox;\nmov.u32 %r5, tmb;\nsetp.eq.u32 %p1, %r31, 0;\n"
+        "@%p1 mbarrier.init.shared::cta.b64 [%r5], 1;\nbar.sync 0;\n"
+        "@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r5], 256;\n"
+        "mov.u32 %r6, 16;\nmov.u32 %r7, 11;\nmov.u32 %r8, -4;\nmov.u32 %r9, -2;\n"
+        "@%p1 cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%rd5, {%r6, %r7}];\n"
+        "@%p1 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], "
+        "[%rd5, {%r6, %r7}], [%r5];\n"
+        "add.u32 %r10, %r4, 128;\n"
+        "@%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r10], "
+        "[%rd5, {%r8, %r9}], [%r5];\n"
+        "$w:\nmbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;\n@!%p2 bra $w;\n"
+        "shl.b32 %r11, %r31, 2;\nadd.u32 %r12, %r4, %r11;\nld.shared.u32 %r13, [%r12];\n"
+        "st.global.u32 [%rd27], %r13;\n"
+        "fence.proxy.async.shared::cta;\nbar.sync 0;\n"
+        "@%p1 cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd6, {14, 10}], [%r4];\n"
+        "cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        int b = t / 32, j1 = (t % 32) / 8, j0 = t % 8;
+        int x = (b ? -4 : 16) + j0, y = (b ? -2 : 11) + j1;
+        uint32_t want = x >= 0 && x < W && y >= 0 && y < H ? (uint32_t)(y * 1000 + x) : 0;
+        cr_assert_eq(out[t].w[0], want, "box %d element (%d, %d): %#x, want %#x", b, j0, j1, out[t].w[0], want);
+    }
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < PITCH; x++) {
+            int j0 = x - 14, j1 = y - 10;
+            uint32_t want = 0xaaaaaaaau;
+            if (x < W && j0 >= 0 && j0 < 8 && j1 >= 0 && j1 < 4) {
+                int sx = 16 + j0, sy = 11 + j1;
+                want = sx < W && sy < H ? (uint32_t)(sy * 1000 + sx) : 0;
+            }
+            cr_assert_eq(dst[y * PITCH + x], want, "stored (%d, %d): %#x, want %#x", x, y, dst[y * PITCH + x], want);
+        }
+}
