@@ -1028,6 +1028,16 @@ static void dec_cvta(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
     need(p, m, n, 2);
     if (t != T_U64 && t != T_U32)
         unsupported(p, m, "type");
+    if (space == SP_PARAM && !to && p->fn->is_entry && t == T_U64) {
+        /* a kernel parameter's generic address (of mov.b64 %rd, param) stays
+         * its offset in the parameter buffer: what cp.async.bulk.tensor reads
+         * a tensor map through (OP_TMA); a generic load through it faults */
+        in->op = OP_MOV;
+        in->type = T_U64;
+        in->d = dst(p, m, &o[0]);
+        in->a = src(p, m, &o[1], T_U64);
+        return;
+    }
     if (space == SP_GENERIC || space == SP_PARAM)
         unsupported(p, m, "state space");
     in->type = T_U64;

@@ -39,6 +39,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("devmalloc"), BUILDS("refusedptx"), BUILDS("cublasblas"), BUILDS("thrustalgo"), BUILDS("cubsort"), BUILDS("cubalgo"),
         BUILDS("memcpyasync"), BUILDS("virtualfn"), BUILDS("lazyrefuse"),
         BUILDS("wmmagemm"),
+        BUILDS("tmacopy"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
