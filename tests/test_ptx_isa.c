@@ -1040,7 +1040,8 @@ Test(ptx_isa, f16_modifiers)
             _Float16 f = (_Float16)(x * y + (double)c);   /* exact in double, one rounding */
             _Float16 want[5] = { sat, isnan((double)f) ? f : f < 0 ? (_Float16)0 : f,
                                  isnan(x) || isnan(y) ? (_Float16)NAN : (x < y ? a : b),
-                                 fabs(x) < 0x1p-14 ? (_Float16)0 : (_Float16)(x * x),
+                                 fabs(x) < 0x1p-14 || fabs((double)(_Float16)(x * x)) < 0x1p-14 ? (_Float16)0
+                                                                                               : (_Float16)(x * x),
                                  isnan(y) ? (a < 0 ? (_Float16)0 : a) : (x > y ? a : b) < 0 ? (_Float16)0 : (x > y ? a : b) };
             memcpy(bits, r, sizeof bits);
             memcpy(wantb, want, sizeof wantb);
