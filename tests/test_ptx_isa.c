@@ -1330,3 +1330,38 @@ Test(ptx_isa, cp_async_bulk_tensor)
             cr_assert_eq(dst[y * PITCH + x], want, "stored (%d, %d): %#x, want %#x", x, y, dst[y * PITCH + x], want);
         }
 }
+
+/* A 3-D box of 16-bit elements across three edges at once (one of them
+ * below zero), its tensor map in global memory. */
+Test(ptx_isa, cp_async_bulk_tensor_3d)
+{
+    enum { X = 12, Y = 5, Z = 3, PITCH = 16 };
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    uint16_t *src = tp_alloc(PITCH * Y * Z * 2);
+    for (int i = 0; i < PITCH * Y * Z; i++)
+        src[i] = (uint16_t)(i % PITCH < X ? 1 + i : 0xdead);
+    soft_tensor_map *map = tp_alloc(sizeof *map);
+    *map = (soft_tensor_map){ .magic = SOFT_TMAP_MAGIC, .type = CU_TENSOR_MAP_DATA_TYPE_UINT16, .rank = 3,
+                              .elem = 2, .address = (uintptr_t)src, .dim = { X, Y, Z },
+                              .stride = { PITCH * 2, PITCH * Y * 2 }, .box = { 8, 2, 2 },
+                              .estride = { 1, 1, 1 } };
+    in[0].u[7] = (uintptr_t)map;
+    run_body(
+        ".shared .align 128 .b8 tbox[64];\n.shared .align 8 .b64 tmb;\n"
+        "ld.global.u64 %rd5, [%rd31+56];\n"
+        "mov.u32 %r4, tbox;\nmov.u32 %r5, tmb;\nsetp.eq.u32 %p1, %r31, 0;\n"
+        "@%p1 mbarrier.init.shared::cta.b64 [%r5], 1;\nbar.sync 0;\n"
+        "@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r5], 64;\n"
+        "@%p1 cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], "
+        "[%rd5, {8, 4, -1}], [%r5];\n"
+        "$w:\nmbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;\n@!%p2 bra $w;\n"
+        "and.b32 %r6, %r31, 31;\nshl.b32 %r6, %r6, 1;\nadd.u32 %r7, %r4, %r6;\nld.shared.u16 %r8, [%r7];\n"
+        "st.global.u32 [%rd27], %r8;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        int e = t % 32, x = 8 + e % 8, y = 4 + (e / 8) % 2, z = -1 + e / 16;
+        uint32_t want = x < X && y < Y && z >= 0 ? src[(z * Y + y) * PITCH + x] : 0;
+        cr_assert_eq(out[t].w[0], want, "element %d (%d, %d, %d): %#x, want %#x", e, x, y, z, out[t].w[0], want);
+    }
+}
