@@ -84,6 +84,21 @@ typedef struct soft_image {
     float border[4];
 } soft_image;
 
+/* A tensor map (CUtensorMap's 128 opaque bytes) as softgpu's
+ * cuTensorMapEncodeTiled writes it and cp.async.bulk.tensor reads it. */
+#define SOFT_TMAP_MAGIC 0x4d545347u   /* "GSTM" */
+typedef struct soft_tensor_map {
+    uint32_t magic;
+    uint8_t type, rank, interleave, swizzle, l2, oob;   /* CUtensorMap* enums */
+    uint8_t elem;                    /* bytes of one element */
+    uint8_t pad[5];
+    uint64_t address;
+    uint64_t dim[5];                 /* elements, innermost first */
+    uint64_t stride[4];              /* bytes between indices of dims 1.. */
+    uint16_t box[5];
+    uint8_t estride[5];
+} soft_tensor_map;
+
 typedef struct soft_launch {
     uint32_t entry;                  /* index from soft_program_find_entry */
     uint32_t grid[3], block[3];

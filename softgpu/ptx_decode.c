@@ -411,7 +411,7 @@ static void dec_ldst(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
     ptx_type t = norm_int(take_type(m));
     finish_mods(p, m);
     need(p, m, n, 2);
-    if (t == T_NONE || t == T_PRED || t == T_B128 || t == T_F16X2)
+    if (t == T_NONE || t == T_PRED || t == T_B128 || t == T_F16X2 || t == T_BF16X2)
         unsupported(p, m, "type");
     in->type = (uint8_t)t;
     in->space = (uint8_t)space;
@@ -520,9 +520,31 @@ static ptx_type arith_type(ptx_parser *p, mods *m, ptx_type t, bool keep_sign)
             unsupported(p, m, "8-bit arithmetic");
         return keep_sign ? norm_int(t) : unsign(t);
     }
-    if (t == T_F32 || t == T_F64 || t == T_F16 || t == T_F16X2)
+    if (t == T_F32 || t == T_F64 || t == T_F16 || t == T_F16X2 || t == T_BF16 || t == T_BF16X2)
         return t;
     unsupported(p, m, "type");
+}
+
+/* The forms f16 and bf16 arithmetic take: rounding .rn only; .ftz and .sat
+ * for f16; .relu (taken by the caller) for fma, min and max. */
+static void half_check(ptx_parser *p, const mods *m, const ptx_insn *in)
+{
+    ptx_type t = (ptx_type)in->type;
+    bool f16 = t == T_F16 || t == T_F16X2, bf = t == T_BF16 || t == T_BF16X2;
+    bool relu_op = in->op == OP_FMA || in->op == OP_MIN || in->op == OP_MAX;
+    if ((in->flags2 & F2_RELU) && (!(f16 || bf) || !relu_op))
+        unsupported(p, m, ".relu here");
+    if (!f16 && !bf)
+        return;
+    if (in->op != OP_ADD && in->op != OP_SUB && in->op != OP_MUL && in->op != OP_FMA && !relu_op &&
+        in->op != OP_NEG && in->op != OP_ABS)
+        unsupported(p, m, "type");
+    if (in->mode != RND_NONE && in->mode != RND_RN)
+        unsupported(p, m, "f16/bf16 rounding other than .rn");
+    if ((in->flags & F_APPROX) || (bf && (in->flags & (F_FTZ | F_SAT))))
+        unsupported(p, m, "modifier of this type");
+    if ((in->flags & F_SAT) && (in->flags2 & F2_RELU))
+        invalid(p, m, ".sat with .relu");
 }
 
 static void float_mods(mods *m, ptx_insn *in)
@@ -554,6 +576,7 @@ static void dec_binary(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigne
         unsupported(p, m, ".sat");
     in->op = (uint8_t)op;
     in->type = (uint8_t)t;
+    half_check(p, m, in);
     in->d = dst(p, m, &o[0]);
     in->a = src(p, m, &o[1], t);
     in->b = src(p, m, &o[2], t);
@@ -571,6 +594,7 @@ static void dec_unary(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned
         unsupported(p, m, "type");
     in->op = (uint8_t)op;
     in->type = (uint8_t)t;
+    half_check(p, m, in);
     in->d = dst(p, m, &o[0]);
     in->a = src(p, m, &o[1], t);
 }
@@ -616,10 +640,11 @@ static void dec_mul(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     if (ptx_type_float(t)) {
         if (hi || lo || wide || cc)
             invalid(p, m, "mode on a float multiply");
-        if (t != T_F32 && t != T_F64 && t != T_F16 && t != T_F16X2)
+        if (t != T_F32 && t != T_F64 && t != T_F16 && t != T_F16X2 && t != T_BF16 && t != T_BF16X2)
             unsupported(p, m, "type");
         in->op = mad ? OP_FMA : OP_MUL;
         in->type = (uint8_t)t;
+        half_check(p, m, in);
     } else {
         if (!int_type(t) || ptx_type_size(t) < 2)
             unsupported(p, m, "type");
@@ -748,7 +773,7 @@ static void dec_setp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
         if (!ptx_type_float(t))
             invalid(p, m, "unordered comparison of integers");
     }
-    if (t == T_F16X2 || t == T_BF16 || t == T_PRED || t == T_B128)
+    if (t == T_F16X2 || t == T_BF16 || t == T_BF16X2 || t == T_PRED || t == T_B128)
         unsupported(p, m, "type");
     if (int_type(t) && ptx_type_size(t) < 2)
         unsupported(p, m, "type");
@@ -828,8 +853,105 @@ static void dec_cvt_pack(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsig
     in->v[1] = parts[1];
 }
 
+/* cvt to or from a pair of 8-, 6- or 4-bit floats (ptx_ir.h OP_CVTNARROW):
+ * the PTX ISA's forms, each checked; false when no such format is named. */
+static bool dec_cvt_narrow(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    static const char *const fmts[] = { "e4m3x2", "e5m2x2", "e2m3x2", "e3m2x2", "e2m1x2", "ue8m0x2" };
+    static const char *const fours[] = { "e4m3x4", "e5m2x4", "e2m3x4", "e3m2x4", "e2m1x4" };
+    static const char *const others[] = { "f32", "f16x2", "bf16x2" };
+    static const ptx_type other_t[] = { T_F32, T_F16X2, T_BF16X2 };
+    int fmt = -1, fi = -1, oi = -1;
+    ptx_type ot = T_NONE;
+    for (unsigned i = 0; i < m->n; i++) {
+        for (unsigned k = 0; k < 5; k++)
+            if (is(m, i, fours[k]))
+                unsupported(p, m, "stochastic rounding of four values");
+        for (unsigned k = 0; k < 6; k++)
+            if (is(m, i, fmts[k])) {
+                fmt = (int)k;
+                fi = (int)i;
+            }
+        for (unsigned k = 0; k < 3; k++)
+            if (is(m, i, others[k])) {
+                ot = other_t[k];
+                oi = (int)i;
+            }
+    }
+    if (fmt < 0)
+        return false;
+    m->used[fi] = true;
+    if (oi >= 0)
+        m->used[oi] = true;
+    int r = take_rnd(m);
+    bool sat = take(m, "satfinite"), relu = take(m, "relu");
+    finish_mods(p, m);
+    if (ot == T_NONE)
+        invalid(p, m, "needs a second type");
+    bool narrowing = fi < oi, ue = fmt == NF_UE8M0;
+    if (narrowing) {
+        if (ue ? (r != RND_RZ && r != RND_RP) || relu || ot == T_F16X2 : r != RND_RN)
+            invalid(p, m, "rounding or modifier of this conversion");
+        if (!ue && !sat)
+            invalid(p, m, "needs .satfinite");
+        if (!ue && ot != T_F32 && !(ot == T_F16X2 && fmt <= NF_E5M2))
+            unsupported(p, m, "source type");
+        need(p, m, n, ot == T_F32 ? 3 : 2);
+        in->type = fmt == NF_E2M1 ? T_B8 : T_B16;
+        in->type2 = (uint8_t)ot;
+    } else {
+        if (r != RND_RN || sat || (ue && relu) || ot != (ue ? T_BF16X2 : T_F16X2))
+            invalid(p, m, "form of this conversion");
+        need(p, m, n, 2);
+        in->type = (uint8_t)ot;
+        in->type2 = fmt == NF_E2M1 ? T_B8 : T_B16;
+    }
+    in->op = OP_CVTNARROW;
+    in->aux = (uint32_t)fmt;
+    in->mode = (uint8_t)r;
+    if (sat)
+        in->flags |= F_SAT;
+    if (relu)
+        in->flags2 |= F2_RELU;
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], narrowing ? (ot == T_F32 ? T_F32 : T_B32) : (ptx_type)in->type2);
+    if (narrowing && ot == T_F32)
+        in->b = src(p, m, &o[2], T_F32);
+    return true;
+}
+
+/* cvt.pack.sat.{u16,s16}.s32.b32 d, a, b and
+ * cvt.pack.sat.{u8,s8,u4,s4,u2,s2}.s32.b32 d, a, b, c (OP_CVTPACK). */
+static void dec_cvt_packint(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    static const char *const types[] = { "u16", "s16", "u8", "s8", "u4", "s4", "u2", "s2" };
+    static const uint8_t widths[] = { 16, 16, 8, 8, 4, 4, 2, 2 };
+    bool sat = take(m, "sat");
+    int k = take_one(m, types, 8);
+    bool ab = take(m, "s32"), c = take(m, "b32");
+    finish_mods(p, m);
+    if (!sat || k < 0 || !ab || !c)
+        invalid(p, m, "needs .sat, a narrow type, .s32 and .b32");
+    unsigned w = widths[k];
+    need(p, m, n, w == 16 ? 3 : 4);
+    in->op = OP_CVTPACK;
+    in->mode = (uint8_t)w;
+    in->type = (k & 1) ? T_S32 : T_U32;
+    in->d = dst(p, m, &o[0]);
+    in->a = src(p, m, &o[1], T_S32);
+    in->b = src(p, m, &o[2], T_S32);
+    if (w < 16)
+        in->c = src(p, m, &o[3], T_B32);
+}
+
 static void dec_cvt(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
 {
+    if (take(m, "pack")) {
+        dec_cvt_packint(p, m, in, o, n);
+        return;
+    }
+    if (dec_cvt_narrow(p, m, in, o, n))
+        return;
     if (take(m, "tf32")) {   /* cvt.{rna,rn,rz}.tf32.f32: f32 bits with a 10-bit mantissa */
         static const char *const rnds[] = { "rna", "rn", "rz" };
         int r = take_one(m, rnds, 3);
@@ -859,7 +981,7 @@ static void dec_cvt(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     if (dt == T_NONE || st == T_NONE)
         invalid(p, m, "needs two types");
     if (dt == T_PRED || st == T_PRED || dt == T_B128 || st == T_B128 || dt == T_F16X2 ||
-        st == T_F16X2)
+        st == T_F16X2 || dt == T_BF16X2 || st == T_BF16X2)
         unsupported(p, m, "type");
     if ((dt == T_BF16 && st != T_F32) || (st == T_BF16 && dt != T_F32))
         unsupported(p, m, "bf16 converts only to and from f32");
@@ -906,6 +1028,16 @@ static void dec_cvta(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
     need(p, m, n, 2);
     if (t != T_U64 && t != T_U32)
         unsupported(p, m, "type");
+    if (space == SP_PARAM && !to && p->fn->is_entry && t == T_U64) {
+        /* a kernel parameter's generic address (of mov.b64 %rd, param) stays
+         * its offset in the parameter buffer: what cp.async.bulk.tensor reads
+         * a tensor map through (OP_TMA); a generic load through it faults */
+        in->op = OP_MOV;
+        in->type = T_U64;
+        in->d = dst(p, m, &o[0]);
+        in->a = src(p, m, &o[1], T_U64);
+        return;
+    }
     if (space == SP_GENERIC || space == SP_PARAM)
         unsupported(p, m, "state space");
     in->type = T_U64;
@@ -1063,13 +1195,18 @@ static void dec_math(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned 
 static void dec_fma(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
 {
     float_mods(m, in);
+    if (take(m, "relu"))
+        in->flags2 |= F2_RELU;
     ptx_type t = take_type(m);
     finish_mods(p, m);
     need(p, m, n, 4);
-    if (t != T_F32 && t != T_F64 && t != T_F16 && t != T_F16X2)
+    if (t != T_F32 && t != T_F64 && t != T_F16 && t != T_F16X2 && t != T_BF16 && t != T_BF16X2)
         unsupported(p, m, "type");
     in->op = OP_FMA;
     in->type = (uint8_t)t;
+    half_check(p, m, in);
+    if ((t == T_F16 || t == T_F16X2 || t == T_BF16 || t == T_BF16X2) && in->mode != RND_RN)
+        invalid(p, m, "fma needs .rn");
     in->d = dst(p, m, &o[0]);
     in->a = src(p, m, &o[1], t);
     in->b = src(p, m, &o[2], t);
@@ -1278,6 +1415,67 @@ static int take_shared(mods *m)
     return SP_GENERIC;
 }
 
+/* cp.async.bulk.tensor (OP_TMA, see ptx_ir.h) and
+ * cp.async.bulk.prefetch.tensor, tile mode, no multicast. */
+static void dec_tma(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
+{
+    static const char *const dims[] = { "1d", "2d", "3d", "4d", "5d" };
+    int d = take_one(m, dims, 5);
+    take(m, "tile");
+    if (take(m, "multicast::cluster"))
+        unsupported(p, m, "multicast");
+    bool hint = take(m, "L2::cache_hint");
+    bool prefetch = take(m, "prefetch");
+    if (prefetch)
+        take(m, "L2");
+    bool tx = take(m, "mbarrier::complete_tx::bytes");
+    bool group = take(m, "bulk_group");
+    bool global = take(m, "global");
+    bool cluster = take(m, "shared::cluster"), cta = take(m, "shared::cta");
+    finish_mods(p, m);
+    if (d < 0)
+        invalid(p, m, "needs a dimension .1d to .5d");
+    unsigned rank = (unsigned)d + 1;
+    bool g2s = tx && !group && global && (cluster || cta) && !prefetch;
+    bool s2g = group && !tx && global && cta && !cluster && !prefetch;
+    if (!g2s && !s2g && !(prefetch && global && !tx && !group && !cluster && !cta))
+        unsupported(p, m, "state spaces or completion mechanism");
+    unsigned ti = g2s ? 1 : 0;
+    need(p, m, n, (prefetch ? 1 : g2s ? 3 : 2) + hint);
+    const ptx_opd *t = &o[ti];
+    if (t->kind != OPD_ADDR || t->n != rank)
+        invalid(p, m, "expected [tensor map, {coordinates}] of the instruction's rank");
+    if (prefetch) {   /* a hint */
+        in->op = OP_NOP;
+        return;
+    }
+    ptx_mma *mm = ptx_new_mma(p);
+    in->aux = p->prog->nmmas - 1;
+    mm->na = (uint8_t)rank;
+    for (unsigned i = 0; i < rank; i++) {
+        const ptx_velem *e = &t->v[i];
+        if (e->kind == OPD_SINK)
+            invalid(p, m, "bad coordinate");
+        mm->a[i] = e->kind == OPD_REG ? e->reg : ptx_const_reg(p, imm_bits(e->kind, e->bits, T_S32));
+    }
+    if (t->addr_sym && t->sym && t->sym->kind == SYM_KPARAM) {
+        in->flags |= F_REF;
+        in->b = ptx_const_reg(p, t->sym->offset + (uint64_t)t->off);
+        in->c = SR_ZERO;
+    } else {
+        ptx_opd base = *t;
+        base.n = 0;
+        address_regs(p, m, &base, SP_GENERIC, &in->b, &in->c);
+    }
+    address(p, m, &o[g2s ? 0 : 1], SP_SHARED, in);
+    if (g2s)
+        address_regs(p, m, &o[2], SP_SHARED, &in->v[0], &in->v[1]);
+    in->op = OP_TMA;
+    in->mode = (uint8_t)rank;
+    in->vec = g2s;
+    in->space = SP_SHARED;
+}
+
 /* cp.async (non-bulk and bulk), its groups and its mbarrier arrive. */
 static void dec_cp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
 {
@@ -1315,9 +1513,14 @@ static void dec_cp(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n)
         return;
     }
     in->op = OP_CPASYNC;
-    if (take(m, "bulk")) {
-        if (take(m, "tensor") || take(m, "multicast::cluster"))
-            unsupported(p, m, "bulk tensor and multicast forms");
+    bool bulk = take(m, "bulk");
+    if (bulk && take(m, "tensor")) {
+        dec_tma(p, m, in, o, n);
+        return;
+    }
+    if (bulk) {
+        if (take(m, "multicast::cluster"))
+            unsupported(p, m, "multicast forms");
         if (take(m, "prefetch")) {   /* cp.async.bulk.prefetch.L2.global [a], size: a hint */
             take(m, "L2");
             take(m, "global");
@@ -1470,6 +1673,8 @@ static ptx_type mma_type_at(const mods *m, unsigned i, bool *tf32)
         *tf32 = true;
         return T_B32;
     }
+    if (is(m, i, "e4m3") || is(m, i, "e5m2"))
+        return is(m, i, "e4m3") ? T_E4M3 : T_E5M2;
     ptx_type t = ptx_type_from(m->s[i], m->len[i]);
     switch (t) {
     case T_F16: case T_BF16: case T_F32: case T_F64: case T_S8: case T_U8: case T_S32:
@@ -1585,6 +1790,7 @@ static bool mma_form_ok(const ptx_mma *mm, ptx_type ab, ptx_type acc)
     case T_S8: case T_U8:
         return ((m == 8 && n == 8 && k == 16) || (m == 16 && n == 8 && (k == 16 || k == 32))) &&
                acc == T_S32;
+    case T_E4M3: case T_E5M2: return m == 16 && n == 8 && (k == 16 || k == 32) && f16acc;
     default: return false;
     }
 }
@@ -1705,6 +1911,7 @@ static void dec_mma(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     bool sync = take(m, "sync");
     mm->satfinite = take(m, "satfinite");
     bool rn = take(m, "rn");
+    bool f8kind = take(m, "kind::f8f6f4");   /* of its types, e4m3 and e5m2 only (below) */
     ptx_type t[4];
     bool tf32[4];
     unsigned nt = take_mma_types(m, t, tf32, 4);
@@ -1730,9 +1937,11 @@ static void dec_mma(ptx_parser *p, mods *m, ptx_insn *in, ptx_opd *o, unsigned n
     } else {
         unsupported(p, m, "types");
     }
-    bool ints = at == T_S8 || at == T_U8;
-    if (at != bt && !(ints && (bt == T_S8 || bt == T_U8)))
+    bool ints = at == T_S8 || at == T_U8, fp8 = at == T_E4M3 || at == T_E5M2;
+    if (at != bt && !(ints && (bt == T_S8 || bt == T_U8)) && !(fp8 && (bt == T_E4M3 || bt == T_E5M2)))
         unsupported(p, m, "types");
+    if (f8kind && !fp8)
+        unsupported(p, m, "kind::f8f6f4 with 6- or 4-bit types");
     if (!mma_form_ok(mm, at, dt) || !mma_form_ok(mm, bt, dt) || !mma_form_ok(mm, at, ct))
         unsupported(p, m, "shape and types");
     if (rn && at != T_F64)
@@ -1894,9 +2103,11 @@ void ptx_decode(ptx_parser *p, const ptx_tok *optok, int32_t guard, bool guard_n
         bool nan = take(m, "NaN");
         if (take(m, "xorsign"))
             unsupported(p, m, NULL);
+        if (take(m, "relu"))
+            in.flags2 |= F2_RELU;
         dec_binary(p, m, &in, o, n, IS("min") ? OP_MIN : OP_MAX, true, true, true);
-        if (nan && in.type != T_F32 && in.type != T_F64)
-            unsupported(p, m, ".NaN of this type");
+        if (nan && !ptx_type_float(in.type))
+            invalid(p, m, ".NaN of integers");
         if (nan)
             in.flags |= F_NAN;
     } else if (IS("abs") || IS("neg")) {

@@ -540,6 +540,112 @@ static int mbar_op(ptx_worker *k, ptx_warp *w, int mode, int space, unsigned l, 
     return MB_OK;
 }
 
+/* OP_TMA for lane l (see ptx_ir.h): the box at the coordinates, elements
+ * outside the tensor read as zero and never written, rows of the innermost
+ * dimension moved whole. False after recording the launch's error. */
+static bool tma_lane(ptx_worker *k, ptx_warp *w, const ptx_insn *in, unsigned l)
+{
+    ptx_run *run = k->run;
+    uint64_t (*R)[PTX_WARP] = w->R;
+    const ptx_mma *mm = &run->prog->mmas[in->aux];
+    soft_tensor_map tm;
+    uint64_t ta = R[in->b][l] + R[in->c][l], pb = run->entry->info.param_bytes;
+    if ((in->flags & F_REF) || ta + sizeof tm <= pb) {
+        if (ta + sizeof tm > pb) {
+            ptx_run_fail(run, CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: tensor map beyond the parameters (PTX line %u)",
+                         run->entry->name, in->line);
+            return false;
+        }
+        memcpy(&tm, run->kparams + ta, sizeof tm);
+    } else {
+        const uint8_t *q = space_ptr(k, w, SP_GENERIC, l, ta, sizeof tm);
+        if (!q) {
+            ptx_run_fail(run, CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: illegal address 0x%llx (tensor map, PTX line %u)",
+                         run->entry->name, (unsigned long long)ta, in->line);
+            return false;
+        }
+        memcpy(&tm, q, sizeof tm);
+    }
+    bool ok = tm.magic == SOFT_TMAP_MAGIC && tm.rank == in->mode && !tm.interleave && !tm.swizzle && !tm.oob &&
+              (tm.elem == 1 || tm.elem == 2 || tm.elem == 4 || tm.elem == 8);
+    for (unsigned i = 0; ok && i < tm.rank; i++)
+        ok = tm.estride[i] == 1 && tm.box[i] >= 1;
+    if (!ok) {
+        ptx_run_fail(run, CUDA_ERROR_NOT_SUPPORTED, "kernel %s: cp.async.bulk.tensor of a tensor map softgpu's "
+                     "cuTensorMapEncodeTiled did not write for this rank, or with interleave, swizzle, element "
+                     "strides or NaN fill (PTX line %u)", run->entry->name, in->line);
+        return false;
+    }
+    unsigned rank = tm.rank, es = tm.elem;
+    uint64_t box[5] = { 1, 1, 1, 1, 1 }, dim[5] = { 1, 1, 1, 1, 1 };
+    int64_t c[5] = { 0 };
+    uint64_t bytes = es;
+    for (unsigned i = 0; i < rank; i++) {
+        box[i] = tm.box[i];
+        dim[i] = tm.dim[i];
+        c[i] = (int32_t)R[mm->a[i]][l];
+        bytes *= box[i];
+    }
+    uint64_t sa = R[in->a][l] + (uint64_t)in->imm;
+    uint8_t *sp = (sa & 15) ? NULL : space_ptr(k, w, SP_SHARED, l, sa, (unsigned)bytes);
+    if (!sp) {
+        ptx_run_fail(run, CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: illegal or misaligned address 0x%llx (shared "
+                     "box of %llu bytes, PTX line %u)", run->entry->name, (unsigned long long)sa,
+                     (unsigned long long)bytes, in->line);
+        return false;
+    }
+    int64_t lo0 = c[0] < 0 ? -c[0] : 0, hi0 = (int64_t)dim[0] - c[0];
+    if (hi0 > (int64_t)box[0])
+        hi0 = (int64_t)box[0];
+    uint64_t row = 0;   /* index of the box's row (dims 1..4) */
+    for (uint64_t j4 = 0; j4 < box[4]; j4++)
+        for (uint64_t j3 = 0; j3 < box[3]; j3++)
+            for (uint64_t j2 = 0; j2 < box[2]; j2++)
+                for (uint64_t j1 = 0; j1 < box[1]; j1++, row++) {
+                    uint8_t *s = sp + row * box[0] * es;
+                    uint64_t j[5] = { 0, j1, j2, j3, j4 }, ga = tm.address;
+                    bool in_rows = lo0 < hi0;
+                    for (unsigned i = 1; i < rank && in_rows; i++) {
+                        int64_t g = c[i] + (int64_t)j[i];
+                        in_rows = g >= 0 && (uint64_t)g < dim[i];
+                        ga += (uint64_t)g * tm.stride[i - 1];
+                    }
+                    if (!in_rows) {
+                        if (in->vec)
+                            memset(s, 0, box[0] * es);
+                        continue;
+                    }
+                    ga += (uint64_t)(c[0] + lo0) * es;
+                    unsigned n = (unsigned)(hi0 - lo0) * es;
+                    uint8_t *gp = space_ptr(k, w, SP_GLOBAL, l, ga, n);
+                    if (!gp) {
+                        ptx_run_fail(run, CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s: illegal address 0x%llx (tensor "
+                                     "row of %u bytes, PTX line %u)", run->entry->name, (unsigned long long)ga, n,
+                                     in->line);
+                        return false;
+                    }
+                    if (in->vec) {
+                        memset(s, 0, (size_t)lo0 * es);
+                        memcpy(s + lo0 * es, gp, n);
+                        memset(s + lo0 * es + n, 0, (box[0] - (uint64_t)hi0) * es);
+                    } else {
+                        memcpy(gp, s + lo0 * es, n);
+                    }
+                }
+    if (in->vec) {   /* complete_tx of the whole box on the mbarrier */
+        uint64_t ma = R[in->v[0]][l] + R[in->v[1]][l], res;
+        const char *why = "";
+        int rc = mbar_op(k, w, MB_COMPLETE_TX, SP_SHARED, l, ma, bytes, &res, &why);
+        if (rc != MB_OK) {
+            ptx_run_fail(run, rc == MB_BAD_ADDRESS ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_ERROR_LAUNCH_FAILED,
+                         "kernel %s: %s at 0x%llx (PTX line %u)", run->entry->name,
+                         rc == MB_BAD_ADDRESS ? "bad mbarrier address" : why, (unsigned long long)ma, in->line);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- control ---- */
 
 /* Picks the next group: the runnable lanes at the lowest pc. False when
@@ -968,9 +1074,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 else
                     EACH(D[l] = B64(F64(A[l]) + F64(B[l])));
                 goto post64;
-            case T_F16:
-            case T_F16X2:
-                EACH(D[l] = ptx_f16_op(in->op, (ptx_type)type, A[l], B[l], 0));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(in->op, (ptx_type)type, in->flags, in->flags2, A[l], B[l], 0));
                 break;
             default:
                 goto bad;
@@ -993,9 +1098,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                     goto rounded;
                 EACH(D[l] = B64(F64(A[l]) * F64(B[l])));
                 goto post64;
-            case T_F16:
-            case T_F16X2:
-                EACH(D[l] = ptx_f16_op(OP_MUL, (ptx_type)type, A[l], B[l], 0));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(OP_MUL, (ptx_type)type, in->flags, in->flags2, A[l], B[l], 0));
                 break;
             default:
                 goto bad;
@@ -1059,9 +1163,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 else
                     fma64_sw(D, A, B, C, m);
                 goto post64;
-            case T_F16:
-            case T_F16X2:
-                EACH(D[l] = ptx_f16_op(OP_FMA, (ptx_type)type, A[l], B[l], C[l]));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(OP_FMA, (ptx_type)type, in->flags, in->flags2, A[l], B[l], C[l]));
                 break;
             default:
                 goto bad;
@@ -1199,8 +1302,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 else
                     EACH(D[l] = B64(fmin(F64(A[l]), F64(B[l]))));
                 break;
-            case T_F16: case T_F16X2:
-                EACH(D[l] = ptx_f16_op(in->op, (ptx_type)type, A[l], B[l], 0));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(in->op, (ptx_type)type, in->flags, in->flags2, A[l], B[l], 0));
                 break;
             default:
                 goto bad;
@@ -1230,8 +1333,8 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
                 else
                     EACH(D[l] = A[l] & 0x7fffffffffffffffull);
                 break;
-            case T_F16: case T_F16X2:
-                EACH(D[l] = ptx_f16_op(in->op, (ptx_type)type, A[l], 0, 0));
+            case T_F16: case T_F16X2: case T_BF16: case T_BF16X2:
+                EACH(D[l] = ptx_half_op(in->op, (ptx_type)type, in->flags, in->flags2, A[l], 0, 0));
                 break;
             default:
                 goto bad;
@@ -1731,6 +1834,13 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
         case OP_TF32:
             EACH(D[l] = ptx_cvt_tf32(A[l], in->mode));
             break;
+        case OP_CVTNARROW:
+            EACH(D[l] = ptx_cvt_narrow((int)in->aux, (ptx_type)type, (ptx_type)in->type2, in->mode,
+                                       in->flags, in->flags2, A[l], B[l]));
+            break;
+        case OP_CVTPACK:
+            EACH(D[l] = ptx_cvt_pack(in->mode, ptx_type_signed((ptx_type)type), A[l], B[l], C[l]));
+            break;
         case OP_MALLOC:
         case OP_FREE: {
             const soft_launch *L = run->launch;
@@ -1840,6 +1950,14 @@ int ptx_warp_run(ptx_worker *k, ptx_warp *w)
             });
             break;
         }
+        case OP_TMA:
+            EACH({
+                if (!tma_lane(k, w, in, l)) {
+                    status = WARP_FAULT;
+                    goto done;
+                }
+            });
+            break;
         case OP_VPRINTF:
             if (do_printf(k, w, in, m) < 0)
                 { status = WARP_FAULT; goto done; }

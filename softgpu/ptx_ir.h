@@ -27,6 +27,8 @@ typedef enum ptx_type {
     T_B64, T_U64, T_S64,
     T_F16, T_F16X2, T_BF16, T_F32, T_F64,
     T_B128,
+    T_BF16X2,   /* after the others: comparisons of types above never meet it */
+    T_E4M3, T_E5M2,   /* mma's fp8 multiplicands only */
     T_COUNT
 } ptx_type;
 
@@ -36,7 +38,7 @@ static inline unsigned ptx_type_size(ptx_type t)
         [T_PRED] = 1, [T_B8] = 1, [T_U8] = 1, [T_S8] = 1, [T_B16] = 2, [T_U16] = 2,
         [T_S16] = 2, [T_B32] = 4, [T_U32] = 4, [T_S32] = 4, [T_B64] = 8, [T_U64] = 8,
         [T_S64] = 8, [T_F16] = 2, [T_F16X2] = 4, [T_BF16] = 2, [T_F32] = 4, [T_F64] = 8,
-        [T_B128] = 16,
+        [T_B128] = 16, [T_BF16X2] = 4, [T_E4M3] = 1, [T_E5M2] = 1,
     };
     return (unsigned)t < T_COUNT ? size[t] : 0;
 }
@@ -48,7 +50,7 @@ static inline bool ptx_type_signed(ptx_type t)
 
 static inline bool ptx_type_float(ptx_type t)
 {
-    return t == T_F16 || t == T_F16X2 || t == T_BF16 || t == T_F32 || t == T_F64;
+    return t == T_F16 || t == T_F16X2 || t == T_BF16 || t == T_F32 || t == T_F64 || t == T_BF16X2;
 }
 
 /* Opcodes of the decoded form. One PTX opcode can decode to several. */
@@ -65,7 +67,9 @@ static inline bool ptx_type_float(ptx_type t)
     X(SAD) X(FNS) X(DP4A) X(SHF) X(MATCH) X(REDUX) X(ISSPACEP) \
     X(TEX) X(TLD4) X(TXQ) X(SULD) X(SUST) X(SUQ) X(LD_KPARAM_REG) X(BMSK) \
     X(MALLOC) X(FREE) X(CALLI) X(CPASYNC) X(MBAR) X(SLEEP) \
-    X(WMMA_LD) X(WMMA_ST) X(MMA) X(LDMATRIX) X(STMATRIX) X(MOVMATRIX) X(TF32)
+    X(WMMA_LD) X(WMMA_ST) X(MMA) X(LDMATRIX) X(STMATRIX) X(MOVMATRIX) X(TF32) \
+    X(CVTNARROW) X(CVTPACK) \
+    X(TMA)
 
 typedef enum ptx_op {
 #define PTX_OP_ENUM(n) OP_##n,
@@ -133,6 +137,25 @@ enum { QUERY_WIDTH, QUERY_HEIGHT, QUERY_DEPTH, QUERY_CHANNEL_DATA_TYPE, QUERY_CH
 #define F_FORMATTED  0x2000   /* sust.p */
 #define F_REF        0x4000   /* image access: a is a texture/surface reference index, not a register */
 #define F_NAN        0x8000   /* min/max.NaN: a NaN operand gives the canonical NaN */
+/* ptx_insn.flags2 */
+#define F2_RELU      0x0001   /* .relu: a negative result is +0 */
+
+/* OP_CVTNARROW: cvt to or from the 8-, 6- and 4-bit float formats in pairs
+ * (ptx_insn.aux the format, NF_*). Narrowing: d (b16, or b8 for e2m1x2)
+ * packs a (high) and b (low) of type2 T_F32, or the halves of a of type2
+ * T_F16X2/T_BF16X2; widening: d of type T_F16X2 (T_BF16X2 for ue8m0x2)
+ * from the two narrow values of a. mode the rounding, F_SAT .satfinite,
+ * F2_RELU .relu (ptx_math.c, ptx_cvt_narrow). */
+enum { NF_E4M3, NF_E5M2, NF_E2M3, NF_E3M2, NF_E2M1, NF_UE8M0 };
+/* OP_TMA: cp.async.bulk.tensor.Nd (tile mode) of one box, at issue like
+ * OP_CPASYNC; mode the rank, vec 1 global to shared (then complete_tx on
+ * the mbarrier at v[0] + v[1]), 0 shared to global. Shared address a + imm;
+ * tensor map at b + c, a kernel parameter offset when F_REF (or when a
+ * register holds a parameter's offset: smaller than the parameters), else
+ * a generic address; coordinates prog->mmas[aux].a[0..mode). */
+/* OP_CVTPACK: cvt.pack.sat.type.s32.b32 d, a, b(, c): a and b saturated to
+ * type (mode: its width in bits, F_SAT... always; type2 signedness in
+ * type), packed a above b, c's bits above them. */
 
 typedef struct ptx_insn {
     uint8_t op;          /* ptx_op */
@@ -144,7 +167,7 @@ typedef struct ptx_insn {
     uint8_t dwidth;      /* width in bytes of the destination register */
     uint8_t boolop;      /* setp/set: BOOL_* */
     uint16_t flags;
-    uint16_t pad;
+    uint16_t flags2;     /* F2_* */
     int32_t guard;       /* predicate register, or -1 */
     uint32_t d, a, b, c, e;
     uint32_t v[4];       /* vector operands (ld/st/pack), else unused */

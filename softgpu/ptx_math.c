@@ -383,31 +383,6 @@ uint64_t ptx_fop_rounded(int op, ptx_type t, int rnd, uint64_t a, uint64_t b, ui
     return r;
 }
 
-static uint16_t half_op(int op, uint16_t a, uint16_t b, uint16_t c)
-{
-    double x = ptx_half_to_float(a), y = ptx_half_to_float(b), z = ptx_half_to_float(c);
-    switch (op) {
-    case OP_ADD: return ptx_double_to_half(x + y);
-    case OP_SUB: return ptx_double_to_half(x - y);
-    case OP_MUL: return ptx_double_to_half(x * y);
-    case OP_FMA: return ptx_double_to_half(fma(x, y, z));
-    case OP_NEG: return a ^ 0x8000;
-    case OP_ABS: return a & 0x7fff;
-    case OP_MIN: return isnan(x) ? b : isnan(y) ? a : (x < y || (x == y && (a & 0x8000))) ? a : b;
-    case OP_MAX: return isnan(x) ? b : isnan(y) ? a : (x > y || (x == y && !(a & 0x8000))) ? a : b;
-    default: return 0x7e00;
-    }
-}
-
-uint64_t ptx_f16_op(int op, ptx_type t, uint64_t a, uint64_t b, uint64_t c)
-{
-    if (t == T_F16)
-        return half_op(op, (uint16_t)a, (uint16_t)b, (uint16_t)c);
-    uint16_t lo = half_op(op, (uint16_t)a, (uint16_t)b, (uint16_t)c);
-    uint16_t hi = half_op(op, (uint16_t)(a >> 16), (uint16_t)(b >> 16), (uint16_t)(c >> 16));
-    return (uint64_t)lo | (uint64_t)hi << 16;
-}
-
 uint64_t ptx_fmath(int op, ptx_type t, uint64_t a)
 {
     if (t == T_F64) {

@@ -57,8 +57,23 @@ uint64_t ptx_cvt_tf32(uint64_t bits, int mode);
  * (RND_RZ/RM/RP); op is OP_ADD ... */
 uint64_t ptx_fop_rounded(int op, ptx_type t, int rnd, uint64_t a, uint64_t b, uint64_t c);
 
-/* f16 and f16x2 add/sub/mul/fma/neg/abs/min/max: op on two halves. */
-uint64_t ptx_f16_op(int op, ptx_type t, uint64_t a, uint64_t b, uint64_t c);
+/* f16, f16x2, bf16 and bf16x2 add/sub/mul/fma/neg/abs/min/max (to
+ * nearest even) with flags F_FTZ, F_SAT, F_NAN and flags2 F2_RELU; a NaN
+ * result is the canonical 0x7fff (ptx_narrow.c). */
+uint64_t ptx_half_op(int op, ptx_type t, unsigned flags, unsigned flags2, uint64_t a, uint64_t b, uint64_t c);
+
+/* OP_CVTNARROW of one lane (see ptx_ir.h): fmt NF_*, dt the destination
+ * (T_F16X2/T_BF16X2 when widening), st the source; b is the low value of
+ * a narrowing from two f32. */
+uint64_t ptx_cvt_narrow(int fmt, ptx_type dt, ptx_type st, int rnd, unsigned flags, unsigned flags2,
+                        uint64_t a, uint64_t b);
+
+/* The value of code of narrow format fmt (NF_*); NaN for its NaNs. */
+double ptx_narrow_value(int fmt, unsigned code);
+
+/* cvt.pack.sat: a and b (s32) saturated to width bits, a above b, and for
+ * widths under 16 c's bits above both. */
+uint64_t ptx_cvt_pack(unsigned width, bool is_signed, uint64_t a, uint64_t b, uint64_t c);
 
 /* Unary approximate or exact float math: OP_RCP, OP_SQRT, OP_RSQRT, OP_EX2,
  * OP_LG2, OP_SIN, OP_COS, OP_TANH; t is T_F32 or T_F64. */

@@ -239,6 +239,8 @@ static inline __attribute__((always_inline)) double in_value(uint64_t bits, ptx_
     case T_U8: return (uint8_t)bits;
     case T_S32: return (int32_t)bits;
     case T_B32: return ptx_f32(tf32 ? bits & 0xffffe000u : bits);   /* tf32 keeps 10 mantissa bits */
+    case T_E4M3: return ptx_narrow_value(NF_E4M3, (unsigned)bits);
+    case T_E5M2: return ptx_narrow_value(NF_E5M2, (unsigned)bits);
     default: return ptx_f32(bits);
     }
 }
@@ -270,6 +272,8 @@ static void gather(uint64_t (*R)[PTX_WARP], const ptx_mma *mm, int frag, const u
     case T_S32: gather_t(R, L, regs, T_S32, 4, false, tr, mat); break;
     case T_F64: gather_t(R, L, regs, T_F64, 8, false, tr, mat); break;
     case T_S8: gather_t(R, L, regs, T_S8, 1, false, tr, mat); break;
+    case T_E4M3: gather_t(R, L, regs, T_E4M3, 1, false, tr, mat); break;
+    case T_E5M2: gather_t(R, L, regs, T_E5M2, 1, false, tr, mat); break;
     default: gather_t(R, L, regs, T_U8, 1, false, tr, mat); break;
     }
 }
@@ -302,7 +306,7 @@ static bool mma(ptx_warp *w, const ptx_mma *mm, uint32_t m)
                     acc = fma(A[i * 32 + q], BT[j * 32 + q], acc);
                 D[i * 32 + j] = ptx_f64_bits(acc);
             }
-    } else {   /* products of f16, bf16 and tf32 are exact in f32; sums round in f32, in k order */
+    } else {   /* products of f16, bf16, tf32 and fp8 are exact in f32; sums round in f32, in k order */
         float af[32 * 32], bf[32 * 32];
         for (unsigned i = 0; i < M; i++)
             for (unsigned q = 0; q < K; q++)

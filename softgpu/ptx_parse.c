@@ -376,6 +376,7 @@ static const struct { const char *name; ptx_type t; } type_names[] = {
     { "b64", T_B64 }, { "u64", T_U64 }, { "s64", T_S64 },
     { "f16", T_F16 }, { "f16x2", T_F16X2 }, { "bf16", T_BF16 },
     { "f32", T_F32 }, { "f64", T_F64 }, { "b128", T_B128 },
+    { "bf16x2", T_BF16X2 },
 };
 
 ptx_type ptx_type_from(const char *s, size_t len)
@@ -846,7 +847,7 @@ static void parse_coords(ptx_parser *p, ptx_opd *o)
 {
     bool vec = accept(p, '{');
     do {
-        if (o->n >= 4)
+        if (o->n >= 5)   /* images take up to 4, tensor maps 5 */
             ptx_fail(p, CUDA_ERROR_INVALID_PTX, p->t->line, "too many coordinates");
         ptx_opd e = { 0 };
         parse_scalar(p, &e);

@@ -1,23 +1,12 @@
 /* Tensor maps: the 128-byte descriptors of the Hopper tensor memory
- * accelerator. softgpu runs no TMA instruction, so a map is only checked
- * as the driver checks it and kept in a layout of softgpu's own (that
- * kernels here cannot use), so that host code that encodes maps goes on. */
+ * accelerator, checked as the driver checks them and kept in the layout
+ * the engine's cp.async.bulk.tensor reads (soft_tensor_map, engine.h). */
 #include "softgpu/driver.h"
 
 #include <string.h>
 
-#define MAGIC 0x4d545347u   /* "GSTM" */
-
-/* softgpu's layout of the opaque words. */
-typedef struct tmap {
-    uint32_t magic;
-    uint8_t type, rank, interleave, swizzle, l2, oob, pad[6];
-    uint64_t address;
-    uint64_t dim[5];
-    uint64_t stride[4];
-    uint16_t box[5];
-    uint8_t estride[5];
-} tmap;
+#define MAGIC SOFT_TMAP_MAGIC
+typedef soft_tensor_map tmap;
 _Static_assert(sizeof(tmap) <= sizeof(CUtensorMap), "a tensor map is 128 bytes");
 
 static unsigned type_bytes(CUtensorMapDataType t)
@@ -54,7 +43,7 @@ SOFT_API CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtenso
         return CUDA_ERROR_INVALID_VALUE;
     tmap m = { .magic = MAGIC, .type = (uint8_t)tensorDataType, .rank = (uint8_t)tensorRank,
                .interleave = (uint8_t)interleave, .swizzle = (uint8_t)swizzle, .l2 = (uint8_t)l2Promotion,
-               .oob = (uint8_t)oobFill, .address = (uintptr_t)globalAddress };
+               .oob = (uint8_t)oobFill, .elem = (uint8_t)eb, .address = (uintptr_t)globalAddress };
     for (unsigned i = 0; i < tensorRank; i++) {
         if (globalDim[i] == 0 || globalDim[i] > (1ull << 32) || boxDim[i] == 0 || boxDim[i] > 256 ||
             elementStrides[i] == 0 || elementStrides[i] > 8)

@@ -1,5 +1,6 @@
 /* softgpu engine speed: thread-instructions per second for vector add, a
- * block reduction and a tiled matrix multiply, on one host thread and on
+ * block reduction and a tiled matrix multiply, GFLOP/s of a wmma GEMM and
+ * texture fetches per second of bilinear sampling, on one host thread and on
  * all of them, by the wall clock and per CPU-second. Prints; asserts
  * nothing (speed is measured, never tested). */
 #include "softgpu/engine.h"
@@ -113,6 +114,15 @@ static double measure(const char *label, soft_program *p, soft_launch *l, unsign
     return dt;
 }
 
+/* The texture object the texture figure samples: 512x512 f32, bilinear,
+ * clamped, unnormalised coordinates. */
+static soft_image bench_tex;
+
+static const soft_image *bench_image(uint64_t handle, bool surface)
+{
+    return handle == 1 && !surface ? &bench_tex : NULL;
+}
+
 /* A GEMM kernel's first parameters: A, B, C, then m, n, k all m. */
 static void gemm_params(uint8_t *params, void *A, void *B, void *C, int m)
 {
@@ -190,6 +200,41 @@ int main(void)
             printf("  softgpu %-10s %2u thread%s %7.3f GFLOP/s, %.3f per CPU-second (256^3 GEMM, "
                    "tensor-core path)\n", "wmma f16", t, t == 1 ? " " : "s", flop / dt * 1e-9,
                    flop / last_cpu_s * 1e-9);
+            soft_program_free(p);
+            free_all();
+        }
+        {   /* the texture path: tex2D<float> of a 2-D f32 texture, linear filtering */
+            soft_program *p = load("images");
+            int n = 1 << 20, w = 512;
+            float *texels = alloc((size_t)w * w * 4), *uv = alloc((size_t)n * 8);
+            for (int i = 0; i < w * w; i++)
+                texels[i] = (float)(i % 977);
+            for (int i = 0; i < n; i++) {   /* fractional coordinates spread over the texture */
+                uv[2 * i] = (float)((i * 37) % (w * 8)) / 8.0f + 0.3f;
+                uv[2 * i + 1] = (float)((i / 7 * 13) % (w * 8)) / 8.0f + 0.6f;
+            }
+            bench_tex = (soft_image){ .data = (uint8_t *)texels, .pitch = (uint64_t)w * 4,
+                                      .slice = (uint64_t)w * w * 4, .width = (uint32_t)w,
+                                      .height = (uint32_t)w, .depth = 1, .format = CU_AD_FORMAT_FLOAT,
+                                      .channels = 1, .elem = 4, .levels = 1,
+                                      .address = { CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_CLAMP,
+                                                   CU_TR_ADDRESS_MODE_CLAMP },
+                                      .filter = CU_TR_FILTER_MODE_LINEAR };
+            uint64_t handle = 1;
+            void *out = alloc((size_t)n * 4);
+            uint8_t params[28];
+            memcpy(params, &handle, 8);
+            memcpy(params + 8, &uv, 8);
+            memcpy(params + 16, &out, 8);
+            memcpy(params + 24, &n, 4);
+            soft_launch l = { .entry = (uint32_t)soft_program_find_entry(p, "tex2d_f1"),
+                              .grid = { (uint32_t)(n / 256), 1, 1 }, .block = { 256, 1, 1 },
+                              .params = params, .image = bench_image };
+            int reps = 3;
+            double dt = measure("tex2d", p, &l, t, reps);
+            printf("  softgpu %-10s %2u thread%s %7.4f G texture fetches/s, %.4f G per CPU-second (f32, "
+                   "bilinear)\n", "tex2d", t, t == 1 ? " " : "s", (double)n * reps / dt * 1e-9,
+                   (double)n * reps / last_cpu_s * 1e-9);
             soft_program_free(p);
             free_all();
         }

@@ -878,3 +878,490 @@ Test(ptx_isa, cp_async_bulk)
         cr_assert_eq(out[t].w[15], ~in[t].w[15], "thread %d: the last word went through shared memory", t);
     }
 }
+
+/* ---- bf16 arithmetic and the narrow float formats ---- */
+
+static double bf16_val(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* bf16 of an exact double in bf16's normal range: its bits rounded to 8
+ * significant bits, nearest even, then read as an f32's top half. */
+static uint16_t bf16_of(double x)
+{
+    if (isnan(x))
+        return 0x7fff;
+    if (x == 0)
+        return signbit(x) ? 0x8000 : 0;
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    u = (u + (1ull << 44) - 1 + ((u >> 45) & 1)) & ~((1ull << 45) - 1);
+    memcpy(&x, &u, 8);
+    float f = (float)x;
+    uint32_t w;
+    memcpy(&w, &f, 4);
+    return (uint16_t)(w >> 16);
+}
+
+/* A random bf16 of magnitude 2^-6 .. 2^7 (sums and fma exact in double). */
+static uint16_t rand_bf16(void)
+{
+    uint64_t r = tp_rand();
+    return (uint16_t)((r & 0x8000) | (uint16_t)(127 - 6 + (r >> 8) % 13) << 7 | (r >> 24 & 0x7f));
+}
+
+static uint16_t minmax_bf16(uint16_t a, uint16_t b, bool mx, bool nan_mode)
+{
+    double x = bf16_val(a), y = bf16_val(b);
+    if (isnan(x) && isnan(y))
+        return 0x7fff;
+    if (nan_mode && (isnan(x) || isnan(y)))
+        return 0x7fff;
+    if (isnan(x))
+        return b;
+    if (isnan(y))
+        return a;
+    if (x == y)
+        return (uint16_t)(mx ? ((a & 0x8000) ? b : a) : ((a & 0x8000) ? a : b));
+    return (mx ? x > y : x < y) ? a : b;
+}
+
+static uint16_t relu16(uint16_t h)
+{
+    return (h & 0x8000) && h != 0x7fff ? 0 : h;
+}
+
+Test(ptx_isa, bf16_arithmetic)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    for (int t = 0; t < NT; t++) {
+        uint16_t v[6];
+        for (int i = 0; i < 6; i++)
+            v[i] = rand_bf16();
+        if (t % 8 == 1)
+            v[2] = v[0];                   /* a - a, min and max of equals */
+        if (t % 8 == 2)
+            v[2] = v[0] ^ 0x8000;          /* a + -a */
+        if (t == 3) {
+            v[0] = 0x7fc0;                 /* NaN */
+            v[3] = 0xffc1;
+        }
+        if (t == 4) {
+            v[0] = 0x8000;                 /* -0 and +0 */
+            v[2] = 0;
+        }
+        in[t].w[0] = (uint32_t)v[1] << 16 | v[0];
+        in[t].w[2] = (uint32_t)v[3] << 16 | v[2];
+        in[t].w[4] = (uint32_t)v[5] << 16 | v[4];
+    }
+    run_body(
+        ".reg .b16 %k<16>;\n"
+        "add.rn.bf16x2 %r4, %r1, %r2;\nsub.rn.bf16x2 %r5, %r1, %r2;\nmul.rn.bf16x2 %r6, %r1, %r2;\n"
+        "fma.rn.bf16x2 %r7, %r1, %r2, %r3;\nfma.rn.relu.bf16x2 %r8, %r1, %r2, %r3;\n"
+        "min.bf16x2 %r9, %r1, %r2;\nmax.bf16x2 %r10, %r1, %r2;\nmax.relu.bf16x2 %r11, %r3, %r2;\n"
+        "neg.bf16x2 %r12, %r1;\nabs.bf16x2 %r13, %r1;\n"
+        "mov.b32 {%k1, %k2}, %r1;\nmov.b32 {%k3, %k4}, %r2;\nmov.b32 {%k5, %k6}, %r3;\n"
+        "add.bf16 %k7, %k1, %k3;\nmul.rn.bf16 %k8, %k1, %k3;\nfma.rn.bf16 %k9, %k1, %k3, %k5;\n"
+        "neg.bf16 %k10, %k1;\nmin.NaN.bf16 %k11, %k1, %k4;\nmax.NaN.bf16 %k12, %k2, %k3;\n"
+        "sub.bf16 %k13, %k1, %k3;\n"
+        "st.global.v4.u32 [%rd27], {%r4, %r5, %r6, %r7};\nst.global.v4.u32 [%rd27+16], {%r8, %r9, %r10, %r11};\n"
+        "st.global.v2.u32 [%rd27+32], {%r12, %r13};\n"
+        "st.global.v4.u16 [%rd27+40], {%k7, %k8, %k9, %k10};\nst.global.v2.u16 [%rd27+48], {%k11, %k12};\n"
+        "st.global.u16 [%rd27+52], %k13;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        uint16_t a[2] = { (uint16_t)in[t].w[0], (uint16_t)(in[t].w[0] >> 16) };
+        uint16_t b[2] = { (uint16_t)in[t].w[2], (uint16_t)(in[t].w[2] >> 16) };
+        uint16_t c[2] = { (uint16_t)in[t].w[4], (uint16_t)(in[t].w[4] >> 16) };
+        for (int h = 0; h < 2; h++) {
+            double x = bf16_val(a[h]), y = bf16_val(b[h]), z = bf16_val(c[h]);
+            uint16_t want[10] = {
+                bf16_of(x + y), bf16_of(x - y), bf16_of(x * y), bf16_of(x * y + z),
+                relu16(bf16_of(x * y + z)), minmax_bf16(a[h], b[h], false, false),
+                minmax_bf16(a[h], b[h], true, false), relu16(minmax_bf16(c[h], b[h], true, false)),
+                (uint16_t)(a[h] ^ 0x8000), (uint16_t)(a[h] & 0x7fff),
+            };
+            static const char *const names[10] = { "add", "sub", "mul", "fma", "fma.relu", "min", "max",
+                                                    "max.relu", "neg", "abs" };
+            for (int k = 0; k < 10; k++)
+                cr_assert_eq((uint16_t)(out[t].w[k] >> (16 * h)), want[k],
+                             "%s.bf16x2 thread %d half %d of %#x, %#x, %#x: %#x, want %#x", names[k], t, h,
+                             a[h], b[h], c[h], (uint16_t)(out[t].w[k] >> (16 * h)), want[k]);
+        }
+        double x = bf16_val(a[0]), y = bf16_val(b[0]), z = bf16_val(c[0]);
+        uint16_t got[7], want[7] = { bf16_of(x + y), bf16_of(x * y), bf16_of(x * y + z), (uint16_t)(a[0] ^ 0x8000),
+                                     minmax_bf16(a[0], b[1], false, true), minmax_bf16(a[1], b[0], true, true),
+                                     bf16_of(x - y) };
+        memcpy(got, (uint8_t *)&out[t] + 40, sizeof got);
+        for (int k = 0; k < 7; k++)
+            cr_assert_eq(got[k], want[k], "bf16 scalar op %d thread %d: %#x, want %#x", k, t, got[k], want[k]);
+    }
+}
+
+/* The f16 modifiers: .sat, .ftz, .relu, .NaN, on both halves. */
+Test(ptx_isa, f16_modifiers)
+{
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    for (int t = 0; t < NT; t++) {
+        _Float16 v[6];
+        for (int i = 0; i < 6; i++)
+            v[i] = (_Float16)tp_randf(-2.5f, 2.5f);
+        if (t == 1)
+            v[0] = (_Float16)0x1p-20f;   /* subnormal */
+        if (t == 2)
+            v[2] = (_Float16)NAN;
+        memcpy(&in[t].w[0], v, 4);
+        memcpy(&in[t].w[2], v + 2, 4);
+        memcpy(&in[t].w[4], v + 4, 4);
+    }
+    run_body(
+        "add.sat.f16x2 %r4, %r1, %r2;\nfma.rn.relu.f16x2 %r5, %r1, %r2, %r3;\nmin.NaN.f16x2 %r6, %r1, %r2;\n"
+        "mul.ftz.f16x2 %r7, %r1, %r1;\nmax.relu.f16x2 %r8, %r1, %r2;\n"
+        "st.global.v4.u32 [%rd27], {%r4, %r5, %r6, %r7};\nst.global.u32 [%rd27+16], %r8;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        for (int h = 0; h < 2; h++) {
+            _Float16 a, b, c, r[5];
+            memcpy(&a, (uint8_t *)&in[t].w[0] + 2 * h, 2);
+            memcpy(&b, (uint8_t *)&in[t].w[2] + 2 * h, 2);
+            memcpy(&c, (uint8_t *)&in[t].w[4] + 2 * h, 2);
+            for (int k = 0; k < 5; k++)
+                memcpy(&r[k], (uint8_t *)&out[t].w[k] + 2 * h, 2);
+            double x = a, y = b;
+            double s = x + y;
+            _Float16 sat = isnan(s) ? (_Float16)0 : (_Float16)s > 1 ? (_Float16)1 : (_Float16)s < 0 ? (_Float16)0 : (_Float16)s;
+            uint16_t bits[5], wantb[5];
+            _Float16 f = (_Float16)(x * y + (double)c);   /* exact in double, one rounding */
+            _Float16 want[5] = { sat, isnan((double)f) ? f : f < 0 ? (_Float16)0 : f,
+                                 isnan(x) || isnan(y) ? (_Float16)NAN : (x < y ? a : b),
+                                 fabs(x) < 0x1p-14 || fabs((double)(_Float16)(x * x)) < 0x1p-14 ? (_Float16)0
+                                                                                               : (_Float16)(x * x),
+                                 isnan(y) ? (a < 0 ? (_Float16)0 : a) : (x > y ? a : b) < 0 ? (_Float16)0 : (x > y ? a : b) };
+            memcpy(bits, r, sizeof bits);
+            memcpy(wantb, want, sizeof wantb);
+            for (int k = 0; k < 5; k++) {
+                if (isnan((double)want[k])) {
+                    cr_assert_eq(bits[k], 0x7fff, "f16 op %d thread %d half %d: %#x, want the canonical NaN", k, t, h, bits[k]);
+                    continue;
+                }
+                if (k == 1 && (wantb[k] == 0x8000))
+                    wantb[k] = 0;
+                cr_assert_eq(bits[k], wantb[k], "f16 op %d thread %d half %d: %#x, want %#x", k, t, h, bits[k], wantb[k]);
+            }
+        }
+    }
+}
+
+/* A narrow format for the references below: exponent and mantissa bits,
+ * bias; e5m2 has infinities, e4m3 one NaN per sign, the rest neither. */
+typedef struct rfmt { int eb, mb, bias; bool inf, nan1; } rfmt;
+static const rfmt R_E4M3 = { 4, 3, 7, false, true }, R_E5M2 = { 5, 2, 15, true, false },
+                  R_E2M3 = { 2, 3, 1, false, false }, R_E3M2 = { 3, 2, 3, false, false },
+                  R_E2M1 = { 2, 1, 1, false, false };
+
+static double rdecode(const rfmt *f, unsigned c)
+{
+    unsigned bits = 1 + f->eb + f->mb, e = (c >> f->mb) & ((1u << f->eb) - 1), m = c & ((1u << f->mb) - 1);
+    double s = (c >> (bits - 1)) & 1 ? -1 : 1;
+    if (f->inf && e == (1u << f->eb) - 1)
+        return m ? NAN : s * INFINITY;
+    if (f->nan1 && (c & ((1u << (bits - 1)) - 1)) == (1u << (bits - 1)) - 1)
+        return NAN;
+    if (e == 0)
+        return s * ldexp(m, 1 - f->bias - f->mb);
+    return s * ldexp(m + (1u << f->mb), (int)e - f->bias - f->mb);
+}
+
+/* cvt.rn.satfinite: the nearest finite value by search, ties to the even
+ * code, zero keeping its sign; NaN is the format's NaN or +max. */
+static unsigned rencode(const rfmt *f, double x, bool relu)
+{
+    unsigned bits = 1 + f->eb + f->mb, n = 1u << bits, best = 0;
+    if (isnan(x))
+        return f->nan1 || f->inf ? 0x7f : (1u << (bits - 1)) - 1;
+    if (relu && x < 0)
+        x = 0;
+    double max = 0;   /* .satfinite: beyond the largest finite value is that value */
+    for (unsigned c = 0; c < n / 2; c++)
+        if (isfinite(rdecode(f, c)) && rdecode(f, c) > max)
+            max = rdecode(f, c);
+    if (fabs(x) > max)
+        x = copysign(max, x);
+    double bd = INFINITY;
+    for (unsigned c = 0; c < n; c++) {
+        double v = rdecode(f, c);
+        if (!isfinite(v))
+            continue;
+        double d = fabs(v - x);
+        bool better = d < bd || (d == bd && (best & 1) && !(c & 1)) ||
+                      (d == bd && (c & 1) == (best & 1) && v == 0 && (bool)signbit(v) == (bool)signbit(x));
+        if (better) {
+            bd = d;
+            best = c;
+        }
+    }
+    return best;
+}
+
+/* ue8m0 by search: rz the largest 2^(c-127) not above |x|, rp the smallest
+ * not below it; beyond them 0xff (NaN), or 0xfe with .satfinite. */
+static unsigned rue8m0(double x, bool rp, bool sat)
+{
+    if (isnan(x))
+        return 0xff;
+    double a = fabs(x);
+    int pick = -1;
+    for (int c = 0; c < 255; c++) {
+        double v = ldexp(1.0, c - 127);
+        if (!rp && v <= a)
+            pick = c;
+        if (rp && v >= a && pick < 0)
+            pick = c;
+    }
+    if (!rp && pick < 0)
+        pick = 0;
+    if (pick < 0 || isinf(a))
+        pick = 255;
+    return sat && pick == 255 ? 0xfe : (unsigned)pick;
+}
+
+static uint16_t f16_bits(double v)
+{
+    if (isnan(v))
+        return 0x7fff;
+    _Float16 h = (_Float16)v;
+    uint16_t b;
+    memcpy(&b, &h, 2);
+    return b;
+}
+
+static int64_t sat_int(int32_t v, unsigned w, bool s)
+{
+    int64_t lo = s ? -(1ll << (w - 1)) : 0, hi = s ? (1ll << (w - 1)) - 1 : (1ll << w) - 1;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* cvt to and from e4m3x2, e5m2x2, e2m3x2, e3m2x2, e2m1x2 and ue8m0x2, and
+ * cvt.pack, against references found by search over every code; the
+ * widening forms see every code, the narrowing ones random values,
+ * midpoints and edges. */
+Test(ptx_isa, narrow_float_conversions)
+{
+    enum { NB = 4 };
+    static slot in[NT * NB], out[NT * NB];
+    memset(out, 0, sizeof out);
+    random_inputs(in, NT * NB);
+    static const double edges[] = { 0.0, -0.0, NAN, INFINITY, -INFINITY, 448, 464, 480, 57344, 61440, 65536,
+                                    1e30, 0x1p-10, 0x1p-17, 7.5, 7.75, 8, 28, 30, 32, 6, 7, 0.25, 0.125,
+                                    0x1p-127, 0x1.8p-127, 0x1p-130, 0x1.000002p0, -3.5, -0x1p-9, 0x1p127, 3e38 };
+    for (int t = 0; t < NT * NB; t++) {
+        float v[2];
+        for (int i = 0; i < 2; i++) {
+            uint64_t r = tp_rand();
+            int kind = (t + i) % 4;
+            if (kind == 0)
+                v[i] = ldexpf(1.0f + (float)(r >> 41) / 0x1p23f, (int)(r % 41) - 22);
+            else if (kind == 1)   /* few mantissa bits: many ties */
+                v[i] = ldexpf(1.0f + (float)(r >> 59) / 32.0f, (int)(r % 33) - 16);
+            else if (kind == 2)
+                v[i] = (float)edges[(t / 4 + i) % (sizeof edges / sizeof *edges)];
+            else
+                v[i] = ldexpf(1.0f + (float)(r >> 41) / 0x1p23f, (int)(r % 17) - 12);
+            if ((r >> 20) & 1 && kind != 2)
+                v[i] = -v[i];
+        }
+        in[t].f[6] = v[0];
+        in[t].f[7] = v[1];
+        in[t].w[8] = (uint32_t)f16_bits((double)(_Float16)tp_randf(-600, 600)) << 16 |
+                     f16_bits(t % 3 ? (double)(_Float16)tp_randf(-2, 2) : edges[t % 12]);
+        in[t].w[10] = (uint32_t)t << 8 | (255u - (uint32_t)t % 256) |
+                      ((uint32_t)(t & 63) << 8 | (uint32_t)((t * 7) & 63)) << 16;
+        in[t].w[11] = (uint32_t)(t & 255) | ((uint32_t)(t & 255) << 8 | (255u - (uint32_t)(t & 255))) << 16;
+        in[t].w[12] = (uint32_t)(t % 5 == 0 ? 70000 - 1000 * (t % 40) : (int32_t)tp_rand() >> (t % 30));
+        in[t].w[13] = (uint32_t)(t % 7 == 0 ? -200 + t : (int32_t)tp_rand() >> (t % 31));
+    }
+    run_body(
+        ".reg .b16 %k<24>;\n.reg .b8 %q<4>;\n.reg .b32 %s<16>;\n"
+        "ld.global.u32 %s1, [%rd28+32];\nld.global.u32 %s2, [%rd28+36];\n"
+        "ld.global.u16 %k1, [%rd28+40];\nld.global.u16 %k2, [%rd28+42];\nld.global.b8 %q1, [%rd28+44];\n"
+        "ld.global.u16 %k3, [%rd28+46];\n"
+        "ld.global.u32 %s3, [%rd28+48];\nld.global.u32 %s4, [%rd28+52];\nld.global.u32 %s5, [%rd28+56];\n"
+        "cvt.rn.satfinite.e4m3x2.f32 %k4, %f1, %f2;\ncvt.rn.satfinite.relu.e4m3x2.f32 %k5, %f1, %f2;\n"
+        "cvt.rn.satfinite.e5m2x2.f32 %k6, %f1, %f2;\ncvt.rn.satfinite.relu.e5m2x2.f32 %k7, %f1, %f2;\n"
+        "cvt.rn.satfinite.e2m3x2.f32 %k8, %f1, %f2;\ncvt.rn.satfinite.e3m2x2.f32 %k9, %f1, %f2;\n"
+        "cvt.rn.satfinite.e2m1x2.f32 %q2, %f1, %f2;\ncvt.u16.u8 %k10, %q2;\n"
+        "cvt.rz.satfinite.ue8m0x2.f32 %k11, %f1, %f2;\ncvt.rp.ue8m0x2.f32 %k12, %f1, %f2;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 %k13, %s1;\ncvt.rn.satfinite.relu.e5m2x2.f16x2 %k14, %s1;\n"
+        "cvt.rp.satfinite.ue8m0x2.bf16x2 %k15, %s2;\n"
+        "st.global.v4.u16 [%rd27], {%k4, %k5, %k6, %k7};\nst.global.v4.u16 [%rd27+8], {%k8, %k9, %k10, %k11};\n"
+        "st.global.v4.u16 [%rd27+16], {%k12, %k13, %k14, %k15};\n"
+        "cvt.rn.f16x2.e4m3x2 %s6, %k1;\ncvt.rn.f16x2.e5m2x2 %s7, %k1;\ncvt.rn.f16x2.e2m3x2 %s8, %k2;\n"
+        "cvt.rn.f16x2.e3m2x2 %s9, %k2;\ncvt.rn.relu.f16x2.e4m3x2 %s10, %k1;\ncvt.rn.f16x2.e2m1x2 %s11, %q1;\n"
+        "cvt.rn.bf16x2.ue8m0x2 %s12, %k3;\n"
+        "st.global.u32 [%rd27+24], %s6;\nst.global.v4.u32 [%rd27+28], {%s7, %s8, %s9, %s10};\n"
+        "st.global.v2.u32 [%rd27+44], {%s11, %s12};\n"
+        "cvt.pack.sat.s16.s32.b32 %s13, %s3, %s4;\ncvt.pack.sat.u8.s32.b32 %s14, %s3, %s4, %s5;\n"
+        "cvt.pack.sat.s4.s32.b32 %s15, %s4, %s3, %s5;\n"
+        "st.global.u32 [%rd27+52], %s13;\nst.global.v2.u32 [%rd27+56], {%s14, %s15};\n",
+        in, out, NB);
+    for (int t = 0; t < NT * NB; t++) {
+        double a = in[t].f[6], b = in[t].f[7];
+        const uint16_t *o = (const uint16_t *)&out[t];
+        const rfmt *fm[6] = { &R_E4M3, &R_E4M3, &R_E5M2, &R_E5M2, &R_E2M3, &R_E3M2 };
+        for (int k = 0; k < 6; k++) {
+            unsigned want = rencode(fm[k], a, k == 1 || k == 3) << 8 | rencode(fm[k], b, k == 1 || k == 3);
+            cr_assert_eq(o[k], want, "narrowing %d thread %d of %a, %a: %#x, want %#x", k, t, a, b, o[k], want);
+        }
+        unsigned w4 = rencode(&R_E2M1, a, false) << 4 | rencode(&R_E2M1, b, false);
+        cr_assert_eq(o[6], w4, "e2m1x2 thread %d of %a, %a: %#x, want %#x", t, a, b, o[6], w4);
+        unsigned ue = rue8m0(a, false, true) << 8 | rue8m0(b, false, true);
+        cr_assert_eq(o[7], ue, "ue8m0x2.rz.satfinite thread %d of %a, %a: %#x, want %#x", t, a, b, o[7], ue);
+        ue = rue8m0(a, true, false) << 8 | rue8m0(b, true, false);
+        cr_assert_eq(o[8], ue, "ue8m0x2.rp thread %d of %a, %a: %#x, want %#x", t, a, b, o[8], ue);
+        _Float16 hh[2];
+        memcpy(hh, &in[t].w[8], 4);
+        unsigned h8 = rencode(&R_E4M3, (double)hh[1], false) << 8 | rencode(&R_E4M3, (double)hh[0], false);
+        cr_assert_eq(o[9], h8, "e4m3x2.f16x2 thread %d: %#x, want %#x", t, o[9], h8);
+        h8 = rencode(&R_E5M2, (double)hh[1], true) << 8 | rencode(&R_E5M2, (double)hh[0], true);
+        cr_assert_eq(o[10], h8, "e5m2x2.relu.f16x2 thread %d: %#x, want %#x", t, o[10], h8);
+        ue = rue8m0(bf16_val((uint16_t)(in[t].w[9] >> 16)), true, true) << 8 |
+             rue8m0(bf16_val((uint16_t)in[t].w[9]), true, true);
+        cr_assert_eq(o[11], ue, "ue8m0x2.bf16x2 thread %d of %#x: %#x, want %#x", t, in[t].w[9], o[11], ue);
+
+        const uint32_t *ow = (const uint32_t *)&out[t];
+        unsigned c8 = in[t].w[10] & 0xffff, c6 = in[t].w[10] >> 16, c4 = in[t].w[11] & 0xff,
+                 cu = in[t].w[11] >> 16;
+        const rfmt *wf[4] = { &R_E4M3, &R_E5M2, &R_E2M3, &R_E3M2 };
+        for (int k = 0; k < 5; k++) {
+            const rfmt *f = k == 4 ? &R_E4M3 : wf[k];
+            unsigned c = k >= 2 && k < 4 ? c6 : c8;
+            double hi = rdecode(f, c >> 8), lo = rdecode(f, c & 0xff);
+            if (k == 4) {
+                hi = hi < 0 ? 0 : hi;
+                lo = lo < 0 ? 0 : lo;
+            }
+            uint32_t want = (uint32_t)f16_bits(hi) << 16 | f16_bits(lo);
+            cr_assert_eq(ow[6 + k], want, "widening %d thread %d of %#x: %#x, want %#x", k, t, c, ow[6 + k], want);
+        }
+        uint32_t want = (uint32_t)f16_bits(rdecode(&R_E2M1, c4 >> 4)) << 16 | f16_bits(rdecode(&R_E2M1, c4 & 15));
+        cr_assert_eq(ow[11], want, "f16x2.e2m1x2 thread %d of %#x: %#x, want %#x", t, c4, ow[11], want);
+        uint32_t hb = (cu >> 8) == 0xff ? 0x7fff : (uint32_t)f16_bits(0) | bf16_of(ldexp(1.0, (int)(cu >> 8) - 127));
+        uint32_t lb = (cu & 0xff) == 0xff ? 0x7fff : bf16_of(ldexp(1.0, (int)(cu & 0xff) - 127));
+        if ((cu >> 8) == 0)
+            hb = 0x40;
+        if ((cu & 0xff) == 0)
+            lb = 0x40;
+        cr_assert_eq(ow[12], hb << 16 | lb, "bf16x2.ue8m0x2 thread %d of %#x: %#x", t, cu, ow[12]);
+
+        int32_t pa = (int32_t)in[t].w[12], pb = (int32_t)in[t].w[13];
+        uint32_t pc = in[t].w[14];
+        uint32_t p16 = (uint32_t)(sat_int(pa, 16, true) & 0xffff) << 16 | (uint32_t)(sat_int(pb, 16, true) & 0xffff);
+        uint32_t p8 = pc << 16 | (uint32_t)sat_int(pa, 8, false) << 8 | (uint32_t)sat_int(pb, 8, false);
+        uint32_t p4 = pc << 8 | (uint32_t)(sat_int(pb, 4, true) & 15) << 4 | (uint32_t)(sat_int(pa, 4, true) & 15);
+        cr_assert_eq(ow[13], p16, "cvt.pack.s16 thread %d of %d, %d: %#x, want %#x", t, pa, pb, ow[13], p16);
+        cr_assert_eq(ow[14], p8, "cvt.pack.u8 thread %d: %#x, want %#x", t, ow[14], p8);
+        cr_assert_eq(ow[15], p4, "cvt.pack.s4 thread %d: %#x, want %#x", t, ow[15], p4);
+    }
+}
+
+/* cp.async.bulk.tensor, tile mode, 2-D: two boxes loaded into shared
+ * memory completing on an mbarrier, one at the tensor's far edge and one at
+ * negative coordinates (outside elements arrive as zero), then a box stored
+ * back across another tensor's edge (outside elements are not written). The
+ * tensor maps are softgpu's layout (engine.h), in global memory. */
+Test(ptx_isa, cp_async_bulk_tensor)
+{
+    enum { W = 20, H = 13, PITCH = 24 };
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    uint32_t *src = tp_alloc(PITCH * H * 4), *dst = tp_alloc(PITCH * H * 4);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < PITCH; x++) {
+            src[y * PITCH + x] = x < W ? (uint32_t)(y * 1000 + x) : 0xdeadbeefu;
+            dst[y * PITCH + x] = 0xaaaaaaaau;
+        }
+    soft_tensor_map *maps = tp_alloc(2 * sizeof *maps);
+    for (int i = 0; i < 2; i++)
+        maps[i] = (soft_tensor_map){ .magic = SOFT_TMAP_MAGIC, .type = CU_TENSOR_MAP_DATA_TYPE_UINT32, .rank = 2,
+                                     .elem = 4, .address = (uintptr_t)(i ? dst : src), .dim = { W, H },
+                                     .stride = { PITCH * 4 }, .box = { 8, 4 }, .estride = { 1, 1 } };
+    in[0].u[7] = (uintptr_t)&maps[0];
+    in[0].u[6] = (uintptr_t)&maps[1];
+    run_body(
+        ".shared .align 128 .b8 tbox[256];\n.shared .align 8 .b64 tmb;\n"
+        "ld.global.u64 %rd5, [%rd31+56];\nld.global.u64 %rd6, [%rd31+48];\n"
+        "mov.u32 %r4, tbox;\nmov.u32 %r5, tmb;\nsetp.eq.u32 %p1, %r31, 0;\n"
+        "@%p1 mbarrier.init.shared::cta.b64 [%r5], 1;\nbar.sync 0;\n"
+        "@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r5], 256;\n"
+        "mov.u32 %r6, 16;\nmov.u32 %r7, 11;\nmov.u32 %r8, -4;\nmov.u32 %r9, -2;\n"
+        "@%p1 cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%rd5, {%r6, %r7}];\n"
+        "@%p1 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], "
+        "[%rd5, {%r6, %r7}], [%r5];\n"
+        "add.u32 %r10, %r4, 128;\n"
+        "@%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r10], "
+        "[%rd5, {%r8, %r9}], [%r5];\n"
+        "$w:\nmbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;\n@!%p2 bra $w;\n"
+        "shl.b32 %r11, %r31, 2;\nadd.u32 %r12, %r4, %r11;\nld.shared.u32 %r13, [%r12];\n"
+        "st.global.u32 [%rd27], %r13;\n"
+        "fence.proxy.async.shared::cta;\nbar.sync 0;\n"
+        "@%p1 cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd6, {14, 10}], [%r4];\n"
+        "cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        int b = t / 32, j1 = (t % 32) / 8, j0 = t % 8;
+        int x = (b ? -4 : 16) + j0, y = (b ? -2 : 11) + j1;
+        uint32_t want = x >= 0 && x < W && y >= 0 && y < H ? (uint32_t)(y * 1000 + x) : 0;
+        cr_assert_eq(out[t].w[0], want, "box %d element (%d, %d): %#x, want %#x", b, j0, j1, out[t].w[0], want);
+    }
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < PITCH; x++) {
+            int j0 = x - 14, j1 = y - 10;
+            uint32_t want = 0xaaaaaaaau;
+            if (x < W && j0 >= 0 && j0 < 8 && j1 >= 0 && j1 < 4) {
+                int sx = 16 + j0, sy = 11 + j1;
+                want = sx < W && sy < H ? (uint32_t)(sy * 1000 + sx) : 0;
+            }
+            cr_assert_eq(dst[y * PITCH + x], want, "stored (%d, %d): %#x, want %#x", x, y, dst[y * PITCH + x], want);
+        }
+}
+
+/* A 3-D box of 16-bit elements across three edges at once (one of them
+ * below zero), its tensor map in global memory. */
+Test(ptx_isa, cp_async_bulk_tensor_3d)
+{
+    enum { X = 12, Y = 5, Z = 3, PITCH = 16 };
+    slot in[NT], out[NT] = { 0 };
+    random_inputs(in, NT);
+    uint16_t *src = tp_alloc(PITCH * Y * Z * 2);
+    for (int i = 0; i < PITCH * Y * Z; i++)
+        src[i] = (uint16_t)(i % PITCH < X ? 1 + i : 0xdead);
+    soft_tensor_map *map = tp_alloc(sizeof *map);
+    *map = (soft_tensor_map){ .magic = SOFT_TMAP_MAGIC, .type = CU_TENSOR_MAP_DATA_TYPE_UINT16, .rank = 3,
+                              .elem = 2, .address = (uintptr_t)src, .dim = { X, Y, Z },
+                              .stride = { PITCH * 2, PITCH * Y * 2 }, .box = { 8, 2, 2 },
+                              .estride = { 1, 1, 1 } };
+    in[0].u[7] = (uintptr_t)map;
+    run_body(
+        ".shared .align 128 .b8 tbox[64];\n.shared .align 8 .b64 tmb;\n"
+        "ld.global.u64 %rd5, [%rd31+56];\n"
+        "mov.u32 %r4, tbox;\nmov.u32 %r5, tmb;\nsetp.eq.u32 %p1, %r31, 0;\n"
+        "@%p1 mbarrier.init.shared::cta.b64 [%r5], 1;\nbar.sync 0;\n"
+        "@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r5], 64;\n"
+        "@%p1 cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], "
+        "[%rd5, {8, 4, -1}], [%r5];\n"
+        "$w:\nmbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;\n@!%p2 bra $w;\n"
+        "and.b32 %r6, %r31, 31;\nshl.b32 %r6, %r6, 1;\nadd.u32 %r7, %r4, %r6;\nld.shared.u16 %r8, [%r7];\n"
+        "st.global.u32 [%rd27], %r8;\n",
+        in, out, 1);
+    for (int t = 0; t < NT; t++) {
+        int e = t % 32, x = 8 + e % 8, y = 4 + (e / 8) % 2, z = -1 + e / 16;
+        uint32_t want = x < X && y < Y && z >= 0 ? src[(z * Y + y) * PITCH + x] : 0;
+        cr_assert_eq(out[t].w[0], want, "element %d (%d, %d, %d): %#x, want %#x", e, x, y, z, out[t].w[0], want);
+    }
+}

@@ -657,3 +657,177 @@ Test(ptx_mma, every_bit_flip)
         }
     cr_assert(ok > 0);
 }
+
+/* ---- fp8 (tests/kernels/fp8.cu, built for sm_89) ---- */
+
+/* The value of an e4m3 (e5 false) or e5m2 code; NaN for NaNs. */
+static double f8val(unsigned c, bool e5)
+{
+    unsigned mb = e5 ? 2 : 3, e = (c >> mb) & (e5 ? 31 : 15), m = c & ((1u << mb) - 1);
+    int bias = e5 ? 15 : 7;
+    double s = (c & 0x80) ? -1 : 1;
+    if ((e5 && e == 31) || (!e5 && (c & 0x7f) == 0x7f))
+        return e5 && !m ? s * INFINITY : NAN;
+    return s * (e ? ldexp(m + (1u << mb), (int)e - bias - (int)mb) : ldexp(m, 1 - bias - (int)mb));
+}
+
+/* A random code of magnitude 2^-2 .. 2^2 (sums of 32 products stay exact in f32). */
+static uint8_t rand_f8(bool e5)
+{
+    uint64_t r = tp_rand();
+    unsigned mb = e5 ? 2 : 3, e = (e5 ? 13 : 5) + (unsigned)(r % 5);
+    return (uint8_t)((r >> 8 & 0x80) | e << mb | (r >> 16 & ((1u << mb) - 1)));
+}
+
+/* The nearest finite code to x (ties to the even code, .satfinite). */
+static unsigned f8near(double x, bool e5)
+{
+    if (isnan(x))
+        return 0x7f;
+    double max = e5 ? 57344 : 448;
+    if (fabs(x) > max)
+        x = copysign(max, x);
+    unsigned best = 0;
+    double bd = INFINITY;
+    for (unsigned c = 0; c < 256; c++) {
+        double v = f8val(c, e5);
+        if (!isfinite(v))
+            continue;
+        double d = fabs(v - x);
+        if (d < bd || (d == bd && (best & 1) && !(c & 1)) ||
+            (d == bd && v == 0 && (bool)signbit(v) == (bool)signbit(x))) {
+            bd = d;
+            best = c;
+        }
+    }
+    return best;
+}
+
+/* mma_fp8: 0 f32.e4m3.e4m3.f32, 1 f32.e5m2.e4m3.f32, 2 f16.e4m3.e5m2.f16,
+ * all m16n8k32; products are exact in f32 and so are these sums. */
+Test(ptx_mma, mma_fp8)
+{
+    FOR_MODES(mode) {
+        soft_program *p = tp_load("fp8", mode);
+        for (int which = 0; which < 3; which++) {
+            bool ae5 = which == 1, be5 = which == 2;
+            uint8_t *a = tp_alloc(16 * 32), *b = tp_alloc(32 * 8);
+            float *c = tp_alloc(16 * 8 * 4), *d = tp_alloc(16 * 8 * 4), cf[128];
+            uint16_t *ch = (uint16_t *)c, *dh = (uint16_t *)d;
+            for (int i = 0; i < 16 * 32; i++)
+                a[i] = rand_f8(ae5);
+            for (int i = 0; i < 32 * 8; i++)
+                b[i] = rand_f8(be5);
+            for (int i = 0; i < 128; i++) {
+                cf[i] = small();
+                if (which == 2)
+                    ch[i] = f2h(cf[i]);
+                else
+                    c[i] = cf[i];
+            }
+            tp_args args = { 0 };
+            TP_ARG(&args, a);
+            TP_ARG(&args, b);
+            TP_ARG(&args, c);
+            TP_ARG(&args, d);
+            TP_ARG(&args, which);
+            tp_launch(p, "mma_fp8", mode, 1, 1, 32, 1, 0, &args);
+            for (int i = 0; i < 16; i++)
+                for (int j = 0; j < 8; j++) {
+                    double acc = cf[i * 8 + j];
+                    for (int q = 0; q < 32; q++)
+                        acc += f8val(a[i * 32 + q], ae5) * f8val(b[q * 8 + j], be5);
+                    if (which == 2)
+                        cr_assert_eq(dh[i * 8 + j], f2h((float)acc), "%s: f16 D[%d][%d] = %#x, want %g (seed %llu)",
+                                     mode, i, j, dh[i * 8 + j], acc, (unsigned long long)seed);
+                    else
+                        cr_assert_eq(d[i * 8 + j], (float)acc, "%s %d: D[%d][%d] = %g, want %g (seed %llu)", mode,
+                                     which, i, j, d[i * 8 + j], acc, (unsigned long long)seed);
+                }
+            tp_free_all();
+        }
+        soft_program_free(p);
+    }
+}
+
+/* cuda_fp8.h's saturating conversions both ways. */
+Test(ptx_mma, cvt_fp8)
+{
+    static const float edges[] = { 0.0f, -0.0f, NAN, INFINITY, -INFINITY, 448, 464, 480, 57344, 61440,
+                                   1e9f, 0x1p-10f, 0x1p-9f, 0x1p-17f, 0x1.8p-16f, -3.5f, 0x1.1p0f };
+    FOR_MODES(mode) {
+        soft_program *p = tp_load("fp8", mode);
+        int n = 512;
+        float *in = tp_alloc((size_t)n * 8);
+        uint16_t *e4 = tp_alloc((size_t)n * 2), *e5 = tp_alloc((size_t)n * 2), *back = tp_alloc((size_t)n * 4);
+        for (int i = 0; i < 2 * n; i++)
+            in[i] = i < 34 ? edges[i % 17] : (i % 3 ? tp_randf(-600, 600) : tp_randf(-0.05f, 0.05f));
+        tp_args args = { 0 };
+        TP_ARG(&args, in);
+        TP_ARG(&args, e4);
+        TP_ARG(&args, e5);
+        TP_ARG(&args, back);
+        TP_ARG(&args, n);
+        tp_launch(p, "cvt_fp8", mode, (unsigned)n / 128, 1, 128, 1, 0, &args);
+        for (int i = 0; i < n; i++) {
+            double x = in[2 * i], y = in[2 * i + 1];   /* float2 .x is the low byte */
+            unsigned w4 = f8near(y, false) << 8 | f8near(x, false), w5 = f8near(y, true) << 8 | f8near(x, true);
+            cr_assert_eq(e4[i], w4, "%s: e4m3x2 of %a, %a: %#x, want %#x", mode, x, y, e4[i], w4);
+            cr_assert_eq(e5[i], w5, "%s: e5m2x2 of %a, %a: %#x, want %#x", mode, x, y, e5[i], w5);
+            for (int h = 0; h < 2; h++) {
+                double v = f8val((w4 >> (8 * h)) & 0xff, false);
+                uint16_t want = isnan(v) ? 0x7fff : v == 0 ? (signbit(v) ? 0x8000 : 0) : f2h((float)v);
+                cr_assert_eq(back[2 * i + h], want, "%s: f16 of e4m3 %#x: %#x, want %#x", mode,
+                             (w4 >> (8 * h)) & 0xff, back[2 * i + h], want);
+            }
+        }
+        soft_program_free(p);
+        tp_free_all();
+    }
+}
+
+/* bf16 of an f32 that is exact (the inputs keep it so), to nearest even. */
+static uint16_t bf_rne(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/* cuda_bf16.h's bf16x2 arithmetic. */
+Test(ptx_mma, bf16x2_arithmetic)
+{
+    FOR_MODES(mode) {
+        soft_program *p = tp_load("fp8", mode);
+        int n = 256;
+        uint16_t *a = tp_alloc((size_t)n * 4), *b = tp_alloc((size_t)n * 4), *c = tp_alloc((size_t)n * 4);
+        uint16_t *out = tp_alloc((size_t)n * 32);
+        for (int i = 0; i < 2 * n; i++) {
+            a[i] = f2bf(small());
+            b[i] = i % 9 == 0 ? a[i] : f2bf(small());
+            c[i] = f2bf(small());
+        }
+        tp_args args = { 0 };
+        TP_ARG(&args, a);
+        TP_ARG(&args, b);
+        TP_ARG(&args, c);
+        TP_ARG(&args, out);
+        TP_ARG(&args, n);
+        tp_launch(p, "bf16_ops", mode, (unsigned)n / 64, 1, 64, 1, 0, &args);
+        for (int i = 0; i < 2 * n; i++) {
+            float x = bf2f(a[i]), y = bf2f(b[i]), z = bf2f(c[i]);
+            uint16_t fma = bf_rne(x * y + z);   /* exact in f32 for these inputs */
+            uint16_t want[8] = { bf_rne(x + y), bf_rne(x * y), fma,
+                                 x > y || (x == y && !(a[i] & 0x8000)) ? a[i] : b[i],
+                                 x < y || (x == y && (a[i] & 0x8000)) ? a[i] : b[i],
+                                 (uint16_t)(a[i] ^ 0x8000), (uint16_t)(a[i] & 0x7fff),
+                                 (fma & 0x8000) ? 0 : fma };
+            for (int k = 0; k < 8; k++) {
+                uint16_t got = out[(i / 2) * 16 + k * 2 + (i % 2)];
+                cr_assert_eq(got, want[k], "%s: op %d of %g, %g, %g: %#x, want %#x", mode, k, x, y, z, got, want[k]);
+            }
+        }
+        soft_program_free(p);
+        tp_free_all();
+    }
+}

@@ -17,6 +17,7 @@ KFLAGS_sm90    := -arch=sm_90
 # A kernel that needs a newer GPU than nvcc's default names its arch here;
 # it applies in every mode that does not pick its own.
 KARCH_wmma     := -arch=sm_80
+KARCH_fp8      := -arch=sm_89
 karch           = $(if $(filter -arch=%,$(KFLAGS_$(1))),,$(KARCH_$(2)))
 
 KERNEL_FATBINS := $(foreach k,$(KERNEL_NAMES),$(foreach m,$(KERNEL_MODES),$(B)/kernels/$(k).$(m).fatbin))

@@ -69,3 +69,7 @@ $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/jitlink.$(m)): \
 # memcpyasync's copies are cp.async and mbarriers, which need sm_80.
 $(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/memcpyasync.$(m)): \
 	PROGRAM_ARCH := -gencode arch=compute_80,code=[sm_80,compute_80]
+
+# tmacopy's bulk tensor copies (TMA) need sm_90.
+$(foreach m,$(PROGRAM_BUILDS),$(PROGRAM_DIR)/tmacopy.$(m)): \
+	PROGRAM_ARCH := -gencode arch=compute_90,code=[sm_90,compute_90]
