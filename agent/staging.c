@@ -8,10 +8,13 @@
  * the whole context, and the sender (or a marker, on the driver's callback
  * thread) that gives buffers back must never wait for kernels nor call the
  * driver. Buffers past the pool's size go to a thread of their own that
- * frees them. A spare buffer's first bytes are its own list record, so
- * giving one back allocates nothing and cannot fail. */
+ * frees them. Each buffer carries its list record in a header before the
+ * bytes its user sees, so giving one back allocates nothing and cannot
+ * fail, and a device copy still writing the user's bytes (a failing job
+ * gives its buffers back early) cannot touch the list. */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -21,9 +24,11 @@
 #define STAGING_CLASSES 12                     /* 64 KiB .. 128 MiB */
 #define STAGING_KEEP ((size_t)512 << 20)
 
-typedef struct spare {           /* in the spare buffer itself (64 KiB at least) */
+typedef struct spare {           /* the header of each buffer */
     struct spare *next;
 } spare;
+
+#define STAGING_HEADER ((size_t)64)    /* keeps the user's bytes 64-byte aligned */
 
 static spare *pool[STAGING_CLASSES];
 static size_t pooled;
@@ -65,12 +70,22 @@ static void *freer_main(void *arg)
     return NULL;
 }
 
+/* The driver's allocation; *out NULL when it fails (what a driver leaves
+ * there then is nothing to give back). */
+static CUresult alloc_host(backend *b, size_t n, void **out)
+{
+    void *base = NULL;
+    CUresult rc = b->drv.fn_cuMemAllocHost_v2(&base, n + STAGING_HEADER);
+    *out = rc == CUDA_SUCCESS ? (uint8_t *)base + STAGING_HEADER : NULL;
+    return rc;
+}
+
 CUresult staging_get(backend *b, size_t n, void **out)
 {
     size_t size;
     int c = class_of(n ? n : 1, &size);
     if (c < 0)
-        return b->drv.fn_cuMemAllocHost_v2(out, n);
+        return alloc_host(b, n, out);
     pthread_mutex_lock(&lock);
     spare *s = pool[c];
     if (s) {
@@ -79,17 +94,19 @@ CUresult staging_get(backend *b, size_t n, void **out)
     }
     pthread_mutex_unlock(&lock);
     if (s) {
-        *out = s;
+        *out = (uint8_t *)s + STAGING_HEADER;
         return CUDA_SUCCESS;
     }
-    return b->drv.fn_cuMemAllocHost_v2(out, size);
+    return alloc_host(b, size, out);
 }
 
 void staging_put(backend *b, void *p, size_t n)
 {
+    if (!p)
+        return;
     size_t size;
     int c = class_of(n ? n : 1, &size);
-    spare *s = p;
+    spare *s = (spare *)((uint8_t *)p - STAGING_HEADER);
     pthread_mutex_lock(&lock);
     if (c >= 0 && pooled + size <= STAGING_KEEP) {
         s->next = pool[c];
