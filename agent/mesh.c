@@ -21,6 +21,7 @@
 #include "proto/job.h"
 #include "proto/mesh.h"
 #include "proto/net.h"
+#include "proto/text.h"
 
 typedef struct mesh_peer {
     conn c;
@@ -123,9 +124,11 @@ static void *reader_main(void *arg)
             wire_reader r = wire_reader_init(f.payload, f.len);
             const uint8_t *s;
             size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
-            char cause[JOB_REASON_MAX + 1];
-            snprintf(cause, sizeof cause, "%.*s", (int)n, r.err ? "" : (const char *)s);
-            /* Its root cause is the job's: said as it came, with its name. */
+            char cause[JOB_REASON_MAX + 1] = "";
+            /* A peer's text, made safe to log and to pass on like the
+             * controller's; its root cause is the job's, with its name. */
+            if (!r.err)
+                text_printable(cause, sizeof cause, s, n, false);
             job_fail(j, "%s: %s", name, cause[0] ? cause : "aborted");
             break;
         }
