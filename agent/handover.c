@@ -142,6 +142,13 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
     }
     case JOB_OP_MARK:
         return CUDA_SUCCESS;
+    case JOB_OP_RAIL_SEND:
+    case JOB_OP_RAIL_RECV:
+    case JOB_OP_SIGNAL:
+    case JOB_OP_WAIT: {
+        size_t n = wire_remaining(r);
+        return rail_replay(j, op, s, wire_get_view(r, n), n);
+    }
     case JOB_OP_GRAPH_LAUNCH:
         return s ? graph_launch(j, s, r) : CUDA_ERROR_INVALID_VALUE;
     case CUDA_OP_cuMemFreeAsync: {

@@ -128,6 +128,10 @@ const char *job_op_name(uint32_t op)
     case JOB_OP_EVENT_CREATE: return "event creation";
     case JOB_OP_MARK: return "host function";
     case JOB_OP_GRAPH_LAUNCH: return "graph launch";
+    case JOB_OP_RAIL_SEND: return "rail send";
+    case JOB_OP_RAIL_RECV: return "rail receive";
+    case JOB_OP_SIGNAL: return "signal to an agent";
+    case JOB_OP_WAIT: return "wait for an agent's signal";
     }
     const cuda_op_info *info = cuda_op_by_number(op);
     return info ? info->symbol : "an unknown operation";
@@ -466,6 +470,7 @@ void job_free(job *j)
         j->b->drv.fn_cuCtxSetCurrent(j->b->primary[d]);
         j->b->drv.fn_cuCtxSynchronize();
     }
+    rail_free(j);
     /* Queued notes, and those of markers a failed context will never run. */
     while (j->live) {
         note *n = j->live;

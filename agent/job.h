@@ -25,6 +25,7 @@ typedef struct note {
 } note;
 
 typedef struct agent_mesh agent_mesh;
+typedef struct agent_rails agent_rails;
 
 struct job {
     backend *b;
@@ -32,6 +33,7 @@ struct job {
     uint32_t index;
     const rig_key *key;           /* the job key: the mesh proves it to the other agents */
     agent_mesh *mesh;             /* the job's other agents, once the controller asks (mesh.c) */
+    agent_rails *rails;           /* peer copies and signals on the mesh (rail.c) */
     pthread_mutex_t send_lock;    /* held only around conn_sendv, never across a driver call */
     pthread_mutex_t output_lock;  /* device output: read and sent in order */
     window win;
@@ -138,6 +140,29 @@ void mesh_beat(job *j);
 /* Tells the peers the job's end: cause (an abort), or NULL (an orderly close). */
 void mesh_end(job *j, const char *cause);
 void mesh_free(job *j);
+/* True when process number peer is an agent this one is connected to. */
+bool mesh_peer_up(job *j, uint32_t peer);
+/* Queues a rail frame to peer (signal, then len bytes of the staging
+ * buffer data, which is given back once sent; NULL and 0 for a bare
+ * signal) for the mesh's sender thread. Never blocks: the driver's
+ * callback thread calls it. */
+void mesh_post(job *j, uint32_t peer, uint64_t signal, void *data, size_t len);
+
+/* ---- rail.c: peer copies and signals between agents (proto/rail.h) ---- */
+/* Makes the page-locked words streams wait on (at the mesh's start);
+ * -1 when memory is short. */
+int rail_open(job *j);
+/* Replays a JOB_OP_RAIL_SEND, _RECV, JOB_OP_SIGNAL or JOB_OP_WAIT record
+ * on s (NULL: no place on a timeline). */
+CUresult rail_replay(job *j, uint32_t op, agent_obj *s, const uint8_t *body, size_t len);
+/* A rail frame from peer whose head said signal: its len bytes are read
+ * from c (the rest of a split frame) into place, then the waiting stream
+ * may go. Errors name what the peer got wrong. */
+int rail_arrive(job *j, uint32_t peer, uint64_t signal, conn *c, uint64_t len, rig_why *why);
+/* Lets every stream waiting for a signal go (the job failed: nothing will
+ * come, and the streams must drain). */
+void rail_release(job *j);
+void rail_free(job *j);
 
 /* ---- handover.c ---- */
 /* A handover frame whose one record is a host-to-device copy, its data

@@ -15,7 +15,7 @@
  *               bytes of handover bodies on that stream up to that value
  * bytes    (6)  u64 stream, u64 value, the bytes of a copy into the program
  *               (stream 0 and value 0: device printf output for stdout)
- * rail     (7)  reserved: no end sends it yet, both fail the job on it
+ * rail     (7)  agent to agent only: u64 signal, its bytes (proto/rail.h)
  * beat     (8)  empty
  * abort    (9)  string why
  * close    (10) empty */
@@ -97,6 +97,12 @@ enum job_op {
      * other agents, then the join (agent i dials agents i+1..n). */
     JOB_OP_PEER_LISTEN = 0x8030,
     JOB_OP_JOIN = 0x8031,
+    /* Rails between two agents, layouts in proto/rail.h: handover records
+     * that move a peer copy's bytes and signals on the mesh. */
+    JOB_OP_RAIL_SEND = 0x8040,
+    JOB_OP_RAIL_RECV = 0x8041,
+    JOB_OP_SIGNAL = 0x8042,
+    JOB_OP_WAIT = 0x8043,
 };
 
 /* Requests of CUDA operations whose layouts only the shim's and the

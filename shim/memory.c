@@ -14,6 +14,7 @@
 #include "shim/core.h"
 #include "shim/graph.h"
 #include "shim/link.h"
+#include "shim/rail.h"
 #include "shim/log.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -413,6 +414,11 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
             return rc;
         rc = copy_dtod(s, dst, src, n, &v);
         shim_managed_written(dst, n);
+    } else if (pd == PLACE_PROXY && ps == PLACE_PROXY &&
+               shim_rail_usable(shim_device_at(shim_device_of_pointer(dst))->link,
+                                shim_device_at(shim_device_of_pointer(src))->link)) {
+        /* Two agents: straight between them. */
+        return shim_rail_copy(dst, src, n, h, per_thread, wait);
     } else {
         /* Staged: whole, synchronous, through this process. */
         void *tmp = malloc(n);

@@ -10,6 +10,7 @@
 #include "shim/core.h"
 #include "shim/graph.h"
 #include "shim/link.h"
+#include "shim/rail.h"
 #include "shim/log.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -269,7 +270,7 @@ static CUresult wait_event(proxy_obj *s, CUevent hEvent, unsigned flags)
     if (rc || joined)
         return rc;
     if (e->link != s->link)
-        return wait_event_here(e);
+        return shim_rail_usable(e->link, s->link) ? shim_rail_wait_event(s, e) : wait_event_here(e);
     uint8_t body[12];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u64(&w, e->id);
