@@ -111,3 +111,11 @@ $(B)/tests/test_netns: $(B)/tests/test_netns.o $(B)/tests/netns.o $(B)/tests/har
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
 
 CHECK_TESTS += $(B)/tests/test_netns
+
+# Peer copies on the rails between agents on separate hosts.
+$(B)/tests/test_netns_rails: $(B)/tests/test_netns_rails.o $(B)/tests/netns.o $(B)/tests/harness.o \
+  $(B)/tests/support.o | e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
+
+CHECK_TESTS += $(B)/tests/test_netns_rails
