@@ -166,7 +166,8 @@ static CUresult wait_signal(job *j, CUstream stream, uint32_t peer, uint64_t sig
         else
             e->data = NULL;
     }
-    bool wrong = e && data_len && e->arrived && e->len != data_len;   /* a bare signal has len 0 */
+    /* A bare signal has len 0; bytes being read have the frame's length. */
+    bool wrong = e && data_len && (e->arrived || e->data) && e->len != data_len;
     CUdeviceptr word = e ? r->words_dev + (CUdeviceptr)e->word * sizeof(uint32_t) : 0;
     pthread_mutex_unlock(&r->lock);
     if (!e)
