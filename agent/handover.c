@@ -327,6 +327,12 @@ static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *st
     n->staging = staging;
     n->len = staging_len;
     n->inbound = inbound;
+    /* Work already done (a small copy the driver made in the call): the
+     * word goes now, from this thread, sparing the driver's callback
+     * thread's wake-up on the way of a synchronous wait. */
+    if (job_use_device(j, s->device) == CUDA_SUCCESS &&
+        j->b->drv.fn_cuStreamQuery(job_real_stream(s)) == CUDA_SUCCESS && job_send_reached(j, n))
+        return true;
     pthread_mutex_lock(&j->q_lock);
     j->pending_markers++;
     pthread_mutex_unlock(&j->q_lock);

@@ -240,6 +240,10 @@ note *note_new(job *j);
 /* Frees a note that was sent, or whose marker was never enqueued. */
 void note_free(job *j, note *n);
 void CUDA_CB job_marker(void *arg);
+/* Sends a note whose stream already reached its value (and its bytes, at
+ * most a marker's) from the calling thread, as a marker would, when that
+ * cannot wait or reorder words; true when sent (the note is freed). */
+bool job_send_reached(job *j, note *n);
 void *sender_main(void *arg);
 void *beat_main(void *arg);
 void *watch_main(void *arg);

@@ -77,6 +77,26 @@ static bool marker_send(job *j, note *n)
     return true;
 }
 
+bool job_send_reached(job *j, note *n)
+{
+    if (n->staging && (n->inbound || n->len > MARKER_BYTES_MAX))
+        return false;
+    pthread_mutex_lock(&j->q_lock);
+    if (j->q_head || j->sending || j->marker_sending || j->failed) {
+        pthread_mutex_unlock(&j->q_lock);
+        return false;
+    }
+    j->marker_sending = true;
+    pthread_mutex_unlock(&j->q_lock);
+    bool sent = marker_send(j, n);
+    pthread_mutex_lock(&j->q_lock);
+    j->marker_sending = false;
+    if (j->q_head)
+        pthread_cond_broadcast(&j->q_cond);
+    pthread_mutex_unlock(&j->q_lock);
+    return sent;
+}
+
 void CUDA_CB job_marker(void *arg)
 {
     note *n = arg;
