@@ -40,6 +40,10 @@
 /* A peer copy goes in chunks of this many bytes, each its own signal, so
  * one agent's device copy of a chunk overlaps the transfer of the next. */
 #define RAIL_CHUNK ((uint64_t)8 << 20)
+/* Chunks of one copy in flight: chunk i + RAIL_WINDOW leaves the sending
+ * agent once chunk i landed (64 MiB: a fast device never piles a whole
+ * copy up in page-locked memory ahead of a slower link). */
+#define RAIL_WINDOW 8
 
 typedef enum rail_op {
     RAIL_SEND,

@@ -78,37 +78,37 @@ CUresult shim_rail_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, 
     if ((rc = shim_managed_before_access(src_side, src, n)) || (rc = shim_managed_before_access(dst_side, dst, n)))
         return rc;
     uint64_t v = 0;
+    /* Chunk i + RAIL_WINDOW is sent once chunk i landed (its *credit*), so
+     * the sending agent holds at most RAIL_WINDOW chunks of a copy however
+     * much faster its device is than the link. */
+    uint64_t credit[RAIL_WINDOW] = { 0 };
+    size_t chunks = (n + RAIL_CHUNK - 1) / RAIL_CHUNK;
+    uint64_t go = 0, landed = 0;
     if (on_dst) {
         /* The source waits until the program's stream gets here. */
-        rail_record go = { .op = RAIL_SIGNAL, .peer = from->index, .signal = signal_number(to, from) };
-        rc = hand(to, s, &go, NULL);
-        for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
-            len = n - off < RAIL_CHUNK ? n - off : RAIL_CHUNK;
-            uint64_t chunk = signal_number(from, to);
-            rail_record out = { .op = RAIL_SEND, .peer = to->index, .device = (uint32_t)sd->remote_ordinal,
-                                .addr = src + off, .len = len, .signal = chunk, .extra = off ? 0 : go.signal };
-            rail_record in = { .op = RAIL_RECV, .peer = from->index, .device = (uint32_t)dd->remote_ordinal,
-                               .addr = dst + off, .len = len, .signal = chunk };
-            if ((rc = hand(from, NULL, &out, NULL)) == CUDA_SUCCESS)
-                rc = hand(to, s, &in, &v);
-        }
+        rail_record start = { .op = RAIL_SIGNAL, .peer = from->index, .signal = signal_number(to, from) };
+        go = start.signal;
+        rc = hand(to, s, &start, NULL);
     } else {
         /* The program's stream goes on once the last chunk landed. */
-        uint64_t landed = signal_number(to, from);
-        for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
-            len = n - off < RAIL_CHUNK ? n - off : RAIL_CHUNK;
-            uint64_t chunk = signal_number(from, to);
-            rail_record out = { .op = RAIL_SEND, .peer = to->index, .device = (uint32_t)sd->remote_ordinal,
-                                .addr = src + off, .len = len, .signal = chunk };
-            rail_record in = { .op = RAIL_RECV, .peer = from->index, .device = (uint32_t)dd->remote_ordinal,
-                               .addr = dst + off, .len = len, .signal = chunk,
-                               .extra = off + len == n ? landed : 0 };
-            if ((rc = hand(from, s, &out, NULL)) == CUDA_SUCCESS)
-                rc = hand(to, NULL, &in, NULL);
-        }
+        landed = signal_number(to, from);
+    }
+    for (size_t i = 0; i < chunks && rc == CUDA_SUCCESS; i++) {
+        size_t off = i * RAIL_CHUNK, len = n - off < RAIL_CHUNK ? n - off : RAIL_CHUNK;
+        uint64_t chunk = signal_number(from, to);
+        uint64_t after = i == 0 ? go : i >= RAIL_WINDOW ? credit[i % RAIL_WINDOW] : 0;
+        uint64_t then = i + 1 == chunks ? landed : i + RAIL_WINDOW < chunks ? signal_number(to, from) : 0;
+        credit[i % RAIL_WINDOW] = then;
+        rail_record out = { .op = RAIL_SEND, .peer = to->index, .device = (uint32_t)sd->remote_ordinal,
+                            .addr = src + off, .len = len, .signal = chunk, .extra = after };
+        rail_record in = { .op = RAIL_RECV, .peer = from->index, .device = (uint32_t)dd->remote_ordinal,
+                           .addr = dst + off, .len = len, .signal = chunk, .extra = then };
+        if ((rc = hand(from, on_src ? s : NULL, &out, NULL)) == CUDA_SUCCESS)
+            rc = hand(to, on_dst ? s : NULL, &in, on_dst ? &v : NULL);
+    }
+    if (on_src && rc == CUDA_SUCCESS) {
         rail_record back = { .op = RAIL_WAIT, .peer = to->index, .signal = landed };
-        if (rc == CUDA_SUCCESS)
-            rc = hand(from, s, &back, &v);
+        rc = hand(from, s, &back, &v);
     }
     /* Neither half may sit in a batch while the other waits for it. */
     if (rc == CUDA_SUCCESS && (rc = link_flush(from)) == CUDA_SUCCESS)

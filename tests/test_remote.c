@@ -159,9 +159,20 @@ Test(remote, peer_copies_between_two_agents, .timeout = 90)
 /* A pipeline across two and three agents: peer copies of 20 MiB on the
  * sender's and the receiver's streams, ordered by events across agents,
  * go on the rails between the agents (tests/programs/chain.cu). */
-Test(remote, a_pipeline_across_two_agents, .timeout = 120)
+Test(remote, a_pipeline_across_two_agents, .timeout = 180)
 {
     free(run_ok(2, false, "chain", "chain: ok 2 stages, 3 batches of 20971532 bytes"));
+    /* 72 MiB: more chunks than a copy keeps in flight (RAIL_WINDOW), so
+     * later chunks wait for earlier ones to land, in both orders. */
+    agent_proc a[2];
+    agent_start(&a[0], NULL, NULL);
+    agent_start(&a[1], &a[0], NULL);
+    program_result r = run_through_env(a, 2, "chain", "static", NULL, "SIZE=75497484");
+    agent_stop(&a[0]);
+    agent_stop(&a[1]);
+    cr_expect_eq(r.status, 0, "chain exited %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "chain: ok 2 stages, 3 batches of 75497484 bytes"), "%s", r.output);
+    program_result_free(&r);
 }
 
 Test(remote, a_pipeline_across_three_agents, .timeout = 120)
