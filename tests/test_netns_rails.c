@@ -131,8 +131,8 @@ Test(netns_rails, an_agent_killed_mid_copy_fails_the_job_everywhere, .timeout = 
     double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     cr_expect(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "the program succeeded:\n%s", buf);
     /* The root cause is c's, whoever saw it first: the controller ("c:
-     * ...") or b over the mesh ("b: c: ..."). */
-    cr_expect(strstr(buf, "rig: job failed: c") || strstr(buf, "rig: job failed: b: c: "),
+     * ...") or b over the mesh ("b aborted: c: ..."). */
+    cr_expect(strstr(buf, "rig: job failed: c") || strstr(buf, "rig: job failed: b aborted: c: "),
               "the failure does not name c:\n%s", buf);
     /* Within the bounds: a closed connection is seen at once, silence in 10 s. */
     cr_expect_lt(took, 15.0, "the job took %.1f s to fail", took);
