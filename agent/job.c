@@ -294,11 +294,7 @@ static void *reader_main(void *arg)
     pthread_mutex_lock(&j->q_lock);
     while (!j->read_over) {
         if (!reader_may_read(j)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += (j->busy_since_ms ? READER_TAKEOVER_MS : READER_IDLE_MS) * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = deadline_timespec_in(j->busy_since_ms ? READER_TAKEOVER_MS : READER_IDLE_MS);
             pthread_cond_timedwait(&j->rd_cond, &j->q_lock, &ts);
             continue;
         }
@@ -322,11 +318,7 @@ static void *reader_main(void *arg)
         j->reading = false;
         if (quiet && j->busy_since_ms) {
             /* Nothing to read while the driver holds the job thread. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += READER_TAKEOVER_MS * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = deadline_timespec_in(READER_TAKEOVER_MS);
             pthread_cond_timedwait(&j->rd_cond, &j->q_lock, &ts);
             continue;
         }
@@ -514,11 +506,7 @@ void job_end(job *j, bool closed)
          * 10 s), so closing cannot reset the connection under the abort. */
         int64_t until = deadline_after(10000);
         while (j->reader_started && !j->reader_done && deadline_now_ms() < until) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = deadline_timespec_in(100);
             pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
         }
         pthread_mutex_unlock(&j->q_lock);

@@ -403,11 +403,7 @@ void mesh_join_request(job *j, const uint8_t *body, size_t len)
     pthread_mutex_lock(&m->lock);
     for (uint32_t k = 1; k < join.self; k++)
         while (!m->peers[k].up && deadline_now_ms() < until) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 50 * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = deadline_timespec_in(50);
             pthread_cond_timedwait(&m->changed, &m->lock, &ts);
         }
     uint32_t missing = 0;

@@ -232,16 +232,6 @@ void *sender_main(void *arg)
     }
 }
 
-static struct timespec in_ms(int ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    return ts;
-}
-
 /* A beat after JOB_BEAT_MS of quiet, device output within a beat, and the
  * end of a job that failed, wherever it failed. A send in progress holds
  * the send lock; its bytes are its beat, so it is skipped. */
@@ -250,7 +240,7 @@ void *beat_main(void *arg)
     job *j = arg;
     pthread_mutex_lock(&j->q_lock);
     while (!j->stopping) {
-        struct timespec ts = in_ms(JOB_BEAT_MS / 4);
+        struct timespec ts = deadline_timespec_in(JOB_BEAT_MS / 4);
         pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
         bool failed = j->failed, stopping = j->stopping;
         pthread_mutex_unlock(&j->q_lock);
@@ -306,7 +296,7 @@ void *watch_main(void *arg)
     job *j = arg;
     pthread_mutex_lock(&j->q_lock);
     while (!j->stopping && !j->failed) {
-        struct timespec ts = in_ms(JOB_BEAT_MS / 2);
+        struct timespec ts = deadline_timespec_in(JOB_BEAT_MS / 2);
         pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
         bool waiting = j->pending_markers > 0 && deadline_now_ms() - j->last_marker_ms >= JOB_BEAT_MS;
         if (j->stopping || j->failed || !waiting)

@@ -180,13 +180,7 @@ static void *keeper_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&keeper_lock);
         if (!batch_waiting) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 100 * 1000 * 1000;
-            if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-            }
+            struct timespec until = deadline_timespec_in(100);
             pthread_cond_timedwait(&keeper_wake, &keeper_lock, &until);
         }
         bool waiting = batch_waiting;
@@ -658,11 +652,7 @@ static void *receiver_main(void *arg)
     pthread_mutex_lock(&l->lock);
     while (!l->failed) {
         if (l->reading || l->waiters) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += RECEIVER_IDLE_MS * 1000000L;
-            until.tv_sec += until.tv_nsec / 1000000000L;
-            until.tv_nsec %= 1000000000L;
+            struct timespec until = deadline_timespec_in(RECEIVER_IDLE_MS);
             pthread_cond_timedwait(&l->rx_idle, &l->lock, &until);
             continue;
         }
