@@ -11,6 +11,7 @@
 
 #include "agent/agent.h"
 #include "proto/key.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 
 /* A stream's value reached, handed from the driver's callback to the
@@ -204,7 +205,7 @@ void pool_cleanup(job *j);
 /* JOB_OP_GRAPH: builds and instantiates a graph with this agent's driver. */
 void replay_graph(job *j, wire_reader *r);
 /* JOB_OP_GRAPH_LAUNCH's record: launches graph id on s. */
-CUresult graph_launch(job *j, agent_obj *s, wire_reader *r);
+CUresult graph_launch(job *j, agent_obj *s, uint64_t id);
 /* The drop of cuGraphExecDestroy: false when id is no graph. */
 bool graph_drop(job *j, uint64_t id);
 /* Frees one graph object's driver state (job_cleanup). */
@@ -214,9 +215,9 @@ void graph_free_real(job *j, agent_obj *o);
 /* Answers the requests of proto/images.h (array, mipmap, texture and
  * surface creation). */
 void image_request(job *j, uint32_t op, wire_reader *r);
-/* A cuMemcpy3DAsync_v2 record on s; a copy into the program returns its
- * staging buffer. */
-CUresult image_copy(job *j, agent_obj *s, wire_reader *r, void **staging, size_t *staging_len);
+/* A cuMemcpy3DAsync_v2 record on s, decoded; a copy into the program
+ * returns its staging buffer. */
+CUresult image_copy(job *j, agent_obj *s, const rec_copy_3d *v, void **staging, size_t *staging_len);
 /* A drop of an array, mipmap, texture or surface object: false when id is
  * none of them. */
 bool image_drop(job *j, uint32_t op, uint64_t id);

@@ -20,6 +20,7 @@
 #include "proto/handshake.h"
 #include "proto/job.h"
 #include "proto/net.h"
+#include "proto/records.h"
 #include "proto/report.h"
 #include "proto/wire.h"
 #include "shim/decode.h"
@@ -965,12 +966,10 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
     l->calls++;
     pthread_mutex_unlock(&l->lock);
 
-    uint8_t head[24];
+    uint8_t head[rec_record_head_size];
     wire_writer w = wire_writer_init(head, sizeof head);
-    wire_put_u32(&w, h->op);
-    wire_put_u32(&w, (uint32_t)record);
-    wire_put_u64(&w, s ? s->id : h->object);
-    wire_put_u64(&w, v);
+    rec_record_head_put(&w, &(rec_record_head){ .op = h->op, .length = (uint32_t)record, .stream = s ? s->id : h->object,
+                                                .value = v });
     CUresult rc;
     if (record >= BATCH_RECORD || !l->batch) {
         /* Large: straight from the caller's memory, no copy. */
@@ -1003,10 +1002,9 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
 
 CUresult link_drop(agent_link *l, uint32_t op, uint64_t object)
 {
-    uint8_t body[12];
+    uint8_t body[rec_drop_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u32(&w, op);
-    wire_put_u64(&w, object);
+    rec_drop_put(&w, &(rec_drop){ .op = op, .object = object });
     struct iovec iov = { body, sizeof body };
     pthread_mutex_lock(&l->send_lock);
     CUresult rc = link_status(l);
