@@ -107,7 +107,8 @@ enum job_op {
 
 /* Requests of CUDA operations whose layouts only the shim's and the
  * agent's own code write and read (u32 op first; devices are the agent's
- * ordinals; docs/wire.md lists every one):
+ * ordinals; docs/wire.md lists every one; proto/records.def defines each
+ * once, as it does the handover records' bodies and the frame heads):
  *   cuStreamGetAttribute    u64 stream, u32 attribute -> 64-byte CUstreamAttrValue
  *   cuStreamSetAttribute    u64 stream, u32 attribute, 64-byte CUstreamAttrValue
  *   cuStreamCopyAttributes  u64 destination stream, u64 source stream
@@ -126,8 +127,9 @@ enum job_op {
  *   cuModuleEnumerateFunctions, cuLibraryEnumerateKernels
  *                           u64 module or library -> u32 count, count x string
  * (shim/stream_attr.c, shim/module.c cluster_query, shim/peer.c,
- * shim/memop_batch.c, shim/module_enum.c write them; agent/stream_attr.c,
- * agent/request.c, agent/memop_batch.c, agent/enumerate.c read them.) */
+ * shim/memop_batch.c, shim/module_enum.c write them through
+ * proto/records.h; agent/stream_attr.c, agent/request.c,
+ * agent/memop_batch.c, agent/enumerate.c read them through it.) */
 
 #define JOB_GRAPH_NODES_MAX 65536
 #define JOB_GRAPH_DEPS_MAX 65536
