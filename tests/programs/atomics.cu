@@ -116,9 +116,7 @@ static unsigned next32()
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     const int n = 20011, block = 128, blocks = (n + block - 1) / block;
     const unsigned wrap_limit = 997;

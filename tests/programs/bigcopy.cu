@@ -34,9 +34,7 @@ static unsigned next32()
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     const int nstreams = 3, rounds = 2;
     const size_t chunk = (24u << 20) / sizeof(unsigned);   // 24 MiB of words: 72 MiB at once

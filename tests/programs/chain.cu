@@ -35,9 +35,7 @@ int main()
         return 2;
     }
     int stages = count < 3 ? count : 3;
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     const char *sz = getenv("SIZE");
     size_t bytes = sz ? strtoull(sz, nullptr, 0) : ((size_t)20 << 20) + 12;
     size_t n = bytes / sizeof(unsigned);

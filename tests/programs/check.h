@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
+#include "seed.h"
+
 // A runtime call must succeed; else the program says which, where and why,
 // and exits 1.
 #define CHECK(call)                                                                   \

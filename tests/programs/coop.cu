@@ -108,9 +108,7 @@ int main()
         printf("coop: the device has no cooperative launch\n");
         return 1;
     }
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     srand(seed);
     const int n = 50021;
     long long *h = (long long *)malloc(n * sizeof(long long));

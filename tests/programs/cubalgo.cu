@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "seed.h"
+
 #define CHECK(call)                                                                  \
     do {                                                                             \
         cudaError_t e_ = (call);                                                     \
@@ -41,9 +43,7 @@ static const int n = 200000, bins = 100;
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, NULL, 10) : (unsigned)time(NULL);
-    printf("cubalgo: seed %u\n", seed);
+    unsigned seed = run_seed("cubalgo");
     srand(seed);
 
     // Sorted small values: runs for the encoder, repeats for unique.

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "blas.h"
+#include "seed.h"
 
 // C (m x n, leading dimension ldc) = alpha * op(A) * B + beta * C, column-major.
 static int gemm_check(cublasHandle_t h, bool transa, int m, int n, int k, float alpha, float beta)
@@ -81,9 +82,7 @@ static int gemm_check(cublasHandle_t h, bool transa, int m, int n, int k, float 
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     cublasHandle_t h;
     BLAS(cublasCreate(&h));

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "blas.h"
+#include "seed.h"
 
 static int bad;
 static void expect(const char *what, int i, double got, double want, double tol)
@@ -26,9 +27,7 @@ static void expect(const char *what, int i, double got, double want, double tol)
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     const int n = 1000;
     std::vector<float> x(n), y(n);

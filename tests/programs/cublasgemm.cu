@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "blas.h"
+#include "seed.h"
 
 template <typename T> struct gemm_of;
 template <> struct gemm_of<float> {
@@ -91,9 +92,7 @@ template <typename T> static int check(cublasHandle_t h, bool transa, bool trans
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     cublasHandle_t h;
     BLAS(cublasCreate(&h));

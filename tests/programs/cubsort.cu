@@ -9,6 +9,8 @@
 #include <ctime>
 #include <vector>
 
+#include "seed.h"
+
 #define CHECK(call)                                                                  \
     do {                                                                             \
         cudaError_t e_ = (call);                                                     \
@@ -20,9 +22,7 @@
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, NULL, 10) : (unsigned)time(NULL);
-    printf("cubsort: seed %u\n", seed);
+    unsigned seed = run_seed("cubsort");
     srand(seed);
 
     const int n = 1 << 18;

@@ -151,9 +151,7 @@ template <typename T> static int lu(cusolverDnHandle_t h, int n, int nrhs)
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     cusolverDnHandle_t h;
     SOLVER(cusolverDnCreate(&h));

@@ -135,9 +135,7 @@ template <typename T> static int spmv(cusparseHandle_t h, const csr &a, bool tra
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     csr a = random_csr(200, 150);
     cusparseHandle_t h;

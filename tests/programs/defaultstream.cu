@@ -70,9 +70,7 @@ static int compare(const char *what, const unsigned *got, const unsigned *in, bo
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     unsigned *in = (unsigned *)malloc(N * sizeof(unsigned)), *out = (unsigned *)malloc(N * sizeof(unsigned));
     for (int i = 0; i < N; i++)

@@ -109,9 +109,7 @@ int main()
     CHECK(cudaGetDevice(&dev));
     CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
     WANT(coop, "the device has no cooperative launch");
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("graphattr: seed %u\n", seed);
+    unsigned seed = run_seed("graphattr");
     srand(seed);
     std::vector<long long> h(N);
     for (auto &v : h)

@@ -149,9 +149,7 @@ static void expect(const char *what, const unsigned *got, const std::vector<unsi
 
 int main()
 {
-    const char *seed_env = getenv("SEED");
-    unsigned seed = seed_env ? (unsigned)strtoul(seed_env, NULL, 10) : (unsigned)time(NULL);
-    printf("graphbuild: seed %u\n", seed);
+    unsigned seed = run_seed("graphbuild");
     rng = seed;
     const size_t bytes = N * sizeof(unsigned);
     bufs b;

@@ -72,9 +72,7 @@ static cudaMemAllocNodeParams alloc_params(size_t bytes)
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("graphmem: seed %u\n", seed);
+    unsigned seed = run_seed("graphmem");
     srand(seed);
     CHECK(cudaSetDevice(0));
     std::vector<unsigned> hx(N);

@@ -96,9 +96,7 @@ static void expect(const char *what, const std::vector<unsigned> &got, const std
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("graphmemop: seed %u\n", seed);
+    unsigned seed = run_seed("graphmemop");
     srand(seed);
     CHECK(cudaSetDevice(0));
     CHECK(cudaFree(0));

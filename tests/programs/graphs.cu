@@ -306,9 +306,7 @@ static int explicit_graph(unsigned seed)
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     int bad = captured(seed);
     bad += explicit_graph(seed);

@@ -63,9 +63,7 @@ static void CUDART_CB host_node(void *p)
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("graphuser: seed %u\n", seed);
+    unsigned seed = run_seed("graphuser");
     srand(seed);
     unsigned *staging = (unsigned *)malloc(N * sizeof(unsigned));
     std::vector<unsigned> got(N);

@@ -95,9 +95,7 @@ static long long operand()
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     const int n = 5003;
     long long *a = (long long *)malloc(n * sizeof(long long)), *b = (long long *)malloc(n * sizeof(long long));

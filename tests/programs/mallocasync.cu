@@ -52,8 +52,7 @@ static unsigned long long attr(cudaMemPool_t p, cudaMemPoolAttr a)
 
 int main()
 {
-    unsigned seed = getenv("SEED") ? (unsigned)atoi(getenv("SEED")) : (unsigned)time(NULL);
-    printf("mallocasync: seed %u\n", seed);
+    unsigned seed = run_seed("mallocasync");
     srand(seed);
     int dev = 0, pools = 0;
     CHECK(cudaSetDevice(dev));

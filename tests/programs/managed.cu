@@ -97,8 +97,7 @@ static cudaMemLocation on_cpu()
 
 int main()
 {
-    unsigned seed = getenv("SEED") ? (unsigned)atoi(getenv("SEED")) : (unsigned)time(NULL);
-    printf("managed: seed %u\n", seed);
+    unsigned seed = run_seed("managed");
     srand(seed);
     int dev = 0, managed = 0, concurrent = 0;
     CHECK(cudaSetDevice(dev));

@@ -368,9 +368,7 @@ static int run(const char *type, int per_fn, double *worst_ratio)
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     double worst = 0.0;
     int wrong = run<float>("float", 300, &worst);

@@ -94,9 +94,7 @@ static int run(const char *type, int m, int k, int n, double tol)
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     const int m = 97, k = 83, n = 113;
     int wrong = run<float>("float", m, k, n, 1e-5);

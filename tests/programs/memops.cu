@@ -75,9 +75,7 @@ static const char *mtype(cudaMemoryType t)
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     int dev = -1;
     CHECK(cudaGetDevice(&dev));

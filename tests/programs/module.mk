@@ -31,7 +31,7 @@ $(PROGRAM_DIR)/drvapi_kernel.ptx.h: $(PROGRAM_DIR)/drvapi_kernel.ptx
 	$(Q)$(CUDA_HOME)/bin/bin2c --name drvapi_ptx --padd 0 --static --const $< >$@
 
 define program_build_rules
-$(PROGRAM_DIR)/%.$(1): tests/programs/%.cu tests/programs/module.mk tests/programs/check.h
+$(PROGRAM_DIR)/%.$(1): tests/programs/%.cu tests/programs/module.mk tests/programs/check.h tests/programs/seed.h
 	$$(call say,NVCC,$$@)
 	$$(Q)mkdir -p $$(dir $$@)
 	$$(Q)$$(NVCC) $$(PROGRAM_NVFLAGS) $$(PFLAGS_$(1)) -o $$@ $$< $$(PROGRAM_LIBS)

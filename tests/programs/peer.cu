@@ -47,9 +47,7 @@ int main()
         printf("peer: needs 2 devices, found %d\n", count);
         return 2;
     }
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     for (int d = 0; d < 2; d++) {
         cudaDeviceProp p;

@@ -43,9 +43,7 @@ int main()
         printf("peerbig: needs 2 devices, found %d\n", count);
         return 2;
     }
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     const char *sz = getenv("SIZE");
     size_t bytes = sz ? strtoull(sz, nullptr, 0) : (size_t)64 << 20;
     size_t n = bytes / sizeof(unsigned);

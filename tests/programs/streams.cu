@@ -88,9 +88,7 @@ static unsigned next32()
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     rng = seed;
     int wrong = 0;
 #define EXPECT(cond, ...)                  \

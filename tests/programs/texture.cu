@@ -132,8 +132,7 @@ static cudaTextureObject_t make_texture(cudaArray_t a, cudaTextureFilterMode fil
 
 int main()
 {
-    unsigned seed = getenv("SEED") ? (unsigned)atoi(getenv("SEED")) : (unsigned)time(nullptr);
-    printf("texture: seed %u\n", seed);
+    unsigned seed = run_seed("texture");
     srand(seed);
 
     // An image resampled up and down with linear filtering.

@@ -14,6 +14,8 @@
 #include <vector>
 #include <cuda_runtime.h>
 
+#include "seed.h"
+
 __global__ void affine(const unsigned *in, unsigned *out, int n, unsigned a, unsigned b)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
@@ -96,9 +98,7 @@ static void querier(std::atomic<bool> *stop)
 
 int main()
 {
-    const char *s = getenv("SEED");
-    unsigned seed = s ? (unsigned)strtoul(s, nullptr, 0) : (unsigned)time(nullptr) ^ (unsigned)getpid();
-    printf("seed %u\n", seed);
+    unsigned seed = run_seed(nullptr);
     const int nthreads = 8, rounds = 12;
     if (cudaFree(0) != cudaSuccess) {
         printf("threads: no device\n");

@@ -14,6 +14,8 @@
 #include <ctime>
 #include <vector>
 
+#include "seed.h"
+
 struct is_odd {
     __host__ __device__ bool operator()(unsigned x) const { return x & 1u; }
 };
@@ -35,9 +37,7 @@ static bool same(const char *what, const std::vector<unsigned> &want,
 
 int main()
 {
-    const char *env = getenv("SEED");
-    unsigned seed = env ? (unsigned)strtoul(env, NULL, 10) : (unsigned)time(NULL);
-    printf("thrustalgo: seed %u\n", seed);
+    unsigned seed = run_seed("thrustalgo");
     srand(seed);
 
     const size_t n = 1 << 20;

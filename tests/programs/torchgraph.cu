@@ -122,9 +122,7 @@ __global__ void add_into(unsigned *out, const unsigned *a, int n)
 
 int main()
 {
-    const char *seed_env = getenv("SEED");
-    unsigned seed = seed_env ? (unsigned)strtoul(seed_env, NULL, 10) : (unsigned)time(NULL);
-    printf("torchgraph: seed %u\n", seed);
+    unsigned seed = run_seed("torchgraph");
     rng = seed;
     const size_t bytes = N * sizeof(unsigned);
 

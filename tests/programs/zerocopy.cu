@@ -42,8 +42,7 @@ __global__ void count_odd(const int *in, int n, int *odd)
 
 int main()
 {
-    unsigned seed = getenv("SEED") ? (unsigned)atoi(getenv("SEED")) : (unsigned)time(NULL);
-    printf("zerocopy: seed %u\n", seed);
+    unsigned seed = run_seed("zerocopy");
     srand(seed);
     int dev = 0, can_map = 0;
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
