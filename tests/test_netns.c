@@ -246,5 +246,26 @@ Test(netns, rig_run_on_two_machines_over_ssh, .timeout = 300)
         snprintf(line, sizeof line, "%.*s", (int)strcspn(row + 1, "\n"), row + 1);
     cr_expect(strstr(line, " b,c ") && strstr(line, " free ") && strstr(line, " 2 x softgpu ("), "%s", r.output);
     program_result_free(&r);
+    /* b cannot reach c (a route that refuses), though the controller
+     * reaches both: rig run fails the job naming both machines, within the
+     * handshake's bounds, and gives up after its one attempt. */
+    char route[64];
+    snprintf(route, sizeof route, "%s/32", c->addr);
+    netns_argv(b, (char *[]){ "/usr/sbin/ip", "route", "add", "prohibit", route, NULL }, argv);
+    r = program_run(argv, NULL, 30);
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    program_result_free(&r);
+    netns_argv(netns_host_of(&lab, "ctl"),
+               (char *[]){ RIG, "run", "--on", "pair", "--retries", "0", "--rig", RIG, "--",
+                           PLAIN_BUILD "/programs/peer.static", NULL },
+               argv);
+    r = program_run(argv, env, 120);
+    cr_expect_neq(r.status, 0, "%s", r.output);
+    char expect[128];
+    snprintf(expect, sizeof expect, "b: cannot reach c at %s:", c->addr);
+    cr_expect(strstr(r.output, expect) && strstr(r.output, "rig run: giving up after 1 attempt: "), "no '%s' in:\n%s",
+              expect, r.output);
+    cr_expect(r.seconds < 40, "the failure took %.1f s (agents started over ssh, then at most 10 s)", r.seconds);
+    program_result_free(&r);
     netns_lab_down(&lab);
 }
