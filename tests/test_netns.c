@@ -230,6 +230,23 @@ Test(netns, rig_run_on_two_machines_over_ssh, .timeout = 300)
         cr_expect(strstr(r.output, at), "no '%s' in:\n%s", at, r.output);
         program_result_free(&r);
     }
+    /* This machine and b: the agent of `local` listens on this machine's
+     * address toward b, not on loopback, since b's agent dials it too. */
+    {
+        const netns_host *ctl = netns_host_of(&lab, "ctl");
+        char *argv[64];
+        netns_argv(ctl,
+                   (char *[]){ RIG, "run", "--on", "b,local", "-v", "--retries", "0", "--rig", RIG, "--",
+                               PLAIN_BUILD "/programs/peer.static", NULL },
+                   argv);
+        program_result r = program_run(argv, env, 240);
+        cr_expect_eq(r.status, 0, "rig run --on b,local exited %d:\n%s", r.status, r.output);
+        cr_expect(strstr(r.output, "peer: ok"), "%s", r.output);
+        char at[80];
+        snprintf(at, sizeof at, "rig: local: agent listening on %s:", ctl->addr);
+        cr_expect(strstr(r.output, at), "no '%s' in:\n%s", at, r.output);
+        program_result_free(&r);
+    }
     /* rig probe and rig ls show the group: both machines, over ssh. */
     char *argv[64];
     netns_argv(netns_host_of(&lab, "ctl"), (char *[]){ RIG, "probe", "--rig", RIG, "pair", NULL }, argv);
