@@ -167,8 +167,16 @@ Test(netns, an_agent_killed_fails_the_job_everywhere, .timeout = 300)
     waitpid(pid, &st, 0);
     cr_expect(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "the program succeeded:\n%s", buf);
     cr_expect(strstr(buf, "rig: job failed: ") && strstr(buf, "c"), "%s", buf);
-    /* b failed its job too, with c's closing as the cause. */
-    char *log = support_read_file(ag[0].log, NULL);
+    /* b failed its job too, with c's closing as the cause (its log line may
+     * come a moment after the program has ended). */
+    char *log = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(log);
+        log = support_read_file(ag[0].log, NULL);
+        if (log && strstr(log, "job failed: c: closed its connection"))
+            break;
+        usleep(100000);
+    }
     cr_expect(log && strstr(log, "job failed: c: closed its connection"), "b's log:\n%s", log);
     free(log);
     agent_stop(&ag[0]);
