@@ -655,7 +655,7 @@ Test(launcher, two_machines_one_job_and_a_killed_agent_restarts_both, .timeout =
     snprintf(mark, sizeof mark, "RIG_TEST_MARK=%s/killed-once", s.dir);
     rig_exec(&r, (char *[]){ "rig", "run", "-v", "--on", "b,c", "--rig", RIG, "--", (char *)self(), NULL },
              (char *[]){ s.targets_env, s.ssh_config_env, "RIG_TEST_ROLE=kill-agent-once", mark, NULL }, 120, NULL);
-    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect_eq(r.status, 0, "rig exited %d:\n%s", r.status, r.out);
     cr_expect(strstr(r.out, "helper: killed the agent"), "%s", r.out);
     /* The cause is b's, whoever saw it first: the controller ("b: ...") or
      * c, over the mesh ("c aborted: b: ..."). */
