@@ -25,6 +25,7 @@ static const char probe_usage[] =
     "Shows what each target NAME offers (default: $RIG_ON, else the targets file's\n"
     "default, else local): its driver and version, each device's name, compute\n"
     "capability and memory, and whether an agent there is serving a job (busy).\n"
+    "A NAME may be a group of the targets file or a list (b,c): each machine of it.\n"
     "  --json       print the machine's answer as JSON\n"
     "  --rig PATH   rig's path on the remote machine (default: rig on its PATH)\n";
 
@@ -32,6 +33,9 @@ static const char ls_usage[] =
     "Usage: rig ls [--json] [--rig PATH]\n"
     "Lists every target of the targets file (and `local`), asked live: one line\n"
     "each with its state (free, busy or down) and devices. `*` marks the default.\n"
+    "Then each group (several machines, one target: `group NAME b,c`): its\n"
+    "members, free when all are (else busy, or down naming the machines down),\n"
+    "and the devices of all of them, as a job on it sees them.\n"
     "A target with a standing agent gets a second line from the agent itself,\n"
     "asked with the fleet key: free, or busy and the job's controller; its\n"
     "devices with memory used and free.\n"
@@ -280,11 +284,20 @@ int probe_main(int argc, char **argv)
         fprintf(stderr, "rig probe: %s\n", why.text);
         return RIG_EXIT_OWN_FAILURE;
     }
+    /* Each NAME a target, a group or a list (b,c): every machine once. */
     for (int i = optind; i < argc; i++) {
-        if (n == TARGETS_MAX || !(chosen[n++] = targets_find(&t, argv[i]))) {
-            fprintf(stderr, "rig probe: no target named '%s' (targets are in %s; `rig ls` lists them)\n", argv[i],
-                    t.path);
+        static const target *some[TARGETS_MAX];
+        size_t k = 0;
+        if (targets_select(&t, argv[i], some, &k, &why) < 0) {
+            fprintf(stderr, "rig probe: %s\n", why.text);
             return RIG_EXIT_OWN_FAILURE;
+        }
+        for (size_t j = 0; j < k; j++) {
+            bool seen = false;
+            for (size_t m = 0; m < n && !seen; m++)
+                seen = chosen[m] == some[j];
+            if (!seen && n < TARGETS_MAX)
+                chosen[n++] = some[j];
         }
     }
     probe *ps = calloc(n, sizeof *ps);
@@ -381,26 +394,41 @@ static char *standing_json(const target *t, const rig_key *key, const char *no_k
     return out;
 }
 
-/* "2 x NVIDIA H100 (9.0, 80.0 GiB)" for a machine's devices. */
-static void summary(const json *a, char *out, size_t cap)
+/* The device k of the machines' answers taken in order, or NULL. */
+static const json *nth_device(const json *const a[], size_t n, size_t k)
 {
-    const json *devs = json_get(a, "devices");
-    size_t off = 0;
+    for (size_t m = 0; m < n; m++) {
+        const json *devs = json_get(a[m], "devices");
+        size_t c = devs && devs->type == JSON_ARRAY ? devs->count : 0;
+        if (k < c)
+            return &devs->items[k];
+        k -= c;
+    }
+    return NULL;
+}
+
+/* "2 x NVIDIA H100 (9.0, 80.0 GiB)" for the devices of n machines (one, or
+ * a group's members) together. */
+static void summary(const json *const a[], size_t n, char *out, size_t cap)
+{
+    size_t off = 0, count = 0;
     out[0] = '\0';
-    if (!devs || devs->type != JSON_ARRAY || devs->count == 0) {
+    while (nth_device(a, n, count))
+        count++;
+    if (count == 0) {
         snprintf(out, cap, "no devices");
         return;
     }
-    for (size_t i = 0; i < devs->count; i++) {
-        const json *d = &devs->items[i];
+    for (size_t i = 0; i < count; i++) {
+        const json *d = nth_device(a, n, i);
         bool seen = false;
         for (size_t j = 0; j < i && !seen; j++)
-            seen = strcmp(json_str(&devs->items[j], "name"), json_str(d, "name")) == 0;
+            seen = strcmp(json_str(nth_device(a, n, j), "name"), json_str(d, "name")) == 0;
         if (seen)
             continue;
         int same = 0;
-        for (size_t j = i; j < devs->count; j++)
-            same += strcmp(json_str(&devs->items[j], "name"), json_str(d, "name")) == 0;
+        for (size_t j = i; j < count; j++)
+            same += strcmp(json_str(nth_device(a, n, j), "name"), json_str(d, "name")) == 0;
         char mem[32];
         gib(mem, sizeof mem, json_num(d, "memory", 0));
         if (off < cap)
@@ -409,6 +437,39 @@ static void summary(const json *a, char *out, size_t cap)
     }
     if (off >= cap && cap > 4)   /* cut: say so */
         memcpy(out + cap - 4, "...", 4);
+}
+
+/* A group's state from its members' probes: down (naming them) when any is
+ * down, else busy when any is busy, else free; *what gets the summary or
+ * the machines down. */
+static const char *group_state(const targets *t, const target_group *g, const probe *ps, char *what, size_t cap)
+{
+    const target *sel[TARGETS_MAX];
+    const json *a[TARGETS_MAX];
+    size_t n = 0, down = 0;
+    rig_why why = { "" };
+    bool busy = false;
+    if (targets_select(t, g->members, sel, &n, &why) < 0) {   /* targets_load checked it */
+        snprintf(what, cap, "%s", why.text);
+        return "down";
+    }
+    size_t off = 0;
+    what[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const probe *p = &ps[sel[i] - t->v];
+        a[i] = p->answer;
+        if (p->why[0]) {
+            if (off < cap)
+                off += (size_t)snprintf(what + off, cap - off, "%s%s: %s", down ? "; " : "", sel[i]->name, p->why);
+            down++;
+        } else {
+            busy |= json_bool(p->answer, "busy");
+        }
+    }
+    if (down)
+        return "down";
+    summary(a, n, what, cap);
+    return busy ? "busy" : "free";
 }
 
 int ls_main(int argc, char **argv)
@@ -464,6 +525,10 @@ int ls_main(int argc, char **argv)
         wname = strlen(t.v[i].name) + 1 > wname ? strlen(t.v[i].name) + 1 : wname;
         waddr = strlen(t.v[i].address) > waddr ? strlen(t.v[i].address) : waddr;
     }
+    for (size_t i = 0; i < t.groups; i++) {
+        wname = strlen(t.g[i].name) + 1 > wname ? strlen(t.g[i].name) + 1 : wname;
+        waddr = strlen(t.g[i].members) > waddr ? strlen(t.g[i].members) : waddr;
+    }
     if (as_json)
         printf("[");
     else
@@ -483,10 +548,36 @@ int ls_main(int argc, char **argv)
         if (p->why[0])
             snprintf(what, sizeof what, "%s", p->why);
         else
-            summary(p->answer, what, sizeof what);
+            summary((const json *const[]){ p->answer }, 1, what, sizeof what);
         printf("%-*s %-*s %-5s %s\n", (int)wname, name, (int)waddr, p->t->address, state_of(p), what);
         if (p->t->standing[0])
             print_standing(p->t, have_key ? &fleet : NULL, key_why);
+    }
+    /* Groups after the machines, from the same probes. */
+    for (size_t i = 0; i < t.groups; i++) {
+        const target_group *g = &t.g[i];
+        char what[1024];
+        const char *state = group_state(&t, g, ps, what, sizeof what);
+        if (as_json) {
+            printf(",\n {\"group\":");
+            print_json_string(g->name);
+            printf(",\"members\":[");
+            const char *m = g->members;
+            for (bool first = true;; first = false) {
+                size_t len = strcspn(m, ",");
+                printf("%s\"%.*s\"", first ? "" : ",", (int)len, m);   /* names: plain */
+                if (!m[len])
+                    break;
+                m += len + 1;
+            }
+            printf("],\"state\":\"%s\",\"%s\":", state, strcmp(state, "down") == 0 ? "error" : "summary");
+            print_json_string(what);
+            putchar('}');
+            continue;
+        }
+        char name[NAMES_NAME_MAX + 2];
+        snprintf(name, sizeof name, "%s%s", g->name, strcmp(t.default_name, g->name) == 0 ? "*" : "");
+        printf("%-*s %-*s %-5s %s\n", (int)wname, name, (int)waddr, g->members, state, what);
     }
     if (as_json)
         printf("]\n");

@@ -5,15 +5,18 @@
  * and the job's variables, and reads the report lines of the controller
  * and the agents. A job that fails is started again, up to --retries times,
  * with fresh agents and a fresh key. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,8 +35,11 @@ static const char usage[] =
     "Usage: rig run [--on NAMES] [--gpus N [--min-memory SIZE]] [--retries N] [--rig PATH]\n"
     "               [--dry-run] [-v] -- PROG [ARGS...]\n"
     "Runs PROG here with the GPUs of the named machines as its CUDA devices.\n"
-    "  --on NAMES     targets, comma-separated (default: $RIG_ON, else the targets\n"
-    "                 file's default, else local); `rig ls` lists them\n"
+    "  --on NAMES     targets or groups (group NAME b,c in the targets file),\n"
+    "                 comma-separated (default: $RIG_ON, else the targets file's\n"
+    "                 default, else local); `rig ls` lists them. Several machines:\n"
+    "                 one key, an agent on each, PROG sees all their devices\n"
+    "                 (CUDA:0@b, CUDA:0@c), and a failure of any restarts the job\n"
     "  --gpus N       probe the machines (--on's, else every target but this one)\n"
     "                 and give PROG N free devices with the most free memory, on\n"
     "                 the fewest machines; it sees those only (the plan is printed)\n"
@@ -95,6 +101,7 @@ typedef struct agent_run {
     line_buf out, err;
     char last_err[512];         /* its last non-empty line of stderr */
     char address[NAMES_TEXT_MAX];
+    bool started;               /* start_one ran for it (a standing one too) */
     bool listening, exited;
     bool unusable;              /* it listens where rig cannot dial it */
     reporter rep;
@@ -129,6 +136,10 @@ typedef struct run_state {
     char *devices;              /* RIG_REMOTE_DEVICES of a placed job, or NULL */
     target *nodes;              /* --slurm: the allocation's nodes as targets */
     char fleet_hex[KEY_HEX_LEN + 1];
+    /* Where the agent of `local` listens: 127.0.0.1, or with other machines
+     * in the job this machine's address toward them (their agents dial it
+     * too, for the mesh). */
+    char local_listen[NAMES_TEXT_MAX];
 } run_state;
 
 /* ---- lines ---- */
@@ -393,7 +404,7 @@ static int agent_command(const run_state *s, const target *t, char *remote, size
         argv[n++] = "agent";
         argv[n++] = "--lifeline";
         argv[n++] = "--listen";
-        argv[n++] = "127.0.0.1:0";
+        argv[n++] = s->local_listen[0] ? s->local_listen : "127.0.0.1:0";
         argv[n] = NULL;
         return 0;
     }
@@ -429,48 +440,88 @@ static void start_failure(run_state *s, agent_run *a, char *cause, size_t cap)
                  START_TIMEOUT_MS / 1000);
 }
 
-static outcome start_agents(run_state *s, const char *key_hex, char *cause, size_t cap)
+/* Starts agent a (or takes its standing one) and hands it the key. */
+static outcome start_one(run_state *s, agent_run *a, const char *key_hex, char *cause, size_t cap)
 {
-    for (size_t i = 0; i < s->n; i++) {
-        agent_run *a = &s->agents[i];
-        memset(a, 0, sizeof *a);
-        a->t = s->targets[i];
-        a->c.in = a->c.out = a->c.err = -1;
+    a->started = true;
+    if (a->t->standing[0]) {
+        /* Served all the time with the fleet key: nothing to start. */
+        snprintf(a->address, sizeof a->address, "%s", a->t->standing);
+        a->listening = true;
+        return OUT_DONE;
     }
-    for (size_t i = 0; i < s->n; i++) {
-        agent_run *a = &s->agents[i];
-        if (a->t->standing[0]) {
-            /* Served all the time with the fleet key: nothing to start. */
-            snprintf(a->address, sizeof a->address, "%s", a->t->standing);
-            a->listening = true;
-            continue;
-        }
-        const char *argv[TARGETS_SSH_ARGV_MAX];
-        char remote[LAUNCHER_REMOTE_MAX];
-        if (agent_command(s, a->t, remote, sizeof remote, argv) < 0) {
-            snprintf(cause, cap, "%s: the remote command is longer than %zu bytes", a->t->name, sizeof remote - 1);
-            return OUT_ABORT;
-        }
-        rig_why why = { "" };
-        if (child_spawn(&a->c, argv, &why) < 0) {
-            snprintf(cause, cap, "%s: %s", a->t->name, why.text);
-            return OUT_START_FAILED;
-        }
-        a->exited = false;
-        char line[KEY_HEX_LEN + 2];
-        snprintf(line, sizeof line, "%s\n", key_hex);
-        ssize_t w = write(a->c.in, line, strlen(line));
-        explicit_bzero(line, sizeof line);
-        if (w != (ssize_t)(KEY_HEX_LEN + 1)) {
-            start_failure(s, a, cause, cap);
-            return OUT_START_FAILED;
-        }
+    const char *argv[TARGETS_SSH_ARGV_MAX];
+    char remote[LAUNCHER_REMOTE_MAX];
+    if (agent_command(s, a->t, remote, sizeof remote, argv) < 0) {
+        snprintf(cause, cap, "%s: the remote command is longer than %zu bytes", a->t->name, sizeof remote - 1);
+        return OUT_ABORT;
     }
+    rig_why why = { "" };
+    if (child_spawn(&a->c, argv, &why) < 0) {
+        snprintf(cause, cap, "%s: %s", a->t->name, why.text);
+        return OUT_START_FAILED;
+    }
+    a->exited = false;
+    char line[KEY_HEX_LEN + 2];
+    snprintf(line, sizeof line, "%s\n", key_hex);
+    ssize_t w = write(a->c.in, line, strlen(line));
+    explicit_bzero(line, sizeof line);
+    if (w != (ssize_t)(KEY_HEX_LEN + 1)) {
+        start_failure(s, a, cause, cap);
+        return OUT_START_FAILED;
+    }
+    return OUT_DONE;
+}
+
+/* "HOST:0" (IPv6 in brackets) for this machine's address toward the agent
+ * listening at address: the source a connection there takes (a UDP
+ * connect sends nothing). -1 with why when there is no route. */
+static int address_toward(const char *address, char *out, size_t cap, char *why, size_t why_cap)
+{
+    names_address a;
+    rig_why w = { "" };
+    if (names_parse_address(address, strlen(address), &a, &w) < 0) {
+        snprintf(why, why_cap, "%s", w.text);
+        return -1;
+    }
+    char port[8];
+    snprintf(port, sizeof port, "%u", a.port);
+    struct addrinfo hints = { .ai_socktype = SOCK_DGRAM, .ai_flags = AI_NUMERICSERV }, *res = NULL;
+    int rc = getaddrinfo(a.host, port, &hints, &res);
+    if (rc != 0) {
+        snprintf(why, why_cap, "%s: %s", a.host, gai_strerror(rc));
+        return -1;
+    }
+    struct sockaddr_storage me;
+    socklen_t len = sizeof me;
+    int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+              getsockname(fd, (struct sockaddr *)&me, &len) == 0;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(res);
+    char host[INET6_ADDRSTRLEN];
+    const void *in = me.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&me)->sin6_addr
+                                              : (const void *)&((struct sockaddr_in *)&me)->sin_addr;
+    if (!ok || !inet_ntop(me.ss_family, in, host, sizeof host)) {
+        snprintf(why, why_cap, "no route to %s: %s", a.host, strerror(ok ? errno : e));
+        return -1;
+    }
+    snprintf(out, cap, me.ss_family == AF_INET6 ? "[%s]:0" : "%s:0", host);
+    return 0;
+}
+
+/* Waits until every started agent says where it listens. */
+static outcome wait_listening(run_state *s, char *cause, size_t cap)
+{
     long long until = child_now_ms() + START_TIMEOUT_MS;
     for (;;) {
         bool all = true;
         for (size_t i = 0; i < s->n; i++) {
             agent_run *a = &s->agents[i];
+            if (!a->started)   /* `local`, started after the others */
+                continue;
             if (!a->listening && (a->exited || a->c.out < 0 || a->unusable)) {
                 start_failure(s, a, cause, cap);
                 return OUT_START_FAILED;
@@ -485,7 +536,7 @@ static outcome start_agents(run_state *s, const char *key_hex, char *cause, size
         }
         if (child_now_ms() >= until) {
             for (size_t i = 0; i < s->n; i++)
-                if (!s->agents[i].listening) {
+                if (s->agents[i].started && !s->agents[i].listening) {
                     start_failure(s, &s->agents[i], cause, cap);
                     break;
                 }
@@ -493,6 +544,49 @@ static outcome start_agents(run_state *s, const char *key_hex, char *cause, size
         }
         pump(s, 100);
     }
+}
+
+static outcome start_agents(run_state *s, const char *key_hex, char *cause, size_t cap)
+{
+    bool local = false, others = false;
+    for (size_t i = 0; i < s->n; i++) {
+        agent_run *a = &s->agents[i];
+        memset(a, 0, sizeof *a);
+        a->t = s->targets[i];
+        a->c.in = a->c.out = a->c.err = -1;
+        local |= a->t->local;
+        others |= !a->t->local;
+    }
+    /* With other machines in the job, `local` starts once they listen, on
+     * this machine's address toward them: their agents dial it for the
+     * mesh, and 127.0.0.1 there is not here. */
+    s->local_listen[0] = '\0';
+    for (int round = 0; round < (local && others ? 2 : 1); round++) {
+        if (round == 1) {
+            const char *first = NULL;
+            for (size_t i = 0; i < s->n && !first; i++)
+                if (!s->agents[i].t->local)
+                    first = s->agents[i].address;
+            char why[300];
+            if (address_toward(first, s->local_listen, sizeof s->local_listen, why, sizeof why) < 0) {
+                snprintf(cause, cap, "local: no address of this machine toward the other agents (%s): %s", first,
+                         why);
+                return OUT_START_FAILED;
+            }
+        }
+        for (size_t i = 0; i < s->n; i++) {
+            agent_run *a = &s->agents[i];
+            if (local && others && a->t->local != (round == 1))
+                continue;
+            outcome o = start_one(s, a, key_hex, cause, cap);
+            if (o != OUT_DONE)
+                return o;
+        }
+        outcome o = wait_listening(s, cause, cap);
+        if (o != OUT_DONE)
+            return o;
+    }
+    return OUT_DONE;
 }
 
 /* Every agent's "NAME=ADDRESS" fits RIG_REMOTE_AGENTS' buffer below. */
@@ -740,6 +834,12 @@ static int dry_run(run_state *s)
     printf("rig run --dry-run: nothing is started. Up to %d attempt%s, each with %s:\n", s->o->retries + 1,
            s->o->retries ? "s" : "", s->any_standing ? "the fleet key" : "a fresh key");
     bool ok = true;
+    const target *other = NULL;
+    for (size_t i = 0; i < s->n && !other; i++)
+        if (!s->targets[i]->local)
+            other = s->targets[i];
+    if (s->any_local && other)   /* start_agents learns it once the others listen */
+        snprintf(s->local_listen, sizeof s->local_listen, "<this machine's address toward %s>:0", other->name);
     for (size_t i = 0; i < s->n; i++) {
         if (s->targets[i]->standing[0]) {
             printf("agent %s: the standing agent at %s\n", s->targets[i]->name, s->targets[i]->standing);

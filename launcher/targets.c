@@ -31,11 +31,11 @@ static int set_path(targets *t, bool *explicit, rig_why *why)
 static int add(targets *t, const char *name, const char *address, const char *standing, const char *where,
                rig_why *why)
 {
-    if (!names_valid_name(name, strlen(name)) || strcmp(name, "default") == 0)
+    if (!names_valid_name(name, strlen(name)) || strcmp(name, "default") == 0 || strcmp(name, "group") == 0)
         return why_set(why, RIG_E_INVALID,
                        "%s: '%s' is not a target name (letters, digits, '.', '_', '-'; at most %d)", where, name,
                        NAMES_NAME_MAX);
-    if (targets_find(t, name))
+    if (targets_find(t, name) || targets_group(t, name))
         return why_set(why, RIG_E_INVALID, "%s: target '%s' is named twice", where, name);
     if (strlen(address) >= TARGET_ADDRESS_MAX)
         return why_set(why, RIG_E_TOO_LONG, "%s: the address of '%s' is longer than %d bytes", where, name,
@@ -64,6 +64,61 @@ static int add(targets *t, const char *name, const char *address, const char *st
                            w.text[0] ? w.text : "too long");
         }
         snprintf(g->standing, sizeof g->standing, "%s", addr);
+    }
+    return 0;
+}
+
+/* `group NAME MEMBERS`: kept as written; its members are checked once
+ * the whole file is read (a group may come before them). */
+static int add_group(targets *t, const char *name, const char *members, int line, const char *where, rig_why *why)
+{
+    if (!names_valid_name(name, strlen(name)) || strcmp(name, "default") == 0 || strcmp(name, "group") == 0)
+        return why_set(why, RIG_E_INVALID, "%s: '%s' is not a group name (letters, digits, '.', '_', '-'; at most %d)",
+                       where, name, NAMES_NAME_MAX);
+    if (targets_find(t, name) || targets_group(t, name))
+        return why_set(why, RIG_E_INVALID, "%s: target '%s' is named twice", where, name);
+    if (strlen(members) >= TARGETS_GROUP_TEXT_MAX)
+        return why_set(why, RIG_E_TOO_LONG, "%s: the members of group '%s' are longer than %d bytes", where, name,
+                       TARGETS_GROUP_TEXT_MAX - 1);
+    if (t->groups == TARGETS_GROUPS_MAX)
+        return why_set(why, RIG_E_TOO_LONG, "%s: more than %d groups", where, TARGETS_GROUPS_MAX);
+    target_group *g = &t->g[t->groups++];
+    snprintf(g->name, sizeof g->name, "%s", name);
+    snprintf(g->members, sizeof g->members, "%s", members);
+    g->line = line;
+    return 0;
+}
+
+/* Each group's members: targets of the file, none a group, none twice. */
+static int check_groups(const targets *t, rig_why *why)
+{
+    for (size_t i = 0; i < t->groups; i++) {
+        const target_group *g = &t->g[i];
+        const target *seen[TARGETS_MAX];
+        size_t n = 0;
+        for (const char *p = g->members;; p++) {
+            size_t len = strcspn(p, ",");
+            char name[NAMES_NAME_MAX + 1];
+            if (len == 0 || len > NAMES_NAME_MAX)
+                return why_set(why, RIG_E_INVALID, "%s:%d: group '%s': %s in '%s'", t->path, g->line, g->name,
+                               len ? "a name too long" : "an empty name", g->members);
+            memcpy(name, p, len);
+            name[len] = '\0';
+            const target *m = targets_find(t, name);
+            if (!m)
+                return why_set(why, RIG_E_INVALID, "%s:%d: group '%s' names %s '%s'%s", t->path, g->line, g->name,
+                               targets_group(t, name) ? "the group" : "no target of the file:", name,
+                               targets_group(t, name) ? " (members are machines)" : "");
+            for (size_t k = 0; k < n; k++)
+                if (seen[k] == m)
+                    return why_set(why, RIG_E_INVALID, "%s:%d: group '%s' names '%s' twice", t->path, g->line,
+                                   g->name, name);
+            if (n < TARGETS_MAX)
+                seen[n++] = m;
+            p += len;
+            if (!*p)
+                break;
+        }
     }
     return 0;
 }
@@ -99,12 +154,18 @@ int targets_load(targets *t, rig_why *why)
             char *d = c ? strtok_r(NULL, " \t\r\n", &save) : NULL;
             if (!a)
                 continue;
-            if (!b || d || (c && strcmp(a, "default") == 0)) {
+            bool group = strcmp(a, "group") == 0;
+            if (!b || d || (c && strcmp(a, "default") == 0) || (group && !c)) {
                 rc = why_set(why, RIG_E_INVALID,
-                             "%s: expected 'NAME ADDRESS [standing=HOST:PORT]' or 'default NAME'", where);
+                             "%s: expected 'NAME ADDRESS [standing=HOST:PORT]', 'group NAME MEMBER,MEMBER...' or "
+                             "'default NAME'",
+                             where);
                 break;
             }
-            if (strcmp(a, "default") == 0) {
+            if (group) {
+                if ((rc = add_group(t, b, c, no, where, why)) < 0)
+                    break;
+            } else if (strcmp(a, "default") == 0) {
                 if (!names_valid_name(b, strlen(b))) {
                     rc = why_set(why, RIG_E_INVALID, "%s: '%s' is not a target name", where, b);
                     break;
@@ -120,10 +181,18 @@ int targets_load(targets *t, rig_why *why)
     }
     if (!targets_find(t, "local") && (rc = add(t, "local", "local", NULL, t->path, why)) < 0)
         return rc;
-    if (t->default_name[0] && !targets_find(t, t->default_name))
+    if (t->default_name[0] && !targets_find(t, t->default_name) && !targets_group(t, t->default_name))
         return why_set(why, RIG_E_INVALID, "%s: the default target '%s' is not in the file", t->path,
                        t->default_name);
-    return 0;
+    return check_groups(t, why);
+}
+
+const target_group *targets_group(const targets *t, const char *name)
+{
+    for (size_t i = 0; i < t->groups; i++)
+        if (strcmp(t->g[i].name, name) == 0)
+            return &t->g[i];
+    return NULL;
 }
 
 const target *targets_find(const targets *t, const char *name)
@@ -158,15 +227,35 @@ int targets_select(const targets *t, const char *on, const target *out[static TA
         memcpy(name, p, len);
         name[len] = '\0';
         const target *g = targets_find(t, name);
-        if (!g)
+        const target_group *group = g ? NULL : targets_group(t, name);
+        if (!g && !group)
             return why_set(why, RIG_E_INVALID, "%s: no target named '%s' (targets are in %s; `rig ls` lists them)",
                            from, name, t->path);
-        for (size_t i = 0; i < *n; i++)
-            if (out[i] == g)
-                return why_set(why, RIG_E_INVALID, "%s: target '%s' is given twice", from, name);
-        if (*n == TARGETS_MAX)
-            return why_set(why, RIG_E_TOO_LONG, "%s: more than %d targets", from, TARGETS_MAX);
-        out[(*n)++] = g;
+        /* A group is its members, each a target (check_groups made sure). */
+        const char *m = group ? group->members : NULL;
+        for (;;) {
+            char mname[NAMES_NAME_MAX + 1];
+            if (m) {
+                size_t mlen = strcspn(m, ",");
+                if (mlen == 0 || mlen > NAMES_NAME_MAX)
+                    return why_set(why, RIG_E_INVALID, "group '%s': '%s': %s", name, group->members,
+                                   mlen ? "a name is too long" : "an empty name");
+                memcpy(mname, m, mlen);
+                mname[mlen] = '\0';
+                m = m[mlen] ? m + mlen + 1 : NULL;
+                if (!(g = targets_find(t, mname)))
+                    return why_set(why, RIG_E_INVALID, "group '%s': no target named '%s'", name, mname);
+            }
+            const char *said = group ? mname : name;
+            for (size_t i = 0; i < *n; i++)
+                if (out[i] == g)
+                    return why_set(why, RIG_E_INVALID, "%s: target '%s' is given twice", from, said);
+            if (*n == TARGETS_MAX)
+                return why_set(why, RIG_E_TOO_LONG, "%s: more than %d targets", from, TARGETS_MAX);
+            out[(*n)++] = g;
+            if (!m)
+                break;
+        }
         if (!comma)
             break;
         p = comma + 1;

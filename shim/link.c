@@ -74,6 +74,14 @@ static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const ch
     __attribute__((format(printf, 4, 5)));
 #define link_fail(l, code, ...) link_fail_as(l, code, true, __VA_ARGS__)
 
+/* The job's first failure is reported before any link shows one: a link
+ * failing after it waits for the report line, or a program exiting on that
+ * link's error could end before the line (rig would not restart the job).
+ * The reporter takes no lock but its own link's and this one's. */
+static pthread_mutex_t reported_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reported_cond = PTHREAD_COND_INITIALIZER;
+static bool reported;
+
 static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const char *fmt, ...)
 {
     static int said;
@@ -86,10 +94,19 @@ static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const ch
         va_start(ap, fmt);
         vsnprintf(l->cause, sizeof l->cause, fmt, ap);
         va_end(ap);
-        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+        bool first = !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED);
+        if (first) {
             shim_log(SHIM_LOG_ERROR, "job failed: %s", l->cause);
             report_failed(l->cause);
         }
+        pthread_mutex_lock(&reported_lock);
+        if (first) {
+            reported = true;
+            pthread_cond_broadcast(&reported_cond);
+        }
+        while (!reported)
+            pthread_cond_wait(&reported_cond, &reported_lock);
+        pthread_mutex_unlock(&reported_lock);
         l->cause_told = true;
     }
     pthread_cond_broadcast(&l->changed);
@@ -241,6 +258,9 @@ static void start_keeper(void)
 static void after_fork_child(void)
 {
     pthread_mutex_init(&registry_lock, NULL);
+    pthread_mutex_init(&reported_lock, NULL);
+    pthread_cond_init(&reported_cond, NULL);
+    reported = true;   /* a fork reports nothing (proto/report.c): none to wait for */
     for (size_t i = 0; i < registered_count; i++) {
         agent_link *l = registered[i];
         pthread_mutex_init(&l->send_lock, NULL);

@@ -11,6 +11,9 @@
 
 #define IP "/usr/sbin/ip"
 #define TC "/usr/sbin/tc"
+#define SSHD "/usr/sbin/sshd"
+#define SSHD_START RIG_SOURCE_DIR "/tests/tools/sshd-start"
+#define SSHD_STOP RIG_SOURCE_DIR "/tests/tools/sshd-stop"
 
 static netns_lab *live[4];
 
@@ -97,6 +100,18 @@ void netns_lab_up(netns_lab *lab, const char *const names[], int n)
 
 void netns_lab_down(netns_lab *lab)
 {
+    /* An sshd outlives its namespace's deletion: it is stopped first. */
+    for (int i = 0; i < lab->count; i++)
+        if (lab->h[i].sshd) {
+            char dir[sizeof lab->dir + 24];
+            snprintf(dir, sizeof dir, "%s/sshd-%s", lab->dir, lab->h[i].name);
+            run((char *[]){ SSHD_STOP, dir, NULL }, false);
+            lab->h[i].sshd = false;
+        }
+    if (lab->dir[0]) {
+        run((char *[]){ "/bin/rm", "-rf", lab->dir, NULL }, false);
+        lab->dir[0] = '\0';
+    }
     for (int i = 0; i < lab->count; i++) {
         run((char *[]){ IP, "netns", "del", lab->h[i].ns, NULL }, false);
         run((char *[]){ IP, "link", "del", lab->h[i].veth, NULL }, false);
@@ -143,6 +158,39 @@ uint64_t netns_bytes(const netns_lab *lab, const char *name, bool sent)
     cr_assert_eq(fscanf(f, "%llu", &v), 1);
     fclose(f);
     return v;
+}
+
+bool netns_sshd(netns_lab *lab, const char *name, char *why, size_t cap)
+{
+    if (access(SSHD, X_OK) != 0) {
+        snprintf(why, cap, "no %s (apt-get install openssh-server)", SSHD);
+        return false;
+    }
+    netns_host *h = (netns_host *)netns_host_of(lab, name);
+    if (!lab->dir[0]) {
+        snprintf(lab->dir, sizeof lab->dir, "/tmp/rig-netns%d-XXXXXX", lab->id);
+        cr_assert_not_null(mkdtemp(lab->dir), "mkdtemp: %s", lab->dir);
+        snprintf(lab->ssh_config, sizeof lab->ssh_config, "%s/ssh_config", lab->dir);
+    }
+    char dir[sizeof lab->dir + 24];
+    snprintf(dir, sizeof dir, "%s/sshd-%s", lab->dir, h->name);
+    h->sshd = true;   /* before it runs: a half-started one is stopped too */
+    char *argv[64];
+    netns_argv(h, (char *[]){ SSHD_START, dir, h->addr, h->name, NULL }, argv);
+    program_result r = program_run(argv, NULL, 60);
+    cr_assert_eq(r.status, 0, "sshd in %s did not start:\n%s", h->ns, r.output);
+    program_result_free(&r);
+    /* Its Host entry joins the lab's one config file. */
+    char from[sizeof dir + 16];
+    snprintf(from, sizeof from, "%s/ssh_config", dir);
+    FILE *in = fopen(from, "r"), *out = fopen(lab->ssh_config, "a");
+    cr_assert(in && out, "%s or %s: cannot open", from, lab->ssh_config);
+    char line[512];
+    while (fgets(line, sizeof line, in))
+        fputs(line, out);
+    fclose(in);
+    cr_assert_eq(fclose(out), 0, "%s: cannot write", lab->ssh_config);
+    return true;
 }
 
 void netns_argv(const netns_host *h, char *const argv[], char *out[64])

@@ -19,6 +19,7 @@ typedef struct netns_host {
     char ns[32];          /* the namespace: rig<ID>-<name> */
     char veth[16];        /* its link's end on the bridge side */
     char addr[20];        /* 198.18.ID.K */
+    bool sshd;            /* netns_sshd started one there */
 } netns_host;
 
 typedef struct netns_lab {
@@ -26,6 +27,8 @@ typedef struct netns_lab {
     char bridge[16];
     int count;
     netns_host h[NETNS_HOSTS_MAX];
+    char dir[64];         /* the lab's files (sshd's), "" until needed */
+    char ssh_config[96];  /* dir/ssh_config: a Host NAME per host with an sshd */
 } netns_lab;
 
 /* True when namespaces can be made here; else false with the reason. */
@@ -38,6 +41,11 @@ const netns_host *netns_host_of(const netns_lab *lab, const char *name);
 void netns_rate(const netns_lab *lab, const char *name, const char *rate);
 /* Bytes the host has sent (or received) on its link so far. */
 uint64_t netns_bytes(const netns_lab *lab, const char *name, bool sent);
+/* Starts a real sshd in the host's namespace (tests/tools/sshd-start),
+ * listening on its address only, and adds `Host NAME` for it to the lab's
+ * ssh_config (ssh -F); stopped with the lab. False with the reason where
+ * sshd is not installed; other failures assert. */
+bool netns_sshd(netns_lab *lab, const char *name, char *why, size_t cap);
 /* argv (NULL-terminated, at most 60 words) run in the host's namespace:
  * "ip netns exec NS argv..." into out (room for 64 pointers). */
 void netns_argv(const netns_host *h, char *const argv[], char *out[64]);

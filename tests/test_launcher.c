@@ -458,7 +458,9 @@ Test(launcher, dry_run_prints_what_would_run, .timeout = 30)
     rig_exec(&r, (char *[]){ "rig", "run", "--dry-run", "--on", "gpu,box", "--", "true", NULL },
              (char *[]){ s.targets_env, NULL }, 10, NULL);
     cr_expect_eq(r.status, 0, "%s", r.out);
-    cr_expect(strstr(r.out, "agent box: " RIG " agent --lifeline --listen 127.0.0.1:0"), "%s", r.out);
+    /* With another machine, local listens where that one reaches it. */
+    cr_expect(strstr(r.out, "agent box: " RIG " agent --lifeline --listen '<this machine'\\''s address toward gpu>:0'"),
+              "%s", r.out);
     cr_expect(strstr(r.out, "RIG_REMOTE_AGENTS=gpu=<its agent's address>,box=") &&
               strstr(r.out, "RIG_LOCAL_DRIVER=none"), "%s", r.out);
     /* No --on: RIG_ON before the file's default. */
@@ -634,6 +636,47 @@ Test(launcher, agent_killed_mid_job_restarts_and_succeeds, .timeout = 120)
     setup_end(&s);
 }
 
+/* Two machines (two targets reaching the one sshd), named by a group: an
+ * agent on each with one key, the program sees both; the first agent
+ * killed mid-job fails the job and the whole job starts again, both agents
+ * fresh. */
+Test(launcher, two_machines_one_job_and_a_killed_agent_restarts_both, .timeout = 150)
+{
+    setup s;
+    setup_begin(&s, "b rig-test-ssh\nc rig-test-ssh\ngroup pair b,c\n");
+    setup_sshd(&s);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "run", "--on", "pair", "--rig", RIG, "--", PLAIN_BUILD "/programs/multidev.static",
+                             NULL },
+             (char *[]){ s.targets_env, s.ssh_config_env, NULL }, 90, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "multidev: ok 2 devices"), "%s", r.out);
+    char mark[160];
+    snprintf(mark, sizeof mark, "RIG_TEST_MARK=%s/killed-once", s.dir);
+    rig_exec(&r, (char *[]){ "rig", "run", "-v", "--on", "b,c", "--rig", RIG, "--", (char *)self(), NULL },
+             (char *[]){ s.targets_env, s.ssh_config_env, "RIG_TEST_ROLE=kill-agent-once", mark, NULL }, 120, NULL);
+    cr_expect_eq(r.status, 0, "rig exited %d:\n%s", r.status, r.out);
+    cr_expect(strstr(r.out, "helper: killed the agent"), "%s", r.out);
+    /* The cause is b's, whoever saw it first: the controller ("b: ...") or
+     * c, over the mesh ("c aborted: b: ..."). */
+    const char *failed = strstr(r.out, "rig run: attempt 1 of 4 failed: ");
+    char line[512] = "";
+    if (failed)
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(failed, "\n"), failed);
+    cr_expect(strstr(line, "failed: b: ") || strstr(line, "failed: c aborted: b: "), "%s", r.out);
+    cr_expect(strstr(r.out, "starting the job again with fresh agents and a fresh key"), "%s", r.out);
+    cr_expect(strstr(r.out, "vecadd: ok"), "%s", r.out);
+    /* Both machines' agents started twice: the job restarts whole. */
+    for (int m = 0; m < 2; m++) {
+        const char *said = m ? "rig: c: agent listening on 127.0.0.1:" : "rig: b: agent listening on 127.0.0.1:";
+        int seen = 0;
+        for (const char *p = r.out; (p = strstr(p, said)); p++)
+            seen++;
+        cr_expect_eq(seen, 2, "%s started %d times:\n%s", m ? "c" : "b", seen, r.out);
+    }
+    setup_end(&s);
+}
+
 Test(launcher, job_that_always_fails_gives_up_with_the_last_cause, .timeout = 120)
 {
     setup s;
@@ -704,7 +747,7 @@ Test(launcher, targets_file_parses_and_selects, .timeout = 30)
         { "a host standing=nohost\n", ":1: standing=nohost: " },
         { "a host standing=h:1 more\n", ":1: expected 'NAME ADDRESS [standing=HOST:PORT]'" },
         { "default a standing=h:1\n", ":1: expected 'NAME ADDRESS [standing=HOST:PORT]'" },
-        { "lonely\n", ":1: expected 'NAME ADDRESS [standing=HOST:PORT]' or 'default NAME'" },
+        { "lonely\n", ":1: expected 'NAME ADDRESS [standing=HOST:PORT]', 'group NAME MEMBER,MEMBER...' or 'default NAME'" },
         { "a h\na h2\n", ":2: target 'a' is named twice" },
         { "bad/name h\n", "'bad/name' is not a target name" },
         { "default h\n", "'h'" },
@@ -730,6 +773,49 @@ Test(launcher, targets_file_parses_and_selects, .timeout = 30)
     setenv("HOME", home, 1);
     cr_expect_eq(targets_load(&t, &why), 0, "%s", why.text);
     cr_expect(t.count == 1 && t.v[0].local && !t.have_file);
+    setup_end(&s);
+}
+
+Test(launcher, targets_groups_expand_and_their_errors_are_clear, .timeout = 30)
+{
+    setup s;
+    setup_begin(&s, "");
+    static targets t;
+    rig_why why = { "" };
+    int rc;
+    load_targets(&s, "group pair b,c   # before its members\nb hb\nc hc\nd hd\ndefault pair\n", &t, &why, &rc);
+    cr_assert_eq(rc, 0, "%s", why.text);
+    cr_expect_eq(t.groups, 1u);
+    cr_expect(targets_group(&t, "pair") && !targets_find(&t, "pair"));
+    const target *sel[TARGETS_MAX];
+    size_t n;
+    unsetenv("RIG_ON");
+    cr_assert_eq(targets_select(&t, NULL, sel, &n, &why), 0, "%s", why.text);
+    cr_expect(n == 2 && strcmp(sel[0]->name, "b") == 0 && strcmp(sel[1]->name, "c") == 0);
+    cr_assert_eq(targets_select(&t, "d,pair", sel, &n, &why), 0, "%s", why.text);
+    cr_expect(n == 3 && strcmp(sel[0]->name, "d") == 0 && strcmp(sel[2]->name, "c") == 0);
+    cr_expect_lt(targets_select(&t, "pair,c", sel, &n, &why), 0);
+    cr_expect(strstr(why.text, "target 'c' is given twice"), "%s", why.text);
+    static const char *const bad[][2] = {
+        { "b h\ngroup pair b,x\n", ":2: group 'pair' names no target of the file: 'x'" },
+        { "b h\ngroup g1 b\ngroup g2 g1\n", ":3: group 'g2' names the group 'g1' (members are machines)" },
+        { "b h\ngroup pair b,b\n", ":2: group 'pair' names 'b' twice" },
+        { "b h\ngroup pair b,,b\n", ":2: group 'pair': an empty name in 'b,,b'" },
+        { "b h\ngroup pair b,\n", ":2: group 'pair': an empty name in 'b,'" },
+        { "b h\ngroup pair\n", ":2: expected 'NAME ADDRESS [standing=HOST:PORT]', 'group NAME MEMBER,MEMBER...'" },
+        { "b h\ngroup b b\n", ":2: target 'b' is named twice" },
+        { "b h\ngroup pair b\npair h2\n", ":3: target 'pair' is named twice" },
+        { "group h\n", "'group NAME MEMBER,MEMBER...'" },
+        { "group x/y b\n", "'x/y' is not a group name" },
+        { "group b h\n", ":1: group 'b' names no target of the file: 'h'" },
+        { "default g\nb h\n", "the default target 'g' is not in the file" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        load_targets(&s, bad[i][0], &t, &why, &rc);
+        cr_expect_lt(rc, 0, "accepted: %s", bad[i][0]);
+        cr_expect(strstr(why.text, bad[i][1]), "%s: %s", bad[i][0], why.text);
+    }
+    unsetenv("RIG_TARGETS");
     setup_end(&s);
 }
 
@@ -1392,6 +1478,80 @@ Test(launcher, ls_marks_a_cut_device_summary, .timeout = 60)
     cr_expect(strstr(line, "1 x device-model-number-00 (9.0, 0.0 GiB)"), "%s", r.out);
     cr_expect(end - 3 > line && strncmp(end - 3, "...", 3) == 0, "a cut summary not marked: %.*s", (int)(end - line),
               line);
+    setup_end(&s);
+}
+
+/* Groups: a target of several machines. rig ls shows each after the
+ * machines, with its members, its state from theirs and all their devices
+ * together; rig probe shows each machine of a group or a list. A stand-in
+ * for ssh answers per address: host-b free, busy-host busy, down-host
+ * unreachable. */
+Test(launcher, ls_and_probe_show_groups, .timeout = 60)
+{
+    setup s;
+    setup_begin(&s, "b host-b\nc busy-host\nd down-host\ngroup pair b,local\ngroup hot b,c\ngroup broken c,d\n"
+                    "default pair\n");
+    char ssh[160], ssh_env[200];
+    snprintf(ssh, sizeof ssh, "%s/fake-ssh", s.dir);
+    FILE *f = fopen(ssh, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "#!/bin/sh\ncase \"$*\" in\n"
+               "*down-host*) echo 'ssh: connect to host down-host port 22: No route to host' >&2; exit 255;;\n"
+               "*busy-host*) busy=true;;\n*) busy=false;;\nesac\n"
+               "printf '{\"host\":\"h\",\"driver\":\"d\",\"version\":1,\"busy\":%%s,\"devices\":"
+               "[{\"ordinal\":0,\"name\":\"fake\",\"cc\":\"9.0\",\"memory\":1073741824}]}\\n' $busy\n");
+    fclose(f);
+    chmod(ssh, 0700);
+    snprintf(ssh_env, sizeof ssh_env, "RIG_SSH=%s", ssh);
+    rig_result r;
+    rig_exec(&r, (char *[]){ "rig", "ls", NULL }, (char *[]){ s.targets_env, ssh_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    static const char *const rows[][3] = {
+        { "\npair* ", " b,local ", " free  1 x fake (9.0, 1.0 GiB), 1 x softgpu (7.5, " },
+        { "\nhot ", " b,c ", " busy  2 x fake (9.0, 1.0 GiB)" },
+        { "\nbroken ", " c,d ", " down  d: ssh: connect to host down-host port 22: No route to host" },
+    };
+    for (size_t i = 0; i < 3; i++) {
+        const char *row = strstr(r.out, rows[i][0]);
+        char line[512] = "";
+        if (row)
+            snprintf(line, sizeof line, "%.*s", (int)strcspn(row + 1, "\n"), row + 1);
+        cr_expect(strstr(line, rows[i][1]) && strstr(line, rows[i][2]), "no row '%s ... %s ... %s' in:\n%s",
+                  rows[i][0] + 1, rows[i][1], rows[i][2], r.out);
+    }
+    /* The machines' own rows come first, the group's after them. */
+    cr_expect(strstr(r.out, "\nb ") && strstr(r.out, "\nb ") < strstr(r.out, "\npair* "), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "ls", "--json", NULL }, (char *[]){ s.targets_env, ssh_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "{\"group\":\"hot\",\"members\":[\"b\",\"c\"],\"state\":\"busy\",\"summary\":\"2 x fake "),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "{\"group\":\"broken\",\"members\":[\"c\",\"d\"],\"state\":\"down\",\"error\":\"d: "),
+              "%s", r.out);
+    json *j = json_parse(r.out);
+    cr_expect(j && j->type == JSON_ARRAY && j->count == 7, "not an array of 4 machines and 3 groups:\n%s", r.out);
+    json_free(j);
+    /* rig probe: a group, a list, a machine given twice shown once; the
+     * default is the group. */
+    rig_exec(&r, (char *[]){ "rig", "probe", "hot", "c,b", NULL }, (char *[]){ s.targets_env, ssh_env, NULL }, 30,
+             NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    const char *bp = strstr(r.out, "b (host-b): host h"), *cp = strstr(r.out, "c (busy-host): host h");
+    cr_expect(bp && cp && bp < cp && !strstr(bp + 1, "b (host-b)") && !strstr(cp + 1, "c (busy-host)"), "%s", r.out);
+    cr_expect(strstr(r.out, "busy: serving a job"), "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "probe", NULL }, (char *[]){ s.targets_env, ssh_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "b (host-b): ") && strstr(r.out, "local (local): ") && strstr(r.out, "CUDA:0   softgpu"),
+              "%s", r.out);
+    rig_exec(&r, (char *[]){ "rig", "probe", "nosuch", NULL }, (char *[]){ s.targets_env, ssh_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 255, "%s", r.out);
+    cr_expect(strstr(r.out, "no target named 'nosuch'"), "%s", r.out);
+    /* --dry-run on a group: an agent on each member. */
+    rig_exec(&r, (char *[]){ "rig", "run", "--dry-run", "--on", "hot", "--", "prog", NULL },
+             (char *[]){ s.targets_env, ssh_env, NULL }, 30, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "agent b: ") && strstr(r.out, "agent c: ") &&
+                  strstr(r.out, "RIG_REMOTE_AGENTS=b=<its agent's address>,c=<its agent's address>"),
+              "%s", r.out);
     setup_end(&s);
 }
 

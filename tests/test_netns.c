@@ -1,8 +1,9 @@
 /* rig between separate hosts (network namespaces joined by veth links on a
  * bridge, tests/netns.c): the controller in one namespace, an agent in
  * another reachable only at its own address, the bytes of a job counted on
- * the controller's link. The ground issue 16's agent mesh is tested on.
- * Skipped, with the reason, where namespaces cannot be made. */
+ * the controller's link. The ground issue 16's agent mesh is tested on,
+ * and `rig run --on b,c` over a real sshd in each agent's namespace.
+ * Skipped, with the reason, where namespaces (or sshd) cannot be had. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -166,11 +167,130 @@ Test(netns, an_agent_killed_fails_the_job_everywhere, .timeout = 300)
     waitpid(pid, &st, 0);
     cr_expect(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "the program succeeded:\n%s", buf);
     cr_expect(strstr(buf, "rig: job failed: ") && strstr(buf, "c"), "%s", buf);
-    /* b failed its job too, with c's closing as the cause. */
-    char *log = support_read_file(ag[0].log, NULL);
+    /* b failed its job too, with c's closing as the cause (its log line may
+     * come a moment after the program has ended). */
+    char *log = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(log);
+        log = support_read_file(ag[0].log, NULL);
+        if (log && strstr(log, "job failed: c: closed its connection"))
+            break;
+        usleep(100000);
+    }
     cr_expect(log && strstr(log, "job failed: c: closed its connection"), "b's log:\n%s", log);
     free(log);
     agent_stop(&ag[0]);
     agent_stop(&ag[1]);
+    netns_lab_down(&lab);
+}
+
+#define RIG RIG_BUILD_DIR "/rig"
+
+/* `rig run --on b,c` from the controller's namespace: the launcher starts an
+ * agent on each machine over a real sshd there, with one fresh key; each
+ * listens where ssh reached it (its own address, the only one it has), the
+ * two join their mesh, and a program using both devices (a peer copy
+ * between them, checked on the CPU) runs. */
+Test(netns, rig_run_on_two_machines_over_ssh, .timeout = 300)
+{
+    up((const char *const[]){ "ctl", "b", "c" }, 3);
+    char why[300];
+    if (!netns_sshd(&lab, "b", why, sizeof why) || !netns_sshd(&lab, "c", why, sizeof why)) {
+        netns_lab_down(&lab);
+        cr_skip_test("no sshd here: %s", why);
+    }
+    const netns_host *b = netns_host_of(&lab, "b"), *c = netns_host_of(&lab, "c");
+    /* The machines by their ssh Host names (the lab's ssh_config), and a
+     * group of both. */
+    char targets[128], targets_env[160], ssh_env[160];
+    snprintf(targets, sizeof targets, "%s/targets", lab.dir);
+    FILE *f = fopen(targets, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "b b\nc c\ngroup pair b,c\n");
+    cr_assert_eq(fclose(f), 0);
+    snprintf(targets_env, sizeof targets_env, "RIG_TARGETS=%s", targets);
+    snprintf(ssh_env, sizeof ssh_env, "RIG_SSH_CONFIG=%s", lab.ssh_config);
+    char *env[] = { targets_env, ssh_env, "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0",
+#ifdef __SANITIZE_ADDRESS__
+                    /* The program is never sanitized: it preloads the plain shim. */
+                    "RIG_SHIM=" PLAIN_BUILD "/librigshim.so",
+#endif
+                    NULL };
+    const char *const on[] = { "b,c", "pair" };
+    for (int i = 0; i < 2; i++) {
+        char *argv[64];
+        netns_argv(netns_host_of(&lab, "ctl"),
+                   (char *[]){ RIG, "run", "--on", (char *)on[i], "-v", "--retries", "0", "--rig", RIG, "--",
+                               PLAIN_BUILD "/programs/peer.static", NULL },
+                   argv);
+        program_result r = program_run(argv, env, 240);
+        cr_expect_eq(r.status, 0, "rig run --on %s exited %d:\n%s", on[i], r.status, r.output);
+        cr_expect(strstr(r.output, "peer: ok"), "%s", r.output);
+        /* One device on each machine, and they are not peers. */
+        cr_expect(strstr(r.output, "device 0: softgpu") && strstr(r.output, "device 1: softgpu") &&
+                      strstr(r.output, "can access peer: 0->1 0, 1->0 0"),
+                  "%s", r.output);
+        /* Each agent at its machine's own address, where ssh reached it. */
+        char at[80];
+        snprintf(at, sizeof at, "rig: b: agent listening on %s:", b->addr);
+        cr_expect(strstr(r.output, at), "no '%s' in:\n%s", at, r.output);
+        snprintf(at, sizeof at, "rig: c: agent listening on %s:", c->addr);
+        cr_expect(strstr(r.output, at), "no '%s' in:\n%s", at, r.output);
+        program_result_free(&r);
+    }
+    /* This machine and b: the agent of `local` listens on this machine's
+     * address toward b, not on loopback, since b's agent dials it too. */
+    {
+        const netns_host *ctl = netns_host_of(&lab, "ctl");
+        char *argv[64];
+        netns_argv(ctl,
+                   (char *[]){ RIG, "run", "--on", "b,local", "-v", "--retries", "0", "--rig", RIG, "--",
+                               PLAIN_BUILD "/programs/peer.static", NULL },
+                   argv);
+        program_result r = program_run(argv, env, 240);
+        cr_expect_eq(r.status, 0, "rig run --on b,local exited %d:\n%s", r.status, r.output);
+        cr_expect(strstr(r.output, "peer: ok"), "%s", r.output);
+        char at[80];
+        snprintf(at, sizeof at, "rig: local: agent listening on %s:", ctl->addr);
+        cr_expect(strstr(r.output, at), "no '%s' in:\n%s", at, r.output);
+        program_result_free(&r);
+    }
+    /* rig probe and rig ls show the group: both machines, over ssh. */
+    char *argv[64];
+    netns_argv(netns_host_of(&lab, "ctl"), (char *[]){ RIG, "probe", "--rig", RIG, "pair", NULL }, argv);
+    program_result r = program_run(argv, env, 120);
+    cr_expect_eq(r.status, 0, "%s", r.output);
+    cr_expect(strstr(r.output, "b (b): host ") && strstr(r.output, "c (c): host "), "%s", r.output);
+    program_result_free(&r);
+    netns_argv(netns_host_of(&lab, "ctl"), (char *[]){ RIG, "ls", "--rig", RIG, NULL }, argv);
+    r = program_run(argv, env, 120);
+    cr_expect_eq(r.status, 0, "%s", r.output);
+    const char *row = strstr(r.output, "\npair ");
+    char line[512] = "";
+    if (row)
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(row + 1, "\n"), row + 1);
+    cr_expect(strstr(line, " b,c ") && strstr(line, " free ") && strstr(line, " 2 x softgpu ("), "%s", r.output);
+    program_result_free(&r);
+    /* b cannot reach c (a route that refuses), though the controller
+     * reaches both: rig run fails the job naming both machines, within the
+     * handshake's bounds, and gives up after its one attempt. */
+    char route[64];
+    snprintf(route, sizeof route, "%s/32", c->addr);
+    netns_argv(b, (char *[]){ "/usr/sbin/ip", "route", "add", "prohibit", route, NULL }, argv);
+    r = program_run(argv, NULL, 30);
+    cr_assert_eq(r.status, 0, "%s", r.output);
+    program_result_free(&r);
+    netns_argv(netns_host_of(&lab, "ctl"),
+               (char *[]){ RIG, "run", "--on", "pair", "--retries", "0", "--rig", RIG, "--",
+                           PLAIN_BUILD "/programs/peer.static", NULL },
+               argv);
+    r = program_run(argv, env, 120);
+    cr_expect_neq(r.status, 0, "%s", r.output);
+    char expect[128];
+    snprintf(expect, sizeof expect, "b: cannot reach c at %s:", c->addr);
+    cr_expect(strstr(r.output, expect) && strstr(r.output, "rig run: giving up after 1 attempt: "), "no '%s' in:\n%s",
+              expect, r.output);
+    cr_expect(r.seconds < 40, "the failure took %.1f s (agents started over ssh, then at most 10 s)", r.seconds);
+    program_result_free(&r);
     netns_lab_down(&lab);
 }
