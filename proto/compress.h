@@ -59,6 +59,15 @@ size_t compress_bound(size_t len);
  * alone. Takes tens of milliseconds: call once per process. */
 int compress_measure(compress_rates *r, rig_why *why);
 
+/* This machine's LZ4 speeds (compress_measure), measured on the first call
+ * of the process and remembered; both 0 when measuring failed (nothing is
+ * then compressed). link_bps is 0. */
+compress_rates compress_machine(void);
+
+/* The link rate a sender decides with: RIG_LINK_RATE (bytes/s) when set to
+ * a positive number, for a link the sends cannot measure, else measured. */
+double compress_link_rate(uint64_t measured);
+
 /* Decides from a sample (16 pieces of 1 KiB spread evenly over p[0..len),
  * or all of it when shorter) whether sending len bytes compressed beats
  * sending them raw on r->link_bps: compressed chunks are pipelined, so the

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/deadline.h"
@@ -52,6 +53,38 @@ static int wait_fd(int fd, short events, int64_t deadline, const char *what, rig
     }
 }
 
+/* Sends that paced fewer bytes than this say little of the link. */
+#define LINK_RATE_SEND_MIN ((uint64_t)64 << 10)
+/* The rate is trusted from this many bytes on; past the window both counts
+ * halve, so the rate follows the link as it changes. */
+#define LINK_RATE_TRUST ((uint64_t)2 << 20)
+#define LINK_RATE_WINDOW ((uint64_t)32 << 20)
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void note_drain(conn *c, uint64_t bytes, int64_t ns)
+{
+    c->drained_bytes += bytes;
+    c->drained_ns += ns > 0 ? ns : 1;
+    if (c->drained_bytes > LINK_RATE_WINDOW) {
+        c->drained_bytes /= 2;
+        c->drained_ns /= 2;
+    }
+    if (c->drained_bytes >= LINK_RATE_TRUST && c->drained_ns > 0)
+        __atomic_store_n(&c->link_bps, (uint64_t)((double)c->drained_bytes * 1e9 / (double)c->drained_ns),
+                         __ATOMIC_RELAXED);
+}
+
+uint64_t conn_link_rate(const conn *c)
+{
+    return __atomic_load_n(&c->link_bps, __ATOMIC_RELAXED);
+}
+
 /* Writes the pieces v[0..left) (frames whose last is of kind, for
  * messages) in as few writes as the socket allows. */
 static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int frames, int64_t deadline, rig_why *why)
@@ -61,12 +94,17 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
      * grants the same time again, so a slow link that keeps moving is not a
      * failure. */
     int64_t stall = deadline - deadline_now_ms();
+    /* From the first wait on: the peer's pace (conn_link_rate). */
+    int64_t waited_at = 0;
+    uint64_t after_wait = 0;
     while (left > 0) {
         struct msghdr m = { .msg_iov = cur, .msg_iovlen = (size_t)left };
         ssize_t put = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (put < 0 && errno == EINTR)
             continue;
         if (put < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!waited_at)
+                waited_at = now_ns();
             int rc = wait_fd(c->fd, POLLOUT, deadline, "sending", why);
             if (rc < 0)
                 return rc;
@@ -79,6 +117,8 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
             return why_set(why, RIG_E_IO, "sending a %s frame: %s", frame_kind_name(kind), strerror(errno));
         }
         c->bytes_sent += (uint64_t)put;
+        if (waited_at)
+            after_wait += (uint64_t)put;
         if (put > 0 && stall > 0 && deadline != INT64_MAX)
             deadline = deadline_after(stall);
         size_t done = (size_t)put;
@@ -94,6 +134,8 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
         c->last_send_ms = deadline_now_ms();
     }
     c->frames_sent += (uint64_t)frames;
+    if (after_wait >= LINK_RATE_SEND_MIN)
+        note_drain(c, after_wait, now_ns() - waited_at);
     return 0;
 }
 

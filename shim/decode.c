@@ -170,24 +170,6 @@ int shim_check_word(const shim_word *w, const shim_stream_view *v, rig_why *why)
     return 0;
 }
 
-int shim_decode_bytes(const uint8_t *p, size_t len, shim_bytes *b, rig_why *why)
-{
-    memset(b, 0, sizeof *b);
-    wire_reader r = wire_reader_init(p, len);
-    b->stream = wire_get_u64(&r);
-    b->value = wire_get_u64(&r);
-    if (r.err == RIG_E_TRUNCATED)
-        return why_set(why, r.err, "a bytes message of %zu bytes, shorter than its header", len);
-    if (r.err)
-        return why_set(why, r.err, "a bytes message with a header field above 2^62");
-    if ((b->stream == 0) != (b->value == 0))
-        return why_set(why, RIG_E_MALFORMED, "bytes for stream %llu at value %llu, which no copy has",
-                       (unsigned long long)b->stream, (unsigned long long)b->value);
-    b->data = p + r.off;
-    b->len = len - r.off;
-    return 0;
-}
-
 void shim_param_info_free(shim_param_info *pi)
 {
     if (!pi)
