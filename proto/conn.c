@@ -54,11 +54,8 @@ static int wait_fd(int fd, short events, int64_t deadline, const char *what, rig
 }
 
 /* Sends that paced fewer bytes than this say little of the link. */
-#define LINK_RATE_SEND_MIN ((uint64_t)64 << 10)
-/* The rate is trusted from this many bytes on; past the window both counts
- * halve, so the rate follows the link as it changes. */
-#define LINK_RATE_TRUST ((uint64_t)2 << 20)
-#define LINK_RATE_WINDOW ((uint64_t)32 << 20)
+#define LINK_RATE_SEND_MIN ((uint64_t)256 << 10)
+#define LINK_RATE_TRUST 3
 
 static int64_t now_ns(void)
 {
@@ -69,15 +66,20 @@ static int64_t now_ns(void)
 
 static void note_drain(conn *c, uint64_t bytes, int64_t ns)
 {
-    c->drained_bytes += bytes;
-    c->drained_ns += ns > 0 ? ns : 1;
-    if (c->drained_bytes > LINK_RATE_WINDOW) {
-        c->drained_bytes /= 2;
-        c->drained_ns /= 2;
-    }
-    if (c->drained_bytes >= LINK_RATE_TRUST && c->drained_ns > 0)
-        __atomic_store_n(&c->link_bps, (uint64_t)((double)c->drained_bytes * 1e9 / (double)c->drained_ns),
-                         __ATOMIC_RELAXED);
+    enum { RING = sizeof c->drain_bps / sizeof c->drain_bps[0] };
+    c->drain_bps[c->drains++ % RING] = (uint64_t)((double)bytes * 1e9 / (double)(ns > 0 ? ns : 1));
+    unsigned n = c->drains < RING ? c->drains : RING;
+    if (n < LINK_RATE_TRUST)
+        return;
+    uint64_t sorted[RING];
+    memcpy(sorted, c->drain_bps, n * sizeof sorted[0]);
+    for (unsigned i = 1; i < n; i++)
+        for (unsigned k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
+            uint64_t t = sorted[k];
+            sorted[k] = sorted[k - 1];
+            sorted[k - 1] = t;
+        }
+    __atomic_store_n(&c->link_bps, sorted[n / 2], __ATOMIC_RELAXED);
 }
 
 uint64_t conn_link_rate(const conn *c)

@@ -22,10 +22,11 @@ typedef struct conn {
     int64_t last_send_ms;      /* CLOCK_MONOTONIC of the last byte sent */
     int64_t last_recv_ms;      /* ... and received */
     uint64_t bytes_sent, bytes_received, frames_sent, frames_received;
-    /* The link's rate as the sends see it (conn_link_rate): bytes the peer
-     * took while a send waited on a full socket, and the time it took. */
-    uint64_t drained_bytes;
-    int64_t drained_ns;
+    /* The link's rate as the sends see it (conn_link_rate): the rates at
+     * which the peer took the bytes of the last sends that waited on a
+     * full socket. */
+    uint64_t drain_bps[8];
+    unsigned drains;           /* sends measured so (the ring's next slot, mod 8) */
     uint64_t link_bps;         /* atomic: read by threads that do not send */
 } conn;
 
@@ -78,9 +79,11 @@ size_t conn_send_room(const conn *c);
 
 /* The link's rate in bytes/s, measured on this connection's sends: only
  * while a send waits for the peer (a full socket) do its bytes pace the
- * link, so bytes and time are counted from a send's first wait to its end,
- * over the last tens of MiB. 0 until a few MiB were measured so: a link
- * that never filled its socket is fast. Any thread may ask. */
+ * link, so each large send's rate counts from its first wait to its end,
+ * and the link's is the median of the last 8 (a buffer along the way that
+ * fills at first, a preempted send, count for little). 0 until 3 sends
+ * were measured so: a link that never filled its socket is fast. Any
+ * thread may ask. */
 uint64_t conn_link_rate(const conn *c);
 
 /* True when bytes are buffered that conn_recv can decode without reading. */
