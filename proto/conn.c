@@ -79,7 +79,7 @@ static void note_drain(conn *c, uint64_t bytes, int64_t ns)
             sorted[k] = sorted[k - 1];
             sorted[k - 1] = t;
         }
-    __atomic_store_n(&c->link_bps, sorted[n / 2], __ATOMIC_RELAXED);
+    __atomic_store_n(&c->link_bps, sorted[n / 4], __ATOMIC_RELAXED);
 }
 
 uint64_t conn_link_rate(const conn *c)

@@ -80,10 +80,10 @@ size_t conn_send_room(const conn *c);
 /* The link's rate in bytes/s, measured on this connection's sends: only
  * while a send waits for the peer (a full socket) do its bytes pace the
  * link, so each large send's rate counts from its first wait to its end,
- * and the link's is the median of the last 8 (a buffer along the way that
- * fills at first, a preempted send, count for little). 0 until 3 sends
- * were measured so: a link that never filled its socket is fast. Any
- * thread may ask. */
+ * and the link's is the lower quartile of the last 8 (the steady rate: the
+ * first sends into a deep buffer along the way drain fast; one or two
+ * preempted sends do not decide it). 0 until 3 sends were measured so: a
+ * link that never filled its socket is fast. Any thread may ask. */
 uint64_t conn_link_rate(const conn *c);
 
 /* True when bytes are buffered that conn_recv can decode without reading. */
