@@ -15,13 +15,10 @@
 /* Compressed must beat raw by this much: the estimate is from a sample. */
 #define PAYS_MARGIN 1.1
 
-/* This thread's CPU time: LZ4's speed is the machine's, and on a loaded
- * machine wall time would measure the load at that moment (a preempted
- * measure once made a whole process decide never to compress). */
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -160,8 +157,8 @@ compress_verdict compress_decide(const void *p, size_t len, const compress_rates
         return v;
     v.ratio = (double)n / (double)got;
     /* LZ4 runs far faster over long runs than over the calibration's
-     * floats; the sample's own time (CPU time: preemption does not count)
-     * says so. */
+     * floats; the sample's own time says so. A preempted sample only
+     * looks slower, so the larger of the two is never optimistic by much. */
     double c = r->compress_bps;
     if (t > 0 && (double)n / t > c)
         c = (double)n / t;

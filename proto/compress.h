@@ -55,8 +55,8 @@ typedef struct compress_verdict {
 size_t compress_bound(size_t len);
 
 /* Times LZ4 both ways on a few MiB of sparse floats (a typical compressible
- * tensor), in this thread's CPU time, and fills r's compress_bps and
- * decompress_bps; link_bps is left alone. Takes tens of milliseconds: call once per process. */
+ * tensor) and fills r's compress_bps and decompress_bps; link_bps is left
+ * alone. Takes tens of milliseconds: call once per process. */
 int compress_measure(compress_rates *r, rig_why *why);
 
 /* This machine's LZ4 speeds (compress_measure), measured on the first call
