@@ -161,6 +161,13 @@ void forward_output(job *j)
     pthread_mutex_unlock(&j->output_lock);
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Copies into the program smaller than this go raw: LZ4 saves less than a
  * sample costs. */
 #define BYTES_COMPRESS_MIN ((size_t)64 << 10)
@@ -175,7 +182,7 @@ static void send_bytes(job *j, const note *n)
     compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };
     const void *data = n->staging;
     double link = n->len >= BYTES_COMPRESS_MIN ? compress_link_rate(conn_link_rate(&j->c)) : 0;
-    if (link > 0) {
+    if (link > 0 && deadline_now_ms() >= j->lz4_paused_until_ms) {
         compress_rates r = compress_machine();
         r.link_bps = link;
         uint8_t *out = compress_decide(n->staging, n->len, &r).pays
@@ -183,8 +190,11 @@ static void send_bytes(job *j, const note *n)
                            : NULL;
         size_t got = 0;
         rig_why why = { "" };
-        if (out && compress_chunk(n->staging, n->len, true, out, j->packed_out_cap, &got, &why) == 0 &&
-            out[0] == COMPRESS_LZ4 && compress_header_read(out, &h, &why) == 0)
+        int64_t t0 = now_ns();
+        int rc = out ? compress_chunk(n->staging, n->len, true, out, j->packed_out_cap, &got, &why) : -1;
+        if (out && !compress_kept_up(n->len, (double)(now_ns() - t0) * 1e-9, link))
+            j->lz4_paused_until_ms = deadline_now_ms() + COMPRESS_PAUSE_MS;
+        if (rc == 0 && out[0] == COMPRESS_LZ4 && compress_header_read(out, &h, &why) == 0)
             data = out + COMPRESS_HEADER_SIZE;
         else
             h = (compress_header){ .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };

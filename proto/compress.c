@@ -125,6 +125,11 @@ double compress_link_rate(uint64_t measured)
     return (double)measured;
 }
 
+bool compress_kept_up(size_t len, double seconds, double link_bps)
+{
+    return !(seconds > 0) || (double)len / seconds > PAYS_MARGIN * link_bps;
+}
+
 static double min3(double a, double b, double c)
 {
     double m = a < b ? a : b;

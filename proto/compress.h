@@ -68,6 +68,14 @@ compress_rates compress_machine(void);
  * a positive number, for a link the sends cannot measure, else measured. */
 double compress_link_rate(uint64_t measured);
 
+/* After compressing len bytes in seconds (wall time) for a link of
+ * link_bps: true when LZ4 kept up with the link by the deciding margin. On
+ * a loaded machine LZ4 gets a share of a CPU no sample sees, so a sender
+ * whose compressing did not keep up stops compressing for a while. */
+bool compress_kept_up(size_t len, double seconds, double link_bps);
+/* How long a sender goes raw after compressing did not keep up. */
+#define COMPRESS_PAUSE_MS 1000
+
 /* Decides from a sample (16 pieces of 1 KiB spread evenly over p[0..len),
  * or all of it when shorter) whether sending len bytes compressed beats
  * sending them raw on r->link_bps: compressed chunks are pipelined, so the

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "proto/compress.h"
 #include "proto/copy.h"
@@ -16,10 +17,22 @@
 /* Smaller copies go raw: a record and a sample cost more than LZ4 saves. */
 #define HTOD_COMPRESS_MIN ((size_t)64 << 10)
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool paused(agent_link *l)
+{
+    return now_ns() < __atomic_load_n(&l->lz4_paused_until_ns, __ATOMIC_RELAXED);
+}
+
 bool shim_htod_compress(agent_link *l, proxy_obj *s, const void *src, size_t n, bool reads_program)
 {
     double link = compress_link_rate(conn_link_rate(&l->c));
-    if (n < HTOD_COMPRESS_MIN || !(link > 0))
+    if (n < HTOD_COMPRESS_MIN || !(link > 0) || paused(l))
         return false;
     if (reads_program && s && link_wait_program_writes(l, s) != CUDA_SUCCESS)
         return false;   /* the job failed: the record reports it */
@@ -62,13 +75,22 @@ CUresult shim_htod_record(agent_link *l, proxy_obj *s, CUdeviceptr dst, const vo
     uint8_t body[COPY_HTOD_HEAD];
     compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)len, .stored = (uint32_t)len };
     const void *data = src;
-    uint8_t *packed = lz4 ? thread_buffer(compress_bound(len)) : NULL;
+    /* A piece after compressing stopped keeping up goes raw. */
+    uint8_t *packed = lz4 && !paused(l) ? thread_buffer(compress_bound(len)) : NULL;
     if (packed) {
         /* compress_bound fits: the call cannot fail. */
         size_t out = 0;
         rig_why why = { "" };
-        if (compress_chunk(src, len, true, packed, compress_bound(len), &out, &why) == RIG_OK &&
-            packed[0] == COMPRESS_LZ4) {
+        int64_t t0 = now_ns();
+        int rc = compress_chunk(src, len, true, packed, compress_bound(len), &out, &why);
+        double link = compress_link_rate(conn_link_rate(&l->c));
+        if (!compress_kept_up(len, (double)(now_ns() - t0) * 1e-9, link)) {
+            __atomic_store_n(&l->lz4_paused_until_ns, now_ns() + (int64_t)COMPRESS_PAUSE_MS * 1000000,
+                             __ATOMIC_RELAXED);
+            shim_log(SHIM_LOG_DEBUG, "agent %s: LZ4 ran slower than the link (%.3g bytes/s); raw for %d ms", l->name,
+                     link, COMPRESS_PAUSE_MS);
+        }
+        if (rc == RIG_OK && packed[0] == COMPRESS_LZ4) {
             rig_why bad = { "" };
             compress_header_read(packed, &h, &bad);
             data = packed + COMPRESS_HEADER_SIZE;

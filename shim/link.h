@@ -57,6 +57,7 @@ struct agent_link {
     uint8_t *batch;                  /* small handover records not yet sent */
     size_t batch_len;                /* under send_lock; read unlocked as a hint */
     int64_t last_flush_ns;
+    int64_t lz4_paused_until_ns;     /* atomic: compressing did not keep up; raw until then */
     uint8_t *packed;                 /* compressed bytes frames land here (the baton's holder) */
     size_t packed_cap;
     /* statistics for RIG_STATS */
