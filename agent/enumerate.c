@@ -1,7 +1,7 @@
 /* The kernels of a job's module or library, by name, in the driver's order
  * (cuModuleEnumerateFunctions, cuLibraryEnumerateKernels on proxies). The
  * shim makes its own handles from the names.
- *   request  u32 op, u64 module or library id
+ *   request  u32 op, then proto/records.def's enumerate (u64 module or library id)
  *   answer   u32 count, count x string name */
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +15,16 @@
 void replay_enumerate(job *j, uint32_t op, wire_reader *r)
 {
     bool library = op == CUDA_OP_cuLibraryEnumerateKernels;
-    agent_obj *m = objects_get(&j->objs, wire_get_u64(r), library ? AOBJ_LIBRARY : AOBJ_MODULE);
-    if (wire_reader_finish(r) || !m) {
-        job_refuse(j, "malformed enumeration request");
+    rec_enumerate v;
+    rig_why why;
+    if (rec_enumerate_get(r, &v, &why)) {
+        job_refuse(j, "malformed %s", why.text);
+        return;
+    }
+    agent_obj *m = objects_get(&j->objs, v.module, library ? AOBJ_LIBRARY : AOBJ_MODULE);
+    if (!m) {
+        job_refuse(j, "an enumeration of %s %llu, which this job does not hold", library ? "library" : "module",
+                   (unsigned long long)v.module);
         return;
     }
     const cuda_driver *d = &j->b->drv;

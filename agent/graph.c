@@ -188,10 +188,10 @@ void replay_graph(job *j, wire_reader *r)
         job_answer(j, rc, NULL, 0);
 }
 
-CUresult graph_launch(job *j, agent_obj *s, wire_reader *r)
+CUresult graph_launch(job *j, agent_obj *s, uint64_t id)
 {
-    agent_obj *o = objects_get(&j->objs, wire_get_u64(r), AOBJ_GRAPH);
-    if (wire_reader_finish(r) || !o)
+    agent_obj *o = objects_get(&j->objs, id, AOBJ_GRAPH);
+    if (!o)
         return CUDA_ERROR_INVALID_HANDLE;
     if (o->device != s->device)
         return CUDA_ERROR_INVALID_VALUE;

@@ -12,6 +12,7 @@
 #include "proto/cuda_ops.h"
 #include "proto/deadline.h"
 #include "proto/job.h"
+#include "proto/records.h"
 
 CUstream job_real_stream(agent_obj *s)
 {
@@ -23,8 +24,7 @@ CUstream job_real_stream(agent_obj *s)
 /* A JOB_FRAME_STAGED frame's payload: the record's header and its head
  * (u64 dst and the chunk header; the body length rewritten to that head),
  * then where the data went. */
-#define RECORD_HEAD 24
-#define STAGED_HEAD (RECORD_HEAD + COPY_HTOD_HEAD)
+#define STAGED_HEAD (rec_record_head_size + COPY_HTOD_HEAD)
 typedef struct staged {
     void *data;           /* a staging buffer holding the original bytes; NULL once replayed */
     size_t len;           /* the original bytes */
@@ -93,7 +93,7 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
     /* Only a copy with a place on a timeline: its marker gives the buffer
      * back. A malformed head is read whole, for the replay to name. */
     if (!r.err && op == CUDA_OP_cuMemcpyHtoDAsync_v2 && value && len == COPY_HTOD_HEAD + rest &&
-        copy_htod_read(f->payload + RECORD_HEAD, COPY_HTOD_HEAD, len, &c, &bad) == 0) {
+        copy_htod_read(f->payload + rec_record_head_size, COPY_HTOD_HEAD, len, &c, &bad) == 0) {
         /* The pool's buffers are allocated in the first device's context
          * (a staging_get that finds none allocates here). */
         static __thread bool has_context;
@@ -146,6 +146,14 @@ void handover_frame_release(job *j, frame *f)
     frame_release(f);
 }
 
+/* A body that breaks its layout (proto/records.def) fails the job, naming
+ * the field; the CUresult only stops the replay. */
+static CUresult malformed(job *j, const rig_why *why)
+{
+    job_fail(j, "controller: malformed %s", why->text);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 /* Replays one record; returns the staging buffer of a copy into the
  * program through *staging. */
 static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object, wire_reader *r, staged *st,
@@ -154,51 +162,67 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
     const cuda_driver *d = &j->b->drv;
     CUstream rs = s ? job_real_stream(s) : NULL;
     CUresult rc;
+    rig_why why;
     if (s && (rc = job_use_device(j, s->device)))
         return rc;
     switch (op) {
     case JOB_OP_STREAM_CREATE: {
-        uint32_t device = wire_get_u32(r), flags = wire_get_u32(r);
-        int32_t priority = (int32_t)wire_get_u32(r);
-        if (wire_reader_finish(r))
-            return CUDA_ERROR_INVALID_VALUE;
-        agent_obj *o = objects_put(&j->objs, object, AOBJ_STREAM, (int)device);
+        rec_stream_create v;
+        if (rec_stream_create_get(r, &v, &why))
+            return malformed(j, &why);
+        agent_obj *o = objects_put(&j->objs, object, AOBJ_STREAM, (int)v.device);
         if (!o && errno == ENOMEM) {
             job_log_nomem(j, "the record of stream %llu", (unsigned long long)object);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         if (!o)
             return CUDA_ERROR_INVALID_HANDLE;
-        if ((rc = job_use_device(j, (int)device)))
+        if ((rc = job_use_device(j, (int)v.device)))
             return rc;
-        if (flags & JOB_STREAM_NULL) {
+        if (v.flags & JOB_STREAM_NULL) {
             o->u.stream.null = true;
             return CUDA_SUCCESS;
         }
-        return d->fn_cuStreamCreateWithPriority(&o->u.stream.real, flags, priority);
+        return d->fn_cuStreamCreateWithPriority(&o->u.stream.real, v.flags, v.priority);
     }
     case JOB_OP_EVENT_CREATE: {
-        uint32_t device = wire_get_u32(r), flags = wire_get_u32(r);
-        if (wire_reader_finish(r))
-            return CUDA_ERROR_INVALID_VALUE;
-        agent_obj *o = objects_put(&j->objs, object, AOBJ_EVENT, (int)device);
+        rec_event_create v;
+        if (rec_event_create_get(r, &v, &why))
+            return malformed(j, &why);
+        agent_obj *o = objects_put(&j->objs, object, AOBJ_EVENT, (int)v.device);
         if (!o && errno == ENOMEM) {
             job_log_nomem(j, "the record of event %llu", (unsigned long long)object);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         if (!o)
             return CUDA_ERROR_INVALID_HANDLE;
-        if ((rc = job_use_device(j, (int)device)))
+        if ((rc = job_use_device(j, (int)v.device)))
             return rc;
-        return d->fn_cuEventCreate(&o->u.event.real, flags);
+        return d->fn_cuEventCreate(&o->u.event.real, v.flags);
     }
-    case JOB_OP_MARK:
-        return CUDA_SUCCESS;
-    case JOB_OP_GRAPH_LAUNCH:
-        return s ? graph_launch(j, s, r) : CUDA_ERROR_INVALID_VALUE;
+    case JOB_OP_MARK: {
+        rec_mark v;
+        return rec_mark_get(r, &v, &why) ? malformed(j, &why) : CUDA_SUCCESS;
+    }
+    case JOB_OP_GRAPH_LAUNCH: {
+        rec_graph_launch v;
+        if (rec_graph_launch_get(r, &v, &why))
+            return malformed(j, &why);
+        return s ? graph_launch(j, s, v.graph) : CUDA_ERROR_INVALID_VALUE;
+    }
+    case JOB_OP_RAIL_SEND:
+    case JOB_OP_RAIL_RECV:
+    case JOB_OP_SIGNAL:
+    case JOB_OP_WAIT: {
+        size_t n = wire_remaining(r);
+        return rail_replay(j, op, s, wire_get_view(r, n), n);
+    }
     case CUDA_OP_cuMemFreeAsync: {
-        uint64_t base = wire_get_u64(r);
-        if (wire_reader_finish(r) || !s)
+        rec_free_async v;
+        if (rec_free_async_get(r, &v, &why))
+            return malformed(j, &why);
+        uint64_t base = v.pointer;
+        if (!s)
             return CUDA_ERROR_INVALID_VALUE;
         bool found;
         rc = pool_free_async(j, s, object, base, &found);
@@ -256,118 +280,118 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         return d->fn_cuMemcpyDtoHAsync_v2(*staging, src, n, rs);
     }
     case CUDA_OP_cuMemcpyDtoDAsync_v2: {
-        uint64_t dst = wire_get_u64(r), src = wire_get_u64(r), n = wire_get_u64(r);
-        if (wire_reader_finish(r))
-            return CUDA_ERROR_INVALID_VALUE;
-        return d->fn_cuMemcpyDtoDAsync_v2(dst, src, n, rs);
+        rec_copy_dtod v;
+        if (rec_copy_dtod_get(r, &v, &why))
+            return malformed(j, &why);
+        return d->fn_cuMemcpyDtoDAsync_v2(v.dst, v.src, v.length, rs);
     }
     case CUDA_OP_cuMemcpy2DAsync_v2: {
-        uint8_t dir = wire_get_u8(r);
-        uint64_t dst = wire_get_u64(r), dpitch = wire_get_u64(r), src = wire_get_u64(r), spitch = wire_get_u64(r);
-        uint64_t width = wire_get_u64(r), height = wire_get_u64(r);
-        size_t n = wire_remaining(r);
-        const uint8_t *data = wire_get_view(r, n);
-        /* width * height may wrap: a wrapped product must not pass for a
-         * small copy (the driver would then read past the frame). */
-        uint64_t area;
-        if (r->err || dir > 2 || __builtin_mul_overflow(width, height, &area) ||
-            area > JOB_COPY_CHUNK || (dir == 0 && n != area) || (dir != 0 && n != 0))
-            return CUDA_ERROR_INVALID_VALUE;
-        CUDA_MEMCPY2D c = { .WidthInBytes = width, .Height = height };
-        if (dir == 0) {
+        /* The decoder holds width x height to a chunk, unwrapped, and the
+         * rows' length to it. */
+        rec_copy_2d v;
+        if (rec_copy_2d_get(r, &v, &why))
+            return malformed(j, &why);
+        CUDA_MEMCPY2D c = { .WidthInBytes = v.width, .Height = v.height };
+        if (v.direction == REC_COPY_TO_DEVICE) {
             c.srcMemoryType = CU_MEMORYTYPE_HOST;
-            c.srcHost = data;
-            c.srcPitch = width;
+            c.srcHost = v.rows;
+            c.srcPitch = v.width;
             c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-            c.dstDevice = dst;
-            c.dstPitch = dpitch;
+            c.dstDevice = v.dst;
+            c.dstPitch = v.dst_pitch;
             return d->fn_cuMemcpy2DAsync_v2(&c, rs);
         }
-        if (dir == 1) {
+        if (v.direction == REC_COPY_TO_PROGRAM) {
+            size_t area = v.width * v.height;
             if ((rc = staging_get(j->b, area, staging)))
                 return rc;
             *staging_len = area;
             c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-            c.srcDevice = src;
-            c.srcPitch = spitch;
+            c.srcDevice = v.src;
+            c.srcPitch = v.src_pitch;
             c.dstMemoryType = CU_MEMORYTYPE_HOST;
             c.dstHost = *staging;
-            c.dstPitch = width;
+            c.dstPitch = v.width;
             return d->fn_cuMemcpy2DAsync_v2(&c, rs);
         }
         c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-        c.srcDevice = src;
-        c.srcPitch = spitch;
-        c.dstDevice = dst;
-        c.dstPitch = dpitch;
+        c.srcDevice = v.src;
+        c.srcPitch = v.src_pitch;
+        c.dstDevice = v.dst;
+        c.dstPitch = v.dst_pitch;
         return d->fn_cuMemcpy2DAsync_v2(&c, rs);
     }
-    case CUDA_OP_cuMemcpy3DAsync_v2:
-        return s ? image_copy(j, s, r, staging, staging_len) : CUDA_ERROR_INVALID_VALUE;
+    case CUDA_OP_cuMemcpy3DAsync_v2: {
+        rec_copy_3d v;
+        if (rec_copy_3d_get(r, &v, &why))
+            return malformed(j, &why);
+        return s ? image_copy(j, s, &v, staging, staging_len) : CUDA_ERROR_INVALID_VALUE;
+    }
     case CUDA_OP_cuMemsetD2D32Async: {
-        uint64_t dst = wire_get_u64(r), pitch = wire_get_u64(r);
-        uint32_t value = wire_get_u32(r), elem = wire_get_u32(r);
-        uint64_t width = wire_get_u64(r), height = wire_get_u64(r);
-        if (wire_reader_finish(r))
-            return CUDA_ERROR_INVALID_VALUE;
-        if (height == 1) {
-            switch (elem) {
-            case 1: return d->fn_cuMemsetD8Async(dst, (unsigned char)value, width, rs);
-            case 2: return d->fn_cuMemsetD16Async(dst, (unsigned short)value, width, rs);
-            case 4: return d->fn_cuMemsetD32Async(dst, value, width, rs);
+        rec_memset v;
+        if (rec_memset_get(r, &v, &why))
+            return malformed(j, &why);
+        /* The decoder allows element sizes 1, 2 and 4 only. */
+        if (v.height == 1) {
+            switch (v.element_size) {
+            case 1: return d->fn_cuMemsetD8Async(v.dst, (unsigned char)v.value, v.width, rs);
+            case 2: return d->fn_cuMemsetD16Async(v.dst, (unsigned short)v.value, v.width, rs);
+            default: return d->fn_cuMemsetD32Async(v.dst, v.value, v.width, rs);
             }
-            return CUDA_ERROR_INVALID_VALUE;
         }
-        switch (elem) {
-        case 1: return d->fn_cuMemsetD2D8Async(dst, pitch, (unsigned char)value, width, height, rs);
-        case 2: return d->fn_cuMemsetD2D16Async(dst, pitch, (unsigned short)value, width, height, rs);
-        case 4: return d->fn_cuMemsetD2D32Async(dst, pitch, value, width, height, rs);
+        switch (v.element_size) {
+        case 1: return d->fn_cuMemsetD2D8Async(v.dst, v.pitch, (unsigned char)v.value, v.width, v.height, rs);
+        case 2: return d->fn_cuMemsetD2D16Async(v.dst, v.pitch, (unsigned short)v.value, v.width, v.height, rs);
+        default: return d->fn_cuMemsetD2D32Async(v.dst, v.pitch, v.value, v.width, v.height, rs);
         }
-        return CUDA_ERROR_INVALID_VALUE;
     }
     case CUDA_OP_cuStreamWaitEvent: {
-        agent_obj *e = objects_get(&j->objs, wire_get_u64(r), AOBJ_EVENT);
-        uint32_t flags = wire_get_u32(r);
-        if (wire_reader_finish(r) || !e)
+        rec_wait_event v;
+        if (rec_wait_event_get(r, &v, &why))
+            return malformed(j, &why);
+        agent_obj *e = objects_get(&j->objs, v.event, AOBJ_EVENT);
+        if (!e)
             return CUDA_ERROR_INVALID_HANDLE;
-        return d->fn_cuStreamWaitEvent(rs, e->u.event.real, flags);
+        return d->fn_cuStreamWaitEvent(rs, e->u.event.real, v.flags);
     }
     case CUDA_OP_cuEventRecordWithFlags: {
-        agent_obj *e = objects_get(&j->objs, wire_get_u64(r), AOBJ_EVENT);
-        uint32_t flags = wire_get_u32(r);
-        if (wire_reader_finish(r) || !e)
+        rec_event_record v;
+        if (rec_event_record_get(r, &v, &why))
+            return malformed(j, &why);
+        agent_obj *e = objects_get(&j->objs, v.event, AOBJ_EVENT);
+        if (!e)
             return CUDA_ERROR_INVALID_HANDLE;
-        return flags ? d->fn_cuEventRecordWithFlags(e->u.event.real, rs, flags) : d->fn_cuEventRecord(e->u.event.real, rs);
+        return v.flags ? d->fn_cuEventRecordWithFlags(e->u.event.real, rs, v.flags)
+                       : d->fn_cuEventRecord(e->u.event.real, rs);
     }
     case CUDA_OP_cuLaunchKernel:
     case CUDA_OP_cuLaunchCooperativeKernel: {
-        agent_obj *fn = objects_get(&j->objs, wire_get_u64(r), AOBJ_FUNCTION);
-        uint32_t device = wire_get_u32(r), dims[7];
-        for (int i = 0; i < 7; i++)
-            dims[i] = wire_get_u32(r);
-        size_t n = wire_remaining(r);
-        const uint8_t *params = wire_get_view(r, n);
-        if (r->err || !fn)
+        /* Decoded in place: the parameters stay in the frame. */
+        rec_launch v;
+        if (rec_launch_get(r, &v, &why))
+            return malformed(j, &why);
+        agent_obj *fn = objects_get(&j->objs, v.function, AOBJ_FUNCTION);
+        if (!fn)
             return CUDA_ERROR_INVALID_HANDLE;
         CUfunction f;
-        if ((rc = job_function_on(j, fn, (int)device, &f)))
+        if ((rc = job_function_on(j, fn, (int)v.device, &f)))
             return rc;
-        snprintf(j->last_kernel[device], sizeof j->last_kernel[device], "%s", fn->u.fn.name);
-        size_t size = n;
-        void *buffer = (void *)params;
+        snprintf(j->last_kernel[v.device], sizeof j->last_kernel[v.device], "%s", fn->u.fn.name);
+        size_t n = v.params_len, size = n;
+        void *buffer = (void *)v.params;
         void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                           CU_LAUNCH_PARAM_END };
         if (op == CUDA_OP_cuLaunchCooperativeKernel) {
             /* cuLaunchCooperativeKernel takes no packed buffer; the same
              * launch through cuLaunchKernelEx does. */
             CUlaunchAttribute coop = { .id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value = { .cooperative = 1 } };
-            CUlaunchConfig config = { .gridDimX = dims[0], .gridDimY = dims[1], .gridDimZ = dims[2],
-                                      .blockDimX = dims[3], .blockDimY = dims[4], .blockDimZ = dims[5],
-                                      .sharedMemBytes = dims[6], .hStream = rs, .attrs = &coop, .numAttrs = 1 };
+            CUlaunchConfig config = { .gridDimX = v.grid[0], .gridDimY = v.grid[1], .gridDimZ = v.grid[2],
+                                      .blockDimX = v.block[0], .blockDimY = v.block[1], .blockDimZ = v.block[2],
+                                      .sharedMemBytes = v.shared, .hStream = rs, .attrs = &coop, .numAttrs = 1 };
             return d->fn_cuLaunchKernelEx(&config, f, NULL, n ? extra : NULL);
         }
-        return d->fn_cuLaunchKernel(f, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], rs, NULL,
-                                    n ? extra : NULL);
+        return d->fn_cuLaunchKernel(f, v.grid[0], v.grid[1], v.grid[2], v.block[0], v.block[1], v.block[2], v.shared,
+                                    rs, NULL, n ? extra : NULL);
     }
     default:
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -391,6 +415,12 @@ static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *st
     n->staging = staging;
     n->len = staging_len;
     n->inbound = inbound;
+    /* Work already done (a small copy the driver made in the call): the
+     * word goes now, from this thread, sparing the driver's callback
+     * thread's wake-up on the way of a synchronous wait. */
+    if (job_use_device(j, s->device) == CUDA_SUCCESS &&
+        j->b->drv.fn_cuStreamQuery(job_real_stream(s)) == CUDA_SUCCESS && job_send_reached(j, n))
+        return true;
     pthread_mutex_lock(&j->q_lock);
     j->pending_markers++;
     pthread_mutex_unlock(&j->q_lock);
@@ -445,11 +475,18 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
     size_t nt = *ntp;
     wire_reader fr = wire_reader_init(payload, size);
     while (wire_remaining(&fr) && !job_failed(j)) {
-        uint32_t op = wire_get_u32(&fr), len = wire_get_u32(&fr);
-        uint64_t stream = wire_get_u64(&fr), value = wire_get_u64(&fr);
+        rec_record_head h;
+        rig_why why;
+        if (rec_record_head_get(&fr, &h, &why)) {
+            job_fail(j, "controller: malformed handover: %s", why.text);
+            return;
+        }
+        uint32_t op = h.op, len = h.length;
+        uint64_t stream = h.stream, value = h.value;
         const uint8_t *body = wire_get_view(&fr, len);
         if (fr.err) {
-            job_fail(j, "controller: malformed handover");
+            job_fail(j, "controller: malformed handover: a %s record of %u bytes, %zu left in the frame",
+                     job_op_name(op), len, wire_remaining(&fr));
             return;
         }
         wire_reader r = wire_reader_init(body, len);
@@ -475,7 +512,8 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
                 const char *name = NULL;
                 j->b->drv.fn_cuGetErrorName(rc, &name);
                 wire_reader k = wire_reader_init(body, len);
-                agent_obj *fn = objects_get(&j->objs, wire_get_u64(&k), AOBJ_FUNCTION);
+                rec_launch v;
+                agent_obj *fn = rec_launch_get(&k, &v, &why) ? NULL : objects_get(&j->objs, v.function, AOBJ_FUNCTION);
                 job_fail(j, "CUDA:%d: %s in kernel %s", s ? s->device : 0, name ? name : "error",
                          fn ? fn->u.fn.name : "?");
             } else {
@@ -524,12 +562,14 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
 void replay_drop(job *j, const frame *f)
 {
     wire_reader r = wire_reader_init(f->payload, f->len);
-    uint32_t op = wire_get_u32(&r);
-    uint64_t id = wire_get_u64(&r);
-    if (wire_reader_finish(&r)) {
-        job_fail(j, "controller: malformed drop");
+    rec_drop v;
+    rig_why why;
+    if (rec_drop_get(&r, &v, &why)) {
+        job_fail(j, "controller: malformed %s", why.text);
         return;
     }
+    uint32_t op = v.op;
+    uint64_t id = v.object;
     const cuda_driver *d = &j->b->drv;
     agent_obj *o;
     switch (op) {

@@ -222,22 +222,14 @@ static CUresult side(job *j, const image_side *s, bool src, const uint8_t *data,
     return CUDA_SUCCESS;
 }
 
-CUresult image_copy(job *j, agent_obj *s, wire_reader *r, void **staging, size_t *staging_len)
+CUresult image_copy(job *j, agent_obj *s, const rec_copy_3d *v, void **staging, size_t *staging_len)
 {
-    image_side src, dst;
-    image_get_side(r, &src);
-    image_get_side(r, &dst);
-    uint64_t width = wire_get_u64(r), height = wire_get_u64(r), depth = wire_get_u64(r);
-    size_t n = wire_remaining(r);
-    const uint8_t *data = wire_get_view(r, n);
-    uint64_t area;
-    /* Program bytes travel packed and whole: their count must be the box's,
-     * within one chunk (a wrapped product must not pass for a small one). */
-    bool prog = src.kind == IMAGE_SIDE_PROGRAM || dst.kind == IMAGE_SIDE_PROGRAM;
-    if (r->err || (src.kind == IMAGE_SIDE_PROGRAM && dst.kind == IMAGE_SIDE_PROGRAM) ||
-        __builtin_mul_overflow(width, height, &area) || __builtin_mul_overflow(area, depth, &area) ||
-        (prog && area > JOB_COPY_CHUNK) || (src.kind == IMAGE_SIDE_PROGRAM ? n != area : n != 0))
-        return CUDA_ERROR_INVALID_VALUE;
+    /* The decoder held a box with a program side to one chunk, unwrapped,
+     * with its packed bytes exactly when the program is the source. */
+    const image_side src = v->src, dst = v->dst;
+    uint64_t width = v->width, height = v->height, depth = v->depth;
+    const uint8_t *data = v->data;
+    uint64_t area = width * height * depth;
     CUresult rc;
     void *buf = NULL;
     if (dst.kind == IMAGE_SIDE_PROGRAM) {

@@ -128,6 +128,10 @@ const char *job_op_name(uint32_t op)
     case JOB_OP_EVENT_CREATE: return "event creation";
     case JOB_OP_MARK: return "host function";
     case JOB_OP_GRAPH_LAUNCH: return "graph launch";
+    case JOB_OP_RAIL_SEND: return "rail send";
+    case JOB_OP_RAIL_RECV: return "rail receive";
+    case JOB_OP_SIGNAL: return "signal to an agent";
+    case JOB_OP_WAIT: return "wait for an agent's signal";
     }
     const cuda_op_info *info = cuda_op_by_number(op);
     return info ? info->symbol : "an unknown operation";
@@ -290,11 +294,7 @@ static void *reader_main(void *arg)
     pthread_mutex_lock(&j->q_lock);
     while (!j->read_over) {
         if (!reader_may_read(j)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += (j->busy_since_ms ? READER_TAKEOVER_MS : READER_IDLE_MS) * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = deadline_timespec_in(j->busy_since_ms ? READER_TAKEOVER_MS : READER_IDLE_MS);
             pthread_cond_timedwait(&j->rd_cond, &j->q_lock, &ts);
             continue;
         }
@@ -318,11 +318,7 @@ static void *reader_main(void *arg)
         j->reading = false;
         if (quiet && j->busy_since_ms) {
             /* Nothing to read while the driver holds the job thread. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += READER_TAKEOVER_MS * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = deadline_timespec_in(READER_TAKEOVER_MS);
             pthread_cond_timedwait(&j->rd_cond, &j->q_lock, &ts);
             continue;
         }
@@ -466,6 +462,7 @@ void job_free(job *j)
         j->b->drv.fn_cuCtxSetCurrent(j->b->primary[d]);
         j->b->drv.fn_cuCtxSynchronize();
     }
+    rail_free(j);
     /* Queued notes, and those of markers a failed context will never run. */
     while (j->live) {
         note *n = j->live;
@@ -511,11 +508,7 @@ void job_end(job *j, bool closed)
          * 10 s), so closing cannot reset the connection under the abort. */
         int64_t until = deadline_after(10000);
         while (j->reader_started && !j->reader_done && deadline_now_ms() < until) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = deadline_timespec_in(100);
             pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
         }
         pthread_mutex_unlock(&j->q_lock);

@@ -11,6 +11,7 @@
 
 #include "agent/agent.h"
 #include "proto/key.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 
 /* A stream's value reached, handed from the driver's callback to the
@@ -25,6 +26,7 @@ typedef struct note {
 } note;
 
 typedef struct agent_mesh agent_mesh;
+typedef struct agent_rails agent_rails;
 
 struct job {
     backend *b;
@@ -32,6 +34,7 @@ struct job {
     uint32_t index;
     const rig_key *key;           /* the job key: the mesh proves it to the other agents */
     agent_mesh *mesh;             /* the job's other agents, once the controller asks (mesh.c) */
+    agent_rails *rails;           /* peer copies and signals on the mesh (rail.c) */
     pthread_mutex_t send_lock;    /* held only around conn_sendv, never across a driver call */
     pthread_mutex_t output_lock;  /* device output: read and sent in order */
     window win;
@@ -151,6 +154,29 @@ void mesh_beat(job *j);
 /* Tells the peers the job's end: cause (an abort), or NULL (an orderly close). */
 void mesh_end(job *j, const char *cause);
 void mesh_free(job *j);
+/* True when process number peer is an agent this one is connected to. */
+bool mesh_peer_up(job *j, uint32_t peer);
+/* Queues a rail frame to peer (signal, then len bytes of the staging
+ * buffer data, which is given back once sent; NULL and 0 for a bare
+ * signal) for the mesh's sender thread. Never blocks: the driver's
+ * callback thread calls it. */
+void mesh_post(job *j, uint32_t peer, uint64_t signal, void *data, size_t len);
+
+/* ---- rail.c: peer copies and signals between agents (proto/rail.h) ---- */
+/* Makes the page-locked words streams wait on (at the mesh's start);
+ * -1 when memory is short. */
+int rail_open(job *j);
+/* Replays a JOB_OP_RAIL_SEND, _RECV, JOB_OP_SIGNAL or JOB_OP_WAIT record
+ * on s (NULL: no place on a timeline). */
+CUresult rail_replay(job *j, uint32_t op, agent_obj *s, const uint8_t *body, size_t len);
+/* A rail frame from peer whose head said signal: its len bytes are read
+ * from c (the rest of a split frame) into place, then the waiting stream
+ * may go. Errors name what the peer got wrong. */
+int rail_arrive(job *j, uint32_t peer, uint64_t signal, conn *c, uint64_t len, rig_why *why);
+/* Lets every stream waiting for a signal go (the job failed: nothing will
+ * come, and the streams must drain). */
+void rail_release(job *j);
+void rail_free(job *j);
 
 /* ---- handover.c ---- */
 /* A handover frame whose one record is a host-to-device copy, its data
@@ -192,7 +218,7 @@ void pool_cleanup(job *j);
 /* JOB_OP_GRAPH: builds and instantiates a graph with this agent's driver. */
 void replay_graph(job *j, wire_reader *r);
 /* JOB_OP_GRAPH_LAUNCH's record: launches graph id on s. */
-CUresult graph_launch(job *j, agent_obj *s, wire_reader *r);
+CUresult graph_launch(job *j, agent_obj *s, uint64_t id);
 /* The drop of cuGraphExecDestroy: false when id is no graph. */
 bool graph_drop(job *j, uint64_t id);
 /* Frees one graph object's driver state (job_cleanup). */
@@ -202,9 +228,9 @@ void graph_free_real(job *j, agent_obj *o);
 /* Answers the requests of proto/images.h (array, mipmap, texture and
  * surface creation). */
 void image_request(job *j, uint32_t op, wire_reader *r);
-/* A cuMemcpy3DAsync_v2 record on s; a copy into the program returns its
- * staging buffer. */
-CUresult image_copy(job *j, agent_obj *s, wire_reader *r, void **staging, size_t *staging_len);
+/* A cuMemcpy3DAsync_v2 record on s, decoded; a copy into the program
+ * returns its staging buffer. */
+CUresult image_copy(job *j, agent_obj *s, const rec_copy_3d *v, void **staging, size_t *staging_len);
 /* A drop of an array, mipmap, texture or surface object: false when id is
  * none of them. */
 bool image_drop(job *j, uint32_t op, uint64_t id);
@@ -228,6 +254,10 @@ note *note_new(job *j);
 /* Frees a note that was sent, or whose marker was never enqueued. */
 void note_free(job *j, note *n);
 void CUDA_CB job_marker(void *arg);
+/* Sends a note whose stream already reached its value (and its bytes, at
+ * most a marker's) from the calling thread, as a marker would, when that
+ * cannot wait or reorder words; true when sent (the note is freed). */
+bool job_send_reached(job *j, note *n);
 void *sender_main(void *arg);
 void *beat_main(void *arg);
 void *watch_main(void *arg);

@@ -1,5 +1,5 @@
 /* cuStreamBatchMemOp on a job's stream: the program's operations as its
- * driver takes them (layout in shim/memop_batch.c). */
+ * driver takes them (layout in proto/records.def). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,13 +11,20 @@
 
 void replay_memop_batch(job *j, wire_reader *r)
 {
-    agent_obj *s = objects_get(&j->objs, wire_get_u64(r), AOBJ_STREAM);
-    uint32_t flags = wire_get_u32(r), count = wire_get_u32(r);
-    const uint8_t *bytes = count <= JOB_BATCH_MAX ? wire_get_view(r, (size_t)count * sizeof(CUstreamBatchMemOpParams)) : NULL;
-    if (wire_reader_finish(r) || !s || !bytes) {
-        job_refuse(j, "malformed memory operation batch");
+    rec_memop_batch v;
+    rig_why why;
+    if (rec_memop_batch_get(r, &v, &why)) {
+        job_refuse(j, "malformed %s", why.text);
         return;
     }
+    agent_obj *s = objects_get(&j->objs, v.stream, AOBJ_STREAM);
+    if (!s) {
+        job_refuse(j, "a memory operation batch on stream %llu, which this job does not hold",
+                   (unsigned long long)v.stream);
+        return;
+    }
+    uint32_t flags = v.flags, count = v.count;
+    const uint8_t *bytes = v.ops;
     const cuda_driver *d = &j->b->drv;
     CUstreamBatchMemOpParams *ops = malloc(count ? count * sizeof *ops : 1);
     if (!ops)

@@ -21,6 +21,7 @@
 #include "proto/job.h"
 #include "proto/mesh.h"
 #include "proto/net.h"
+#include "proto/rail.h"
 #include "proto/text.h"
 
 typedef struct mesh_peer {
@@ -31,8 +32,23 @@ typedef struct mesh_peer {
     pthread_mutex_t send_lock;
 } mesh_peer;
 
+/* A rail frame waiting for the mesh's sender. */
+typedef struct outgoing {
+    struct outgoing *next;
+    uint32_t peer;
+    uint64_t signal;
+    void *data;
+    size_t len;
+} outgoing;
+
 struct agent_mesh {
     job *j;
+    /* Rail frames go out on a thread of their own: the driver's callback
+     * thread that queues them must never wait on the network. */
+    pthread_t sender;
+    bool sender_started;
+    outgoing *out_head, *out_tail;
+    pthread_cond_t out_ready;
     int listen_fd;
     uint16_t port;
     pthread_t acceptor;
@@ -98,7 +114,21 @@ static void *reader_main(void *arg)
     for (;;) {
         frame f = { 0 };
         rig_why why = { "" };
-        int rc = conn_recv(&p->c, &f, deadline_after(-1), JOB_SILENCE_MS, &why);
+        int rc = conn_recv_split(&p->c, &f, FRAME_RAIL, RAIL_HEAD, RAIL_HEAD, deadline_after(-1), JOB_SILENCE_MS, &why);
+        if (rc == 0 && f.kind == FRAME_RAIL) {
+            /* Its bytes go straight where the copy wants them. */
+            uint64_t rest = conn_rest(&p->c);
+            wire_reader r = wire_reader_init(f.payload, f.len);
+            uint64_t signal = wire_get_u64(&r);
+            if (r.err || signal == 0)
+                rc = why_set(&why, RIG_E_MALFORMED, "a rail frame of %zu bytes without its signal", f.len);
+            else
+                rc = wire_remaining(&r) ? why_set(&why, RIG_E_MALFORMED, "a rail frame read whole")
+                                      : rail_arrive(j, k, signal, &p->c, rest, &why);
+            frame_release(&f);
+            if (rc == 0)
+                continue;
+        }
         pthread_mutex_lock(&m->lock);
         bool quiet = m->ending || p->closed;
         const char *name = peer_name(m, k, nbuf, sizeof nbuf);
@@ -132,6 +162,8 @@ static void *reader_main(void *arg)
             job_fail(j, "%s: %s", name, cause[0] ? cause : "aborted");
             break;
         }
+        case FRAME_RAIL:
+            break;   /* taken above */
         default:
             job_fail(j, "%s: sent a %s message, which agents never send to each other", name,
                      frame_kind_name(f.kind));
@@ -147,6 +179,77 @@ static int send_to(agent_mesh *m, uint32_t k, frame_kind kind, const struct iove
     int rc = conn_sendv(&p->c, kind, iov, n, deadline_after(JOB_STALL_MS), why);
     pthread_mutex_unlock(&p->send_lock);
     return rc;
+}
+
+static void *rail_sender_main(void *arg)
+{
+    agent_mesh *m = arg;
+    job *j = m->j;
+    pthread_mutex_lock(&m->lock);
+    for (;;) {
+        while (!m->out_head && !m->ending)
+            pthread_cond_wait(&m->out_ready, &m->lock);
+        outgoing *o = m->out_head;
+        if (!o) {
+            pthread_mutex_unlock(&m->lock);
+            return NULL;
+        }
+        m->out_head = o->next;
+        if (!m->out_head)
+            m->out_tail = NULL;
+        bool ending = m->ending;
+        pthread_mutex_unlock(&m->lock);
+        if (!ending && !job_failed(j)) {
+            uint8_t head[RAIL_HEAD];
+            wire_store_u64(head, o->signal);
+            struct iovec iov[2] = { { head, sizeof head }, { o->data, o->len } };
+            rig_why why = { "" };
+            int rc = send_to(m, o->peer, FRAME_RAIL, iov, o->len ? 2 : 1, &why);
+            if (rc < 0) {
+                char nbuf[32];
+                pthread_mutex_lock(&m->lock);
+                const char *name = peer_name(m, o->peer, nbuf, sizeof nbuf);
+                pthread_mutex_unlock(&m->lock);
+                job_fail(j, "%s: %s", name, rc == RIG_E_CLOSED ? "closed its connection" : why.text);
+            }
+        }
+        if (o->data)
+            staging_put(j->b, o->data, o->len);
+        free(o);
+        pthread_mutex_lock(&m->lock);
+    }
+}
+
+void mesh_post(job *j, uint32_t peer, uint64_t signal, void *data, size_t len)
+{
+    agent_mesh *m = j->mesh;
+    outgoing *o = m ? malloc(sizeof *o) : NULL;
+    if (!o) {
+        if (data)
+            staging_put(j->b, data, len);
+        job_fail(j, "agent: no memory to send a rail");
+        return;
+    }
+    *o = (outgoing){ .peer = peer, .signal = signal, .data = data, .len = len };
+    pthread_mutex_lock(&m->lock);
+    if (m->out_tail)
+        m->out_tail->next = o;
+    else
+        m->out_head = o;
+    m->out_tail = o;
+    pthread_cond_signal(&m->out_ready);
+    pthread_mutex_unlock(&m->lock);
+}
+
+bool mesh_peer_up(job *j, uint32_t peer)
+{
+    agent_mesh *m = j->mesh;
+    if (!m || peer == 0 || peer > MESH_AGENTS_MAX || peer == j->index)
+        return false;
+    pthread_mutex_lock(&m->lock);
+    bool up = m->peers[peer].up && !m->peers[peer].closed;
+    pthread_mutex_unlock(&m->lock);
+    return up;
 }
 
 /* Admits a proven agent before this one (the acceptor's handshake). */
@@ -223,6 +326,12 @@ void mesh_listen(job *j, wire_reader *r)
     m->listen_fd = -1;
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->changed, NULL);
+    pthread_cond_init(&m->out_ready, NULL);
+    if (rail_open(j) < 0) {
+        free(m);
+        job_refuse(j, "agent: no page-locked memory for the signals between agents");
+        return;
+    }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     names_address here = { .port = 0 };
@@ -248,6 +357,7 @@ void mesh_listen(job *j, wire_reader *r)
         return;
     }
     m->acceptor_started = true;
+    m->sender_started = pthread_create(&m->sender, NULL, rail_sender_main, m) == 0;
     j->mesh = m;
     uint8_t out[2] = { (uint8_t)m->port, (uint8_t)(m->port >> 8) };
     job_answer(j, CUDA_SUCCESS, out, 2);
@@ -293,11 +403,7 @@ void mesh_join_request(job *j, const uint8_t *body, size_t len)
     pthread_mutex_lock(&m->lock);
     for (uint32_t k = 1; k < join.self; k++)
         while (!m->peers[k].up && deadline_now_ms() < until) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 50 * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            struct timespec ts = deadline_timespec_in(50);
             pthread_cond_timedwait(&m->changed, &m->lock, &ts);
         }
     uint32_t missing = 0;
@@ -351,8 +457,11 @@ void mesh_end(job *j, const char *cause)
     bool already = m->ending;
     m->ending = true;
     pthread_mutex_unlock(&m->lock);
+    pthread_cond_broadcast(&m->out_ready);
     if (already)
         return;
+    /* Streams waiting for a peer's signal must drain: none will come. */
+    rail_release(j);
     uint8_t buf[JOB_REASON_MAX + 4];
     wire_writer w = wire_writer_init(buf, sizeof buf);
     if (cause) {
@@ -378,9 +487,19 @@ void mesh_free(job *j)
         return;
     pthread_mutex_lock(&m->lock);
     m->ending = true;
+    pthread_cond_broadcast(&m->out_ready);
     pthread_mutex_unlock(&m->lock);
+    rail_release(j);
     if (m->acceptor_started)
         pthread_join(m->acceptor, NULL);
+    if (m->sender_started)
+        pthread_join(m->sender, NULL);
+    while (m->out_head) {
+        outgoing *o = m->out_head;
+        m->out_head = o->next;
+        staging_put(j->b, o->data, o->len);
+        free(o);
+    }
     for (uint32_t k = 1; k <= MESH_AGENTS_MAX; k++) {
         mesh_peer *p = &m->peers[k];
         if (!p->up)
@@ -393,6 +512,7 @@ void mesh_free(job *j)
     if (m->listen_fd >= 0)
         close(m->listen_fd);
     pthread_cond_destroy(&m->changed);
+    pthread_cond_destroy(&m->out_ready);
     pthread_mutex_destroy(&m->lock);
     free(m);
     j->mesh = NULL;

@@ -465,15 +465,33 @@ malformed:
 }
 
 /* Peer access between two of this agent's devices (layouts in
- * shim/peer.c): answered and enabled by the driver, on primary contexts. */
+ * proto/records.def): answered and enabled by the driver, on primary
+ * contexts. */
 static void replay_peer(job *j, uint32_t op, wire_reader *r)
 {
     const cuda_driver *d = &j->b->drv;
-    uint32_t attrib = op == CUDA_OP_cuDeviceGetP2PAttribute ? wire_get_u32(r) : 0;
-    uint32_t dev = wire_get_u32(r), peer = wire_get_u32(r);
-    uint32_t flags = op == CUDA_OP_cuCtxEnablePeerAccess ? wire_get_u32(r) : 0;
-    if (wire_reader_finish(r) || dev >= (uint32_t)j->b->device_count || peer >= (uint32_t)j->b->device_count) {
-        job_refuse(j, "malformed %s request", job_op_name(op));
+    uint32_t attrib = 0, dev, peer, flags = 0;
+    rig_why why;
+    int bad;
+    if (op == CUDA_OP_cuDeviceGetP2PAttribute) {
+        rec_p2p_attribute v;
+        bad = rec_p2p_attribute_get(r, &v, &why);
+        attrib = v.attribute, dev = v.src, peer = v.dst;
+    } else if (op == CUDA_OP_cuCtxEnablePeerAccess) {
+        rec_peer_enable v;
+        bad = rec_peer_enable_get(r, &v, &why);
+        dev = v.device, peer = v.peer, flags = v.flags;
+    } else {
+        rec_peer_pair v;
+        bad = rec_peer_pair_get(r, &v, &why);
+        dev = v.device, peer = v.peer;
+    }
+    if (bad) {
+        job_refuse(j, "malformed %s: %s", job_op_name(op), why.text);
+        return;
+    }
+    if (dev >= (uint32_t)j->b->device_count || peer >= (uint32_t)j->b->device_count) {
+        job_refuse(j, "%s between devices %u and %u of %d", job_op_name(op), dev, peer, j->b->device_count);
         return;
     }
     int v = 0;
@@ -750,24 +768,29 @@ void replay_request(job *j, const frame *f)
         replay_enumerate(j, op, &r);
         return;
     case CUDA_OP_cuDeviceGetP2PAtomicCapabilities: {
-        /* layout in shim/peer.c */
-        uint32_t src = wire_get_u32(&r), dst = wire_get_u32(&r), count = wire_get_u32(&r);
-        CUatomicOperation ops[CU_ATOMIC_OPERATION_MAX * 4];
-        unsigned caps[CU_ATOMIC_OPERATION_MAX * 4];
-        for (uint32_t i = 0; i < count && count <= CU_ATOMIC_OPERATION_MAX * 4; i++)
-            ops[i] = (CUatomicOperation)wire_get_u32(&r);
-        if (wire_reader_finish(&r) || count == 0 || count > CU_ATOMIC_OPERATION_MAX * 4 ||
-            src >= (uint32_t)j->b->device_count || dst >= (uint32_t)j->b->device_count) {
-            job_refuse(j, "malformed atomic capability request");
+        rec_atomic_caps v;
+        rig_why why;
+        if (rec_atomic_caps_get(&r, &v, &why)) {
+            job_refuse(j, "malformed %s", why.text);
             return;
         }
+        if (v.src >= (uint32_t)j->b->device_count || v.dst >= (uint32_t)j->b->device_count) {
+            job_refuse(j, "atomic capabilities between devices %u and %u of %d", v.src, v.dst, j->b->device_count);
+            return;
+        }
+        /* The decoder held count to 1..REC_ATOMIC_OPS_MAX. */
+        CUatomicOperation ops[REC_ATOMIC_OPS_MAX];
+        unsigned caps[REC_ATOMIC_OPS_MAX];
+        for (uint32_t i = 0; i < v.count; i++)
+            ops[i] = (CUatomicOperation)wire_load_u32(v.ops + 4 * i);
         CUresult rc = j->b->drv.fn_cuDeviceGetP2PAtomicCapabilities
-                          ? j->b->drv.fn_cuDeviceGetP2PAtomicCapabilities(caps, ops, count, (CUdevice)src, (CUdevice)dst)
+                          ? j->b->drv.fn_cuDeviceGetP2PAtomicCapabilities(caps, ops, v.count, (CUdevice)v.src,
+                                                                           (CUdevice)v.dst)
                           : CUDA_ERROR_NOT_SUPPORTED;
-        uint8_t out[CU_ATOMIC_OPERATION_MAX * 4 * 4];
-        for (uint32_t i = 0; i < count; i++)
+        uint8_t out[REC_ATOMIC_OPS_MAX * 4];
+        for (uint32_t i = 0; i < v.count; i++)
             wire_store_u32(out + 4 * i, caps[i]);
-        job_answer(j, rc, rc ? NULL : out, rc ? 0 : count * 4);
+        job_answer(j, rc, rc ? NULL : out, rc ? 0 : v.count * 4);
         return;
     }
     case CUDA_OP_cuStreamBatchMemOp_v2:
@@ -776,17 +799,23 @@ void replay_request(job *j, const frame *f)
     case CUDA_OP_cuOccupancyMaxActiveBlocksPerMultiprocessor: {
         /* u64 function, u32 device, u32 threads, u32 shared -> i32 (the
          * shim bounds cooperative launches by it: shim/launch.c) */
-        agent_obj *fn = objects_get(&j->objs, wire_get_u64(&r), AOBJ_FUNCTION);
-        uint32_t device = wire_get_u32(&r), threads = wire_get_u32(&r), shared = wire_get_u32(&r);
-        if (wire_reader_finish(&r) || !fn || threads > 0x7fffffffu) {
-            job_refuse(j, "malformed occupancy request");
+        rec_occupancy q;
+        rig_why why;
+        if (rec_occupancy_get(&r, &q, &why)) {
+            job_refuse(j, "malformed %s", why.text);
+            return;
+        }
+        agent_obj *fn = objects_get(&j->objs, q.function, AOBJ_FUNCTION);
+        if (!fn) {
+            job_refuse(j, "an occupancy request for function %llu, which this job does not hold",
+                       (unsigned long long)q.function);
             return;
         }
         CUfunction f;
         int v = 0;
-        CUresult rc = job_function_on(j, fn, (int)device, &f);
+        CUresult rc = job_function_on(j, fn, (int)q.device, &f);
         if (rc == CUDA_SUCCESS)
-            rc = j->b->drv.fn_cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, (int)threads, shared);
+            rc = j->b->drv.fn_cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, (int)q.threads, q.shared);
         uint8_t out[4];
         wire_store_u32(out, (uint32_t)v);
         job_answer(j, rc, rc ? NULL : out, rc ? 0 : 4);
@@ -794,25 +823,29 @@ void replay_request(job *j, const frame *f)
     }
     case CUDA_OP_cuOccupancyMaxActiveClusters:
     case CUDA_OP_cuOccupancyMaxPotentialClusterSize: {
-        /* layout in shim/module.c (cluster_query) */
-        agent_obj *fn = objects_get(&j->objs, wire_get_u64(&r), AOBJ_FUNCTION);
-        uint32_t device = wire_get_u32(&r), v[10];
-        for (int i = 0; i < 10; i++)
-            v[i] = wire_get_u32(&r);
-        if (wire_reader_finish(&r) || !fn) {
-            job_refuse(j, "malformed cluster occupancy request");
+        rec_cluster_occupancy q;
+        rig_why why;
+        if (rec_cluster_occupancy_get(&r, &q, &why)) {
+            job_refuse(j, "malformed %s", why.text);
+            return;
+        }
+        agent_obj *fn = objects_get(&j->objs, q.function, AOBJ_FUNCTION);
+        if (!fn) {
+            job_refuse(j, "a cluster occupancy request for function %llu, which this job does not hold",
+                       (unsigned long long)q.function);
             return;
         }
         CUlaunchAttribute attr = { .id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION };
-        attr.value.clusterDim.x = v[7];
-        attr.value.clusterDim.y = v[8];
-        attr.value.clusterDim.z = v[9];
-        CUlaunchConfig config = { .gridDimX = v[0], .gridDimY = v[1], .gridDimZ = v[2], .blockDimX = v[3],
-                                  .blockDimY = v[4], .blockDimZ = v[5], .sharedMemBytes = v[6],
-                                  .attrs = &attr, .numAttrs = v[7] || v[8] || v[9] ? 1 : 0 };
+        attr.value.clusterDim.x = q.cluster[0];
+        attr.value.clusterDim.y = q.cluster[1];
+        attr.value.clusterDim.z = q.cluster[2];
+        CUlaunchConfig config = { .gridDimX = q.grid[0], .gridDimY = q.grid[1], .gridDimZ = q.grid[2],
+                                  .blockDimX = q.block[0], .blockDimY = q.block[1], .blockDimZ = q.block[2],
+                                  .sharedMemBytes = q.shared, .attrs = &attr,
+                                  .numAttrs = q.cluster[0] || q.cluster[1] || q.cluster[2] ? 1 : 0 };
         CUfunction f;
         int out_v = 0;
-        CUresult rc = job_function_on(j, fn, (int)device, &f);
+        CUresult rc = job_function_on(j, fn, (int)q.device, &f);
         bool active = op == CUDA_OP_cuOccupancyMaxActiveClusters;
         if (rc == CUDA_SUCCESS && !(active ? j->b->drv.fn_cuOccupancyMaxActiveClusters
                                            : j->b->drv.fn_cuOccupancyMaxPotentialClusterSize))

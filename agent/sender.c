@@ -80,6 +80,26 @@ static bool marker_send(job *j, note *n)
     return true;
 }
 
+bool job_send_reached(job *j, note *n)
+{
+    if (n->staging && (n->inbound || n->len > MARKER_BYTES_MAX))
+        return false;
+    pthread_mutex_lock(&j->q_lock);
+    if (j->q_head || j->sending || j->marker_sending || j->failed) {
+        pthread_mutex_unlock(&j->q_lock);
+        return false;
+    }
+    j->marker_sending = true;
+    pthread_mutex_unlock(&j->q_lock);
+    bool sent = marker_send(j, n);
+    pthread_mutex_lock(&j->q_lock);
+    j->marker_sending = false;
+    if (j->q_head)
+        pthread_cond_broadcast(&j->q_cond);
+    pthread_mutex_unlock(&j->q_lock);
+    return sent;
+}
+
 void CUDA_CB job_marker(void *arg)
 {
     note *n = arg;
@@ -254,16 +274,6 @@ void *sender_main(void *arg)
     }
 }
 
-static struct timespec in_ms(int ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    return ts;
-}
-
 /* A beat after JOB_BEAT_MS of quiet, device output within a beat, and the
  * end of a job that failed, wherever it failed. A send in progress holds
  * the send lock; its bytes are its beat, so it is skipped. */
@@ -272,7 +282,7 @@ void *beat_main(void *arg)
     job *j = arg;
     pthread_mutex_lock(&j->q_lock);
     while (!j->stopping) {
-        struct timespec ts = in_ms(JOB_BEAT_MS / 4);
+        struct timespec ts = deadline_timespec_in(JOB_BEAT_MS / 4);
         pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
         bool failed = j->failed, stopping = j->stopping;
         pthread_mutex_unlock(&j->q_lock);
@@ -328,7 +338,7 @@ void *watch_main(void *arg)
     job *j = arg;
     pthread_mutex_lock(&j->q_lock);
     while (!j->stopping && !j->failed) {
-        struct timespec ts = in_ms(JOB_BEAT_MS / 2);
+        struct timespec ts = deadline_timespec_in(JOB_BEAT_MS / 2);
         pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
         bool waiting = j->pending_markers > 0 && deadline_now_ms() - j->last_marker_ms >= JOB_BEAT_MS;
         if (j->stopping || j->failed || !waiting)

@@ -110,11 +110,7 @@ static int admit_controller(void *ctx, uint32_t dialing, uint32_t accepting, cha
     pthread_mutex_lock(&s->lock);
     int64_t until = deadline_after(BUSY_GRACE_MS);
     while (s->claimed && !s->ending && deadline_now_ms() < until) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        struct timespec ts = deadline_timespec_in(50);
         pthread_cond_timedwait(&s->changed, &s->lock, &ts);
     }
     int rc = 0;

@@ -1,5 +1,5 @@
 /* Stream attributes on a job's streams, asked and set on the agent's real
- * stream (layouts in shim/stream_attr.c). */
+ * stream (layouts in proto/records.def). */
 #include <string.h>
 
 #include "agent/job.h"
@@ -9,20 +9,34 @@
 void replay_stream_attribute(job *j, uint32_t op, wire_reader *r)
 {
     const cuda_driver *d = &j->b->drv;
-    agent_obj *s = objects_get(&j->objs, wire_get_u64(r), AOBJ_STREAM);
-    agent_obj *src = NULL;
+    uint64_t stream, from = 0;
     uint32_t attr = 0;
     CUstreamAttrValue value;
     memset(&value, 0, sizeof value);
+    rig_why why;
+    int bad;
     if (op == CUDA_OP_cuStreamCopyAttributes) {
-        src = objects_get(&j->objs, wire_get_u64(r), AOBJ_STREAM);
+        rec_stream_attr_copy v;
+        bad = rec_stream_attr_copy_get(r, &v, &why);
+        stream = v.dst, from = v.src;
+    } else if (op == CUDA_OP_cuStreamSetAttribute) {
+        rec_stream_attr_set v;
+        bad = rec_stream_attr_set_get(r, &v, &why);
+        stream = v.stream, attr = v.attribute;
+        memcpy(&value, v.value, sizeof value);
     } else {
-        attr = wire_get_u32(r);
-        if (op == CUDA_OP_cuStreamSetAttribute)
-            wire_get_bytes(r, &value, sizeof value);
+        rec_stream_attr_get v;
+        bad = rec_stream_attr_get_get(r, &v, &why);
+        stream = v.stream, attr = v.attribute;
     }
-    if (wire_reader_finish(r) || !s || (op == CUDA_OP_cuStreamCopyAttributes && !src)) {
-        job_refuse(j, "malformed stream attribute request");
+    if (bad) {
+        job_refuse(j, "malformed %s", why.text);
+        return;
+    }
+    agent_obj *s = objects_get(&j->objs, stream, AOBJ_STREAM);
+    agent_obj *src = op == CUDA_OP_cuStreamCopyAttributes ? objects_get(&j->objs, from, AOBJ_STREAM) : NULL;
+    if (!s || (op == CUDA_OP_cuStreamCopyAttributes && !src)) {
+        job_refuse(j, "a stream attribute request naming a stream this job does not hold");
         return;
     }
     CUresult rc = job_use_device(j, s->device);

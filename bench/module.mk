@@ -38,5 +38,5 @@ $(BENCH_DIR)/big.fatbin: bench/big.cu bench/module.mk
 
 .PHONY: bench
 bench: $(BENCH_BIN) $(BENCH_BASE) $(BENCH_RELAY) $(BENCH_FATBINS) $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so \
-       $(SOFT_ENGINE_BENCH)
+       $(SOFT_ENGINE_BENCH) $(B)/programs/peerbig.static
 	$(Q)bench/run $(B)

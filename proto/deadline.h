@@ -21,6 +21,19 @@ static inline int64_t deadline_after(int64_t ms)
     return ms > INT64_MAX - now ? INT64_MAX : now + ms;
 }
 
+/* The CLOCK_REALTIME moment ms milliseconds from now, as
+ * pthread_cond_timedwait takes it (a short wait; not a deadline above). */
+static inline struct timespec deadline_timespec_in(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    return ts;
+}
+
 /* Milliseconds left until the deadline as a poll() timeout: 0 when passed,
  * -1 for never, at most INT32_MAX. */
 static inline int deadline_poll_ms(int64_t deadline)

@@ -15,7 +15,7 @@
  *               bytes of handover bodies on that stream up to that value
  * bytes    (6)  u64 stream, u64 value, the bytes of a copy into the program
  *               (stream 0 and value 0: device printf output for stdout)
- * rail     (7)  reserved: no end sends it yet, both fail the job on it
+ * rail     (7)  agent to agent only: u64 signal, its bytes (proto/rail.h)
  * beat     (8)  empty
  * abort    (9)  string why
  * close    (10) empty */
@@ -94,11 +94,18 @@ enum job_op {
      * other agents, then the join (agent i dials agents i+1..n). */
     JOB_OP_PEER_LISTEN = 0x8030,
     JOB_OP_JOIN = 0x8031,
+    /* Rails between two agents, layouts in proto/rail.h: handover records
+     * that move a peer copy's bytes and signals on the mesh. */
+    JOB_OP_RAIL_SEND = 0x8040,
+    JOB_OP_RAIL_RECV = 0x8041,
+    JOB_OP_SIGNAL = 0x8042,
+    JOB_OP_WAIT = 0x8043,
 };
 
 /* Requests of CUDA operations whose layouts only the shim's and the
  * agent's own code write and read (u32 op first; devices are the agent's
- * ordinals; docs/wire.md lists every one):
+ * ordinals; docs/wire.md lists every one; proto/records.def defines each
+ * once, as it does the handover records' bodies and the frame heads):
  *   cuStreamGetAttribute    u64 stream, u32 attribute -> 64-byte CUstreamAttrValue
  *   cuStreamSetAttribute    u64 stream, u32 attribute, 64-byte CUstreamAttrValue
  *   cuStreamCopyAttributes  u64 destination stream, u64 source stream
@@ -117,8 +124,9 @@ enum job_op {
  *   cuModuleEnumerateFunctions, cuLibraryEnumerateKernels
  *                           u64 module or library -> u32 count, count x string
  * (shim/stream_attr.c, shim/module.c cluster_query, shim/peer.c,
- * shim/memop_batch.c, shim/module_enum.c write them; agent/stream_attr.c,
- * agent/request.c, agent/memop_batch.c, agent/enumerate.c read them.) */
+ * shim/memop_batch.c, shim/module_enum.c write them through
+ * proto/records.h; agent/stream_attr.c, agent/request.c,
+ * agent/memop_batch.c, agent/enumerate.c read them through it.) */
 
 #define JOB_GRAPH_NODES_MAX 65536
 #define JOB_GRAPH_DEPS_MAX 65536

@@ -13,6 +13,7 @@
 #include "proto/job.h"
 #include "proto/key.h"
 #include "proto/names.h"
+#include "proto/records.h"
 #include "proto/report.h"
 #include "proto/wire.h"
 #include "shim/link.h"
@@ -219,11 +220,9 @@ static CUresult open_proxy_objects(int ordinal)
     if (!d->primary || !d->null_stream)
         return CUDA_ERROR_OUT_OF_MEMORY;
     d->primary->u.ctx.primary = true;
-    uint8_t body[12];
+    uint8_t body[rec_stream_create_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
-    wire_put_u32(&w, JOB_STREAM_NULL);
-    wire_put_u32(&w, 0);
+    rec_stream_create_put(&w, &(rec_stream_create){ .device = (uint32_t)d->remote_ordinal, .flags = JOB_STREAM_NULL });
     handover h = { .op = JOB_OP_STREAM_CREATE, .object = d->null_stream->id, .body = body, .body_len = w.off };
     return link_handover(d->link, &h, NULL);
 }

@@ -138,19 +138,27 @@ int shim_decode_open(const uint8_t *p, size_t len, shim_device *devs, int room, 
 int shim_decode_words(const uint8_t *p, size_t len, size_t *count, rig_why *why)
 {
     *count = 0;
-    if (len == 0 || len % 24 != 0)
+    if (len == 0 || len % rec_word_size != 0)
         return why_set(why, RIG_E_MALFORMED, "a word message of %zu bytes, not whole words", len);
-    for (size_t off = 0; off < len; off += 8)
-        if (wire_load_u64(p + off) > WIRE_U64_MAX)
-            return why_set(why, RIG_E_MALFORMED, "a word with a field above 2^62");
-    *count = len / 24;
+    wire_reader r = wire_reader_init(p, len);
+    rec_word w;
+    while (wire_remaining(&r)) {
+        int rc = rec_word_get(&r, &w, why);
+        if (rc < 0)
+            return rc;
+    }
+    *count = len / rec_word_size;
     return 0;
 }
 
 shim_word shim_word_at(const uint8_t *p, size_t i)
 {
-    const uint8_t *at = p + i * 24;
-    return (shim_word){ wire_load_u64(at), wire_load_u64(at + 8), wire_load_u64(at + 16) };
+    /* Checked whole by shim_decode_words: this get cannot fail. */
+    wire_reader r = wire_reader_init(p + i * rec_word_size, rec_word_size);
+    shim_word w;
+    rig_why why;
+    rec_word_get(&r, &w, &why);
+    return w;
 }
 
 int shim_check_word(const shim_word *w, const shim_stream_view *v, rig_why *why)

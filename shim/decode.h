@@ -12,6 +12,7 @@
 
 #include "proto/error.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "shim/proxy.h"
 
 /* Every CUresult is below this (CUDA_ERROR_UNKNOWN is 999). */
@@ -51,10 +52,8 @@ typedef struct shim_open_info {
  * other field zeroed). */
 int shim_decode_open(const uint8_t *p, size_t len, shim_device *devs, int room, shim_open_info *o, rig_why *why);
 
-/* One triple of a word message. */
-typedef struct shim_word {
-    uint64_t stream, value, bytes;
-} shim_word;
+/* One triple of a word message (proto/records.def's word). */
+typedef rec_word shim_word;
 
 /* Checks a word message (one or more whole triples, each value at most
  * WIRE_U64_MAX) and sets *count. */

@@ -4,6 +4,7 @@
 
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/graph.h"
@@ -23,10 +24,9 @@ SHIM_EXPORT(cuEventCreate)
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
     e->u.event.flags = Flags;
-    uint8_t body[8];
+    uint8_t body[rec_event_create_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
-    wire_put_u32(&w, Flags);
+    rec_event_create_put(&w, &(rec_event_create){ .device = (uint32_t)d->remote_ordinal, .flags = Flags });
     handover h = { .op = JOB_OP_EVENT_CREATE, .object = e->id, .body = body, .body_len = w.off };
     CUresult rc = link_handover(d->link, &h, NULL);
     if (rc) {
@@ -70,10 +70,9 @@ static CUresult event_record(CUevent hEvent, proxy_obj *s, unsigned flags)
         return crc;
     if (captured)
         return capture_record(s, e);   /* no node: it forks and joins streams */
-    uint8_t body[12];
+    uint8_t body[rec_event_record_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u64(&w, e->id);
-    wire_put_u32(&w, flags);
+    rec_event_record_put(&w, &(rec_event_record){ .event = e->id, .flags = flags });
     handover h = { .op = CUDA_OP_cuEventRecordWithFlags, .stream = s, .body = body, .body_len = w.off };
     uint64_t value;
     CUresult rc = link_handover(s->link, &h, &value);

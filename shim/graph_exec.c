@@ -15,6 +15,7 @@
 
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/log.h"
 
@@ -247,9 +248,10 @@ static CUresult launch(struct shim_exec *x, proxy_obj *s)
         rc = capture_add(s, &t);
     } else if (x->remote) {
         /* One record; the events it records are reached with it. */
-        uint8_t body[8];
-        wire_store_u64(body, x->handle->id);
-        handover h = { .op = JOB_OP_GRAPH_LAUNCH, .stream = s, .body = body, .body_len = sizeof body };
+        uint8_t body[rec_graph_launch_size];
+        wire_writer w = wire_writer_init(body, sizeof body);
+        rec_graph_launch_put(&w, &(rec_graph_launch){ .graph = x->handle->id });
+        handover h = { .op = JOB_OP_GRAPH_LAUNCH, .stream = s, .body = body, .body_len = w.off };
         uint64_t value;
         /* The graph's kernels may read and write managed memory, as a launch's. */
         rc = shim_managed_before_launch(s->link, s);

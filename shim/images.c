@@ -14,6 +14,7 @@
 #include "proto/cuda_ops.h"
 #include "proto/images.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/graph.h"
@@ -621,16 +622,12 @@ static proxy_obj *stream_on(CUstream h, bool per_thread, int device, CUresult *r
 static CUresult hand_box(proxy_obj *st, const cside *src, const cside *dst, uint64_t w, uint64_t h, uint64_t d,
                          uint64_t *v)
 {
-    uint8_t body[2 * IMAGE_SIDE_BYTES + 24];
+    uint8_t body[rec_copy_3d_size];
     wire_writer bw = wire_writer_init(body, sizeof body);
-    image_side a, b;
-    wire_side(src, &a);
-    wire_side(dst, &b);
-    image_put_side(&bw, &a);
-    image_put_side(&bw, &b);
-    wire_put_u64(&bw, w);
-    wire_put_u64(&bw, h);
-    wire_put_u64(&bw, d);
+    rec_copy_3d box = { .width = w, .height = h, .depth = d };
+    wire_side(src, &box.src);
+    wire_side(dst, &box.dst);
+    rec_copy_3d_put(&bw, &box);
     handover ho = { .op = CUDA_OP_cuMemcpy3DAsync_v2, .stream = st, .body = body, .body_len = bw.off };
     uint8_t *packed = NULL;
     if (src->type == CU_MEMORYTYPE_HOST) {

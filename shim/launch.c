@@ -5,6 +5,7 @@
 
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/graph.h"
@@ -99,13 +100,11 @@ static CUresult resident_blocks(proxy_obj *f, int device, uint32_t threads, uint
         return CUDA_SUCCESS;
     }
     shim_device *d = shim_device_at(device);
-    uint8_t body[24];
+    uint8_t body[4 + rec_occupancy_size];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, CUDA_OP_cuOccupancyMaxActiveBlocksPerMultiprocessor);
-    wire_put_u64(&w, f->id);
-    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
-    wire_put_u32(&w, threads);
-    wire_put_u32(&w, shared);
+    rec_occupancy_put(&w, &(rec_occupancy){ .function = f->id, .device = (uint32_t)d->remote_ordinal,
+                                            .threads = threads, .shared = shared });
     struct iovec iov = { body, w.off };
     frame fr;
     const uint8_t *o;
@@ -176,15 +175,13 @@ static CUresult launch_proxy(proxy_obj *f, proxy_obj *s, const launch_dims *dims
         node_free_params(&t);
         return rc;
     }
-    uint8_t body[48];
+    /* The fields on the stack; the parameters follow as the record's data. */
+    uint8_t body[rec_launch_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u64(&w, f->id);
-    wire_put_u32(&w, (uint32_t)shim_device_at(s->device)->remote_ordinal);
-    for (int i = 0; i < 3; i++)
-        wire_put_u32(&w, dims->grid[i]);
-    for (int i = 0; i < 3; i++)
-        wire_put_u32(&w, dims->block[i]);
-    wire_put_u32(&w, dims->shared);
+    rec_launch_put(&w, &(rec_launch){ .function = f->id, .device = (uint32_t)shim_device_at(s->device)->remote_ordinal,
+                                      .grid = { dims->grid[0], dims->grid[1], dims->grid[2] },
+                                      .block = { dims->block[0], dims->block[1], dims->block[2] },
+                                      .shared = dims->shared });
     /* A cooperative launch is the same record under its own op. */
     handover h = { .op = cooperative ? CUDA_OP_cuLaunchCooperativeKernel : CUDA_OP_cuLaunchKernel, .stream = s, .body = body, .body_len = w.off,
                    .data = params, .data_len = (size_t)n };

@@ -21,6 +21,7 @@
 #include "proto/handshake.h"
 #include "proto/job.h"
 #include "proto/net.h"
+#include "proto/records.h"
 #include "proto/report.h"
 #include "proto/wire.h"
 #include "shim/decode.h"
@@ -181,13 +182,7 @@ static void *keeper_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&keeper_lock);
         if (!batch_waiting) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 100 * 1000 * 1000;
-            if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-            }
+            struct timespec until = deadline_timespec_in(100);
             pthread_cond_timedwait(&keeper_wake, &keeper_lock, &until);
         }
         bool waiting = batch_waiting;
@@ -706,11 +701,7 @@ static void *receiver_main(void *arg)
     pthread_mutex_lock(&l->lock);
     while (!l->failed) {
         if (l->reading || l->waiters) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += RECEIVER_IDLE_MS * 1000000L;
-            until.tv_sec += until.tv_nsec / 1000000000L;
-            until.tv_nsec %= 1000000000L;
+            struct timespec until = deadline_timespec_in(RECEIVER_IDLE_MS);
             pthread_cond_timedwait(&l->rx_idle, &l->lock, &until);
             continue;
         }
@@ -1023,12 +1014,10 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
     l->calls++;
     pthread_mutex_unlock(&l->lock);
 
-    uint8_t head[24];
+    uint8_t head[rec_record_head_size];
     wire_writer w = wire_writer_init(head, sizeof head);
-    wire_put_u32(&w, h->op);
-    wire_put_u32(&w, (uint32_t)record);
-    wire_put_u64(&w, s ? s->id : h->object);
-    wire_put_u64(&w, v);
+    rec_record_head_put(&w, &(rec_record_head){ .op = h->op, .length = (uint32_t)record, .stream = s ? s->id : h->object,
+                                                .value = v });
     CUresult rc;
     if (record >= BATCH_RECORD || !l->batch) {
         /* Large: straight from the caller's memory, no copy. */
@@ -1061,10 +1050,9 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
 
 CUresult link_drop(agent_link *l, uint32_t op, uint64_t object)
 {
-    uint8_t body[12];
+    uint8_t body[rec_drop_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u32(&w, op);
-    wire_put_u64(&w, object);
+    rec_drop_put(&w, &(rec_drop){ .op = op, .object = object });
     struct iovec iov = { body, sizeof body };
     pthread_mutex_lock(&l->send_lock);
     CUresult rc = link_status(l);

@@ -37,6 +37,7 @@
 #include "proto/copy.h"
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/htod.h"
@@ -361,14 +362,10 @@ static CUresult region_add(uint64_t base, uint64_t dev, uint64_t size, uint64_t 
                           (unsigned long long)size);
     }
     /* The device's copy starts as the host's: zero. */
-    uint8_t body[40];
+    uint8_t body[rec_memset_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u64(&w, base);
-    wire_put_u64(&w, size);
-    wire_put_u32(&w, 0);
-    wire_put_u32(&w, 1);
-    wire_put_u64(&w, size);
-    wire_put_u64(&w, 1);
+    rec_memset_put(&w, &(rec_memset){ .dst = base, .pitch = size, .value = 0, .element_size = 1, .width = size,
+                                      .height = 1 });
     handover ho = { .op = CUDA_OP_cuMemsetD2D32Async, .stream = d->null_stream, .body = body, .body_len = w.off };
     /* Waited for: work on a stream that does not wait for the NULL stream
      * may write the memory as soon as the allocation returns. */

@@ -4,12 +4,14 @@
  * 48 bytes an operation, and the agent's driver queues it on its stream;
  * the call then takes a place on the stream's timeline like any work. In
  * a capture the batch becomes a batch memory-op node (graph.c).
- *   request  u64 stream, u32 flags, u32 count, count x 48 bytes */
+ *   request  u64 stream, u32 flags, u32 count, count x 48 bytes
+ *            (proto/records.def's memop_batch) */
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/graph.h"
@@ -21,8 +23,6 @@
  * own symbol. */
 #undef cuStreamBatchMemOp
 #undef cuStreamBatchMemOp_ptsz
-
-_Static_assert(sizeof(CUstreamBatchMemOpParams) == 48, "the wire carries 48 bytes an operation");
 
 
 static CUresult batch(proxy_obj *s, unsigned count, const CUstreamBatchMemOpParams *ops, unsigned flags)
@@ -42,12 +42,11 @@ static CUresult batch(proxy_obj *s, unsigned count, const CUstreamBatchMemOpPara
         node_free_params(&t);
         return rc;
     }
-    uint8_t head[24];
+    /* The operations go straight from the program's array, after the fields. */
+    uint8_t head[4 + rec_memop_batch_size];
     wire_writer w = wire_writer_init(head, sizeof head);
     wire_put_u32(&w, CUDA_OP_cuStreamBatchMemOp_v2);
-    wire_put_u64(&w, s->id);
-    wire_put_u32(&w, flags);
-    wire_put_u32(&w, count);
+    rec_memop_batch_put(&w, &(rec_memop_batch){ .stream = s->id, .flags = flags, .count = count });
     struct iovec iov[2] = { { head, w.off }, { (void *)ops, count * sizeof *ops } };
     frame f;
     const uint8_t *o;

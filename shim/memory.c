@@ -11,11 +11,13 @@
 #include "proto/copy.h"
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/graph.h"
 #include "shim/htod.h"
 #include "shim/link.h"
+#include "shim/rail.h"
 #include "shim/log.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -338,11 +340,10 @@ static CUresult copy_dtoh(proxy_obj *s, void *dst, CUdeviceptr src, size_t n, ui
 
 static CUresult copy_dtod(proxy_obj *s, CUdeviceptr dst, CUdeviceptr src, size_t n, uint64_t *last)
 {
-    uint8_t body[24];
-    wire_store_u64(body, dst);
-    wire_store_u64(body + 8, src);
-    wire_store_u64(body + 16, n);
-    handover h = { .op = CUDA_OP_cuMemcpyDtoDAsync_v2, .stream = s, .body = body, .body_len = 24 };
+    uint8_t body[rec_copy_dtod_size];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    rec_copy_dtod_put(&w, &(rec_copy_dtod){ .dst = dst, .src = src, .length = n });
+    handover h = { .op = CUDA_OP_cuMemcpyDtoDAsync_v2, .stream = s, .body = body, .body_len = w.off };
     return link_handover(s->link, &h, last);
 }
 
@@ -411,6 +412,11 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
             return rc;
         rc = copy_dtod(s, dst, src, n, &v);
         shim_managed_written(dst, n);
+    } else if (pd == PLACE_PROXY && ps == PLACE_PROXY &&
+               shim_rail_usable(shim_device_at(shim_device_of_pointer(dst))->link,
+                                shim_device_at(shim_device_of_pointer(src))->link)) {
+        /* Two agents: straight between them. */
+        return shim_rail_copy(dst, src, n, h, per_thread, wait);
     } else {
         /* Staged: whole, synchronous, through this process. */
         void *tmp = malloc(n);
@@ -644,7 +650,7 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
     CUresult rc = CUDA_SUCCESS;
     proxy_obj *s;
     uint64_t dext = dpitch * (rows - 1) + w, sext = spitch * (rows - 1) + w;
-    uint8_t body[49];
+    uint8_t body[rec_copy_2d_size];
     wire_writer bw = wire_writer_init(body, sizeof body);
     uint64_t v = 0;
     if (pd == PLACE_PROXY && ps == PLACE_HOST) {
@@ -659,13 +665,8 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
             return shim_nomem("%zu bytes of packed rows of a 2-D copy", w * rows);
         for (size_t r = 0; r < rows; r++)
             memcpy(packed + r * w, (const uint8_t *)(uintptr_t)src + r * spitch, w);
-        wire_put_u8(&bw, 0);
-        wire_put_u64(&bw, dst);
-        wire_put_u64(&bw, dpitch);
-        wire_put_u64(&bw, 0);
-        wire_put_u64(&bw, w);
-        wire_put_u64(&bw, w);
-        wire_put_u64(&bw, rows);
+        rec_copy_2d_put(&bw, &(rec_copy_2d){ .direction = REC_COPY_TO_DEVICE, .dst = dst, .dst_pitch = dpitch,
+                                             .src_pitch = w, .width = w, .height = rows });
         handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off,
                         .data = packed, .data_len = w * rows, .reads_program = true };
         rc = link_handover(s->link, &ho, &v);
@@ -673,13 +674,8 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
     } else if (pd == PLACE_HOST && ps == PLACE_PROXY) {
         if (!(s = stream_for(h, per_thread, src, &rc)) || (rc = shim_managed_before_access(s, src, sext)))
             return rc;
-        wire_put_u8(&bw, 1);
-        wire_put_u64(&bw, 0);
-        wire_put_u64(&bw, w);
-        wire_put_u64(&bw, src);
-        wire_put_u64(&bw, spitch);
-        wire_put_u64(&bw, w);
-        wire_put_u64(&bw, rows);
+        rec_copy_2d_put(&bw, &(rec_copy_2d){ .direction = REC_COPY_TO_PROGRAM, .dst_pitch = w, .src = src,
+                                             .src_pitch = spitch, .width = w, .height = rows });
         handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off,
                         .dst = (void *)(uintptr_t)dst, .dst_len = w * rows, .dst_pitch = dpitch, .dst_width = w };
         rc = link_handover(s->link, &ho, &v);
@@ -687,13 +683,8 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
         if (!(s = stream_for(h, per_thread, dst, &rc)) || (rc = shim_managed_before_access(s, dst, dext)) ||
             (rc = shim_managed_before_access(s, src, sext)))
             return rc;
-        wire_put_u8(&bw, 2);
-        wire_put_u64(&bw, dst);
-        wire_put_u64(&bw, dpitch);
-        wire_put_u64(&bw, src);
-        wire_put_u64(&bw, spitch);
-        wire_put_u64(&bw, w);
-        wire_put_u64(&bw, rows);
+        rec_copy_2d_put(&bw, &(rec_copy_2d){ .direction = REC_COPY_DEVICE, .dst = dst, .dst_pitch = dpitch,
+                                             .src = src, .src_pitch = spitch, .width = w, .height = rows });
         handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off };
         rc = link_handover(s->link, &ho, &v);
     } else {
@@ -754,14 +745,10 @@ static CUresult memset_proxy(CUdeviceptr dst, size_t pitch, unsigned value, unsi
     uint64_t extent = (pitch ? pitch : width * elem) * (height - 1) + width * elem;
     if ((rc = shim_managed_before_access(s, dst, extent)))
         return rc;
-    uint8_t body[40];
+    uint8_t body[rec_memset_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u64(&w, dst);
-    wire_put_u64(&w, pitch ? pitch : width * elem);
-    wire_put_u32(&w, value);
-    wire_put_u32(&w, elem);
-    wire_put_u64(&w, width);
-    wire_put_u64(&w, height);
+    rec_memset_put(&w, &(rec_memset){ .dst = dst, .pitch = pitch ? pitch : width * elem, .value = value,
+                                      .element_size = elem, .width = width, .height = height });
     handover ho = { .op = CUDA_OP_cuMemsetD2D32Async, .stream = s, .body = body, .body_len = w.off };
     rc = link_handover(s->link, &ho, NULL);
     shim_managed_written(dst, extent);

@@ -11,6 +11,7 @@
 
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/graph.h"
@@ -223,9 +224,9 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool per_thread)
     int owner;
     if (!shim_alloc_remove(dptr, &size, &owner))
         return CUDA_ERROR_INVALID_VALUE;
-    uint8_t body[8];
+    uint8_t body[rec_free_async_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u64(&w, dptr);
+    rec_free_async_put(&w, &(rec_free_async){ .pointer = dptr });
     handover ho = { .op = CUDA_OP_cuMemFreeAsync, .stream = s, .body = body, .body_len = w.off };
     return link_handover(s->link, &ho, NULL);
 }

@@ -12,6 +12,7 @@
 
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/text.h"
 #include "proto/wire.h"
 #include "shim/core.h"
@@ -860,17 +861,14 @@ static CUresult cluster_query(uint32_t op, int *out, proxy_obj *f, const CUlaunc
             cluster[2] = config->attrs[i].value.clusterDim.z;
         }
     shim_device *d = shim_device_at(dev);
-    uint8_t body[64];
+    uint8_t body[4 + rec_cluster_occupancy_size];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, op);
-    wire_put_u64(&w, f->id);
-    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
-    const uint32_t dims[7] = { config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
-                               config->blockDimY, config->blockDimZ, config->sharedMemBytes };
-    for (int i = 0; i < 7; i++)
-        wire_put_u32(&w, dims[i]);
-    for (int i = 0; i < 3; i++)
-        wire_put_u32(&w, cluster[i]);
+    rec_cluster_occupancy_put(&w, &(rec_cluster_occupancy){
+        .function = f->id, .device = (uint32_t)d->remote_ordinal,
+        .grid = { config->gridDimX, config->gridDimY, config->gridDimZ },
+        .block = { config->blockDimX, config->blockDimY, config->blockDimZ },
+        .shared = config->sharedMemBytes, .cluster = { cluster[0], cluster[1], cluster[2] } });
     struct iovec iov = { body, w.off };
     frame fr;
     const uint8_t *o;

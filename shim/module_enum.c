@@ -8,6 +8,7 @@
 
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/exports.h"
@@ -44,10 +45,10 @@ static CUresult kernel_names(proxy_obj *m, unsigned *count, const uint8_t ***nam
     CUresult rc = shim_module_ready(m, device);
     if (rc)
         return rc;
-    uint8_t body[12];
+    uint8_t body[4 + rec_enumerate_size];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, m->u.module.library ? CUDA_OP_cuLibraryEnumerateKernels : CUDA_OP_cuModuleEnumerateFunctions);
-    wire_put_u64(&w, m->id);
+    rec_enumerate_put(&w, &(rec_enumerate){ .module = m->id });
     struct iovec iov = { body, w.off };
     const uint8_t *o;
     size_t n;

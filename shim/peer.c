@@ -3,7 +3,8 @@
  * driver reports): the agent answers, and enables access on its driver.
  * Devices of different agents, or a proxy and a local device, are never
  * peers here (bytes between them go through the program, or the rails of
- * issue 16). Request layouts (answers: u8 0, u32 CUresult, outputs):
+ * issue 16). Request layouts (proto/records.def; answers: u8 0, u32
+ * CUresult, outputs):
  *   cuDeviceCanAccessPeer    u32 device, u32 peer            -> i32
  *   cuDeviceGetP2PAttribute  u32 attribute, u32 src, u32 dst -> i32
  *   cuCtxEnablePeerAccess    u32 device, u32 peer, u32 flags
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "proto/cuda_ops.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/link.h"
@@ -35,20 +37,17 @@ static bool same_agent(const shim_device *a, const shim_device *b)
     return a->proxy && b->proxy && a->link == b->link;
 }
 
-/* Sends op with its u32 fields to d's agent; the answer's i32 goes to *out
- * when out is given (it must then be there). */
-static CUresult peer_request(shim_device *d, uint32_t op, const uint32_t *fields, int nf, int *out)
+/* Sends op with its fields (written through proto/records.h) to d's agent;
+ * the answer's i32 goes to *out when out is given (it must then be there). */
+static CUresult peer_request(shim_device *d, uint32_t op, const wire_writer *fields, int *out)
 {
-    uint8_t body[4 * 5];
-    wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u32(&w, op);
-    for (int i = 0; i < nf; i++)
-        wire_put_u32(&w, fields[i]);
-    struct iovec iov = { body, w.off };
+    uint8_t head[4];
+    wire_store_u32(head, op);
+    struct iovec iov[2] = { { head, sizeof head }, { fields->p, fields->off } };
     frame f;
     const uint8_t *o;
     size_t n;
-    CUresult rc = link_request(d->link, &iov, 1, &f, &o, &n);
+    CUresult rc = link_request(d->link, iov, 2, &f, &o, &n);
     if (rc == CUDA_SUCCESS && out && n == 4)
         *out = (int)wire_load_u32(o);
     else if (rc == CUDA_SUCCESS && n != (out ? 4u : 0u))
@@ -71,9 +70,11 @@ SHIM_EXPORT(cuDeviceCanAccessPeer)
         *canAccessPeer = 0;
         return CUDA_SUCCESS;
     }
-    uint32_t fields[2] = { (uint32_t)a->remote_ordinal, (uint32_t)b->remote_ordinal };
+    uint8_t body[rec_peer_pair_size];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    rec_peer_pair_put(&w, &(rec_peer_pair){ .device = (uint32_t)a->remote_ordinal, .peer = (uint32_t)b->remote_ordinal });
     int v = 0;
-    rc = peer_request(a, CUDA_OP_cuDeviceCanAccessPeer, fields, 2, &v);
+    rc = peer_request(a, CUDA_OP_cuDeviceCanAccessPeer, &w, &v);
     if (rc == CUDA_SUCCESS)
         *canAccessPeer = v != 0;
     return rc;
@@ -99,9 +100,12 @@ SHIM_EXPORT(cuDeviceGetP2PAttribute)
         *value = 0;
         return CUDA_SUCCESS;
     }
-    uint32_t fields[3] = { (uint32_t)attrib, (uint32_t)a->remote_ordinal, (uint32_t)b->remote_ordinal };
+    uint8_t body[rec_p2p_attribute_size];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    rec_p2p_attribute_put(&w, &(rec_p2p_attribute){ .attribute = (uint32_t)attrib, .src = (uint32_t)a->remote_ordinal,
+                                                    .dst = (uint32_t)b->remote_ordinal });
     int v = 0;
-    rc = peer_request(a, CUDA_OP_cuDeviceGetP2PAttribute, fields, 3, &v);
+    rc = peer_request(a, CUDA_OP_cuDeviceGetP2PAttribute, &w, &v);
     if (rc == CUDA_SUCCESS)
         *value = v;
     return rc;
@@ -114,13 +118,12 @@ SHIM_EXPORT(cuDeviceGetP2PAttribute)
 static CUresult atomic_request(shim_device *a, shim_device *b, const CUatomicOperation *ops, unsigned count,
                                unsigned *caps)
 {
-    uint8_t head[16];
+    uint8_t head[4 + rec_atomic_caps_size];
     wire_writer w = wire_writer_init(head, sizeof head);
     wire_put_u32(&w, CUDA_OP_cuDeviceGetP2PAtomicCapabilities);
-    wire_put_u32(&w, (uint32_t)a->remote_ordinal);
-    wire_put_u32(&w, (uint32_t)b->remote_ordinal);
-    wire_put_u32(&w, count);
-    uint32_t wire_ops[CU_ATOMIC_OPERATION_MAX * 4];
+    rec_atomic_caps_put(&w, &(rec_atomic_caps){ .src = (uint32_t)a->remote_ordinal, .dst = (uint32_t)b->remote_ordinal,
+                                                .count = count });
+    uint32_t wire_ops[REC_ATOMIC_OPS_MAX];
     for (unsigned i = 0; i < count; i++)
         wire_store_u32((uint8_t *)&wire_ops[i], (uint32_t)ops[i]);
     struct iovec iov[2] = { { head, w.off }, { wire_ops, count * 4 } };
@@ -209,8 +212,11 @@ SHIM_EXPORT(cuCtxEnablePeerAccess)
     if (k > 0)
         return (CUresult)k;
     shim_device *a = shim_device_at(cur->device), *b = shim_device_at(peer->device);
-    uint32_t fields[3] = { (uint32_t)a->remote_ordinal, (uint32_t)b->remote_ordinal, Flags };
-    return peer_request(a, CUDA_OP_cuCtxEnablePeerAccess, fields, 3, NULL);
+    uint8_t body[rec_peer_enable_size];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    rec_peer_enable_put(&w, &(rec_peer_enable){ .device = (uint32_t)a->remote_ordinal, .peer = (uint32_t)b->remote_ordinal,
+                                                .flags = Flags });
+    return peer_request(a, CUDA_OP_cuCtxEnablePeerAccess, &w, NULL);
 }
 
 SHIM_EXPORT(cuCtxDisablePeerAccess)
@@ -222,6 +228,8 @@ SHIM_EXPORT(cuCtxDisablePeerAccess)
     if (k > 0)
         return (CUresult)k;
     shim_device *a = shim_device_at(cur->device), *b = shim_device_at(peer->device);
-    uint32_t fields[2] = { (uint32_t)a->remote_ordinal, (uint32_t)b->remote_ordinal };
-    return peer_request(a, CUDA_OP_cuCtxDisablePeerAccess, fields, 2, NULL);
+    uint8_t body[rec_peer_pair_size];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    rec_peer_pair_put(&w, &(rec_peer_pair){ .device = (uint32_t)a->remote_ordinal, .peer = (uint32_t)b->remote_ordinal });
+    return peer_request(a, CUDA_OP_cuCtxDisablePeerAccess, &w, NULL);
 }

@@ -6,10 +6,12 @@
 
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/graph.h"
 #include "shim/link.h"
+#include "shim/rail.h"
 #include "shim/log.h"
 #include "shim/proxy.h"
 #include "shim/streams.h"
@@ -90,11 +92,10 @@ static proxy_obj *create_stream(int device, unsigned flags, int priority, CUresu
     }
     s->u.stream.flags = flags;
     s->u.stream.priority = priority;
-    uint8_t body[12];
+    uint8_t body[rec_stream_create_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u32(&w, (uint32_t)d->remote_ordinal);
-    wire_put_u32(&w, flags);
-    wire_put_u32(&w, (uint32_t)priority);
+    rec_stream_create_put(&w, &(rec_stream_create){ .device = (uint32_t)d->remote_ordinal, .flags = flags,
+                                                    .priority = priority });
     handover h = { .op = JOB_OP_STREAM_CREATE, .object = s->id, .body = body, .body_len = w.off };
     *rc = link_handover(d->link, &h, NULL);
     if (*rc) {
@@ -269,11 +270,10 @@ static CUresult wait_event(proxy_obj *s, CUevent hEvent, unsigned flags)
     if (rc || joined)
         return rc;
     if (e->link != s->link)
-        return wait_event_here(e);
-    uint8_t body[12];
+        return shim_rail_usable(e->link, s->link) ? shim_rail_wait_event(s, e) : wait_event_here(e);
+    uint8_t body[rec_wait_event_size];
     wire_writer w = wire_writer_init(body, sizeof body);
-    wire_put_u64(&w, e->id);
-    wire_put_u32(&w, flags);
+    rec_wait_event_put(&w, &(rec_wait_event){ .event = e->id, .flags = flags });
     handover h = { .op = CUDA_OP_cuStreamWaitEvent, .stream = s, .body = body, .body_len = w.off };
     return link_handover(s->link, &h, NULL);
 }

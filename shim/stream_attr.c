@@ -2,13 +2,15 @@
  * priority, memory sync domains) on proxy streams: the agent's stream holds
  * them and its driver checks them, so each call is a request. The access
  * policy window's base is a device pointer, the same on both ends (the
- * job's window). Request layouts (answers: u8 0, u32 CUresult, outputs):
+ * job's window). Request layouts (proto/records.def; answers: u8 0, u32
+ * CUresult, outputs):
  *   cuStreamGetAttribute    u64 stream, u32 attribute          -> 64-byte value
  *   cuStreamSetAttribute    u64 stream, u32 attribute, 64-byte value
  *   cuStreamCopyAttributes  u64 destination, u64 source */
 #include <string.h>
 
 #include "proto/cuda_ops.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/link.h"
@@ -36,11 +38,10 @@ static CUresult get_attribute(proxy_obj *s, CUstreamAttrID attr, CUstreamAttrVal
 {
     if (!value_out)
         return CUDA_ERROR_INVALID_VALUE;
-    uint8_t body[16];
+    uint8_t body[4 + rec_stream_attr_get_size];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, CUDA_OP_cuStreamGetAttribute);
-    wire_put_u64(&w, s->id);
-    wire_put_u32(&w, (uint32_t)attr);
+    rec_stream_attr_get_put(&w, &(rec_stream_attr_get){ .stream = s->id, .attribute = (uint32_t)attr });
     return attr_request(s, body, w.off, value_out);
 }
 
@@ -48,12 +49,12 @@ static CUresult set_attribute(proxy_obj *s, CUstreamAttrID attr, const CUstreamA
 {
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
-    uint8_t body[16 + sizeof *value];
+    uint8_t body[4 + rec_stream_attr_set_size];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, CUDA_OP_cuStreamSetAttribute);
-    wire_put_u64(&w, s->id);
-    wire_put_u32(&w, (uint32_t)attr);
-    wire_put_bytes(&w, value, sizeof *value);
+    rec_stream_attr_set v = { .stream = s->id, .attribute = (uint32_t)attr };
+    memcpy(v.value, value, sizeof v.value);
+    rec_stream_attr_set_put(&w, &v);
     return attr_request(s, body, w.off, NULL);
 }
 
@@ -103,11 +104,10 @@ static CUresult copy_attributes(CUstream dst, CUstream src, bool per_thread, boo
     }
     if (kd == 0 || ks == 0 || d->link != s->link)
         return CUDA_ERROR_INVALID_HANDLE;
-    uint8_t body[20];
+    uint8_t body[4 + rec_stream_attr_copy_size];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, CUDA_OP_cuStreamCopyAttributes);
-    wire_put_u64(&w, d->id);
-    wire_put_u64(&w, s->id);
+    rec_stream_attr_copy_put(&w, &(rec_stream_attr_copy){ .dst = d->id, .src = s->id });
     return attr_request(d, body, w.off, NULL);
 }
 

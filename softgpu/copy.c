@@ -58,6 +58,11 @@ static bool pinned(const void *p, size_t n)
            n <= r.size - ((uintptr_t)p - r.base);
 }
 
+/* An asynchronous copy this small on an idle stream is done in the call:
+ * waking the stream's worker costs more than the copy, and a program
+ * waiting for it (an agent reading a value back) waits for that wake-up. */
+#define SOFT_INLINE_COPY_MAX ((size_t)64 << 10)
+
 /* Queues a copy of n bytes on s. stage: take the source bytes now (pageable
  * memory the program may reuse once the call returns). wait: return once
  * done, with the context's error. */
@@ -65,7 +70,8 @@ static CUresult submit_copy(struct CUstream_st *s, void *dst, const void *src, s
                             bool dst_dev, bool src_dev, bool stage, bool wait, bool stage_ok_in_capture)
 {
     SOFT_TRY(soft_ctx_status(s->ctx));
-    if (soft_capturing(s)) {
+    bool captured = soft_capturing(s);
+    if (captured) {
         /* Captured: a node that reads and writes its memory when it runs. */
         if (wait && !stage_ok_in_capture)
             return soft_capture_misuse(s);
@@ -85,8 +91,9 @@ static CUresult submit_copy(struct CUstream_st *s, void *dst, const void *src, s
     op->u.copy.n = n;
     op->u.copy.dst_dev = dst_dev;
     op->u.copy.src_dev = src_dev;
-    if (wait && soft_stream_idle(s)) {
-        /* Nothing to order after: copy here, without a trip to the worker. */
+    if ((wait || n <= SOFT_INLINE_COPY_MAX) && !captured && soft_stream_idle(s)) {
+        /* Nothing to order after: copy here, without a trip to the worker
+         * (an asynchronous copy may be done when its call returns). */
         run_copy(op, s->ctx);
         free(op);
         return soft_ctx_status(s->ctx);

@@ -37,6 +37,10 @@ typedef struct soft_entry_info {
      * Such an entry's module still loads; launching it fails with
      * CUDA_ERROR_NOT_SUPPORTED. */
     const char *refusal;
+    /* No backward branch and no call: each thread runs each instruction at
+     * most once, so its run time is bounded by its size (launch.c may run
+     * a small grid of it in the launching thread). */
+    bool straight;
 } soft_entry_info;
 
 typedef enum soft_space { SOFT_SPACE_GLOBAL, SOFT_SPACE_CONST } soft_space;

@@ -239,6 +239,9 @@ CUresult soft_launch_op(const void *fh, const unsigned grid[3], const unsigned b
     return CUDA_SUCCESS;
 }
 
+/* A straight-line kernel of at most this many threads runs in the call. */
+#define SOFT_INLINE_THREADS_MAX 1024
+
 static CUresult launch(const void *fh, const unsigned grid[3], const unsigned block[3], unsigned shared,
                        CUstream h, void **kernelParams, void **extra, bool ptds, bool cooperative)
 {
@@ -268,6 +271,16 @@ static CUresult launch(const void *fh, const unsigned grid[3], const unsigned bl
             return rc;
         }
         op->u.launch.cooperative = true;
+    }
+    uint64_t threads = (uint64_t)grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2];
+    if (!cooperative && f->info->straight && threads <= SOFT_INLINE_THREADS_MAX && !soft_capturing(s) &&
+        soft_stream_idle(s)) {
+        /* Nothing to order after and a bounded run: here, without waking
+         * the stream's worker (which costs more than such a kernel; an
+         * agent answering a synchronisation waits for it). */
+        run_launch(op, s->ctx);
+        soft_op_free(op);
+        return CUDA_SUCCESS;
     }
     return soft_stream_submit(s, op, NULL);
 }

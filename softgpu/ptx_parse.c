@@ -1723,6 +1723,12 @@ static void finish(ptx_parser *p)
         uint32_t fit = 65536 / f->info.max_threads;
         uint32_t regs = f->reg_count < 255 ? f->reg_count : 255;
         f->info.num_regs = regs < fit ? regs : fit;
+        f->info.straight = true;
+        for (uint32_t pc = f->pc; pc < f->end && f->info.straight; pc++) {
+            const ptx_insn *in = &g->code[pc];
+            if (in->op == OP_CALL || in->op == OP_CALLI || (in->op == OP_BRA && in->imm <= (int64_t)pc))
+                f->info.straight = false;
+        }
         g->entries[g->nentries++] = i;
     }
     for (uint32_t i = 0; i < g->ncode; i++) {

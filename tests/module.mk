@@ -3,7 +3,7 @@
 $(B)/tests/%.o: CFLAGS += $(TEST_CFLAGS)
 
 # proto's tests link the proto library only.
-PROTO_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard $(addprefix tests/test_,$(addsuffix .c,wire frame hmac handshake key names cuda_ops served conn images texref_wire docs_wire mesh compress copy))))
+PROTO_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard $(addprefix tests/test_,$(addsuffix .c,wire frame hmac handshake key names cuda_ops served conn images texref_wire docs_wire mesh rail compress records copy))))
 PROTO_TESTS := $(PROTO_TEST_NAMES:%=$(B)/tests/test_%)
 
 $(PROTO_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(B)/tests/support.o $(PROTO_LIB)
@@ -111,3 +111,11 @@ $(B)/tests/test_netns: $(B)/tests/test_netns.o $(B)/tests/netns.o $(B)/tests/har
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
 
 CHECK_TESTS += $(B)/tests/test_netns
+
+# Peer copies on the rails between agents on separate hosts.
+$(B)/tests/test_netns_rails: $(B)/tests/test_netns_rails.o $(B)/tests/netns.o $(B)/tests/harness.o \
+  $(B)/tests/support.o | e2e-programs $(SHIM_LIB) $(AGENT_BIN) $(B)/libcudasoft.so
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -lcriterion
+
+CHECK_TESTS += $(B)/tests/test_netns_rails

@@ -17,6 +17,7 @@
 #include "proto/copy.h"
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "tests/replay_rig.h"
 #include "tests/seed.h"
@@ -451,4 +452,64 @@ Test(agent_replay, compressed_copies, .timeout = 60)
     free(buf);
     free(out);
     unsetenv("RIG_LINK_RATE");
+}
+
+/* A record whose body breaks its layout (proto/records.def) fails the job
+ * with a cause naming the layout and the field. */
+typedef struct bad_record {
+    uint32_t op;
+    uint8_t body[64];
+    size_t len;
+    const char *cause;
+} bad_record;
+
+static bad_record bad_memset(void)
+{
+    bad_record b = { .op = CUDA_OP_cuMemsetD2D32Async,
+                     .cause = "controller: malformed memset: element_size is 3, not 1, 2 or 4" };
+    wire_writer w = wire_writer_init(b.body, sizeof b.body);
+    rec_memset_put(&w, &(rec_memset){ .dst = 0x1000, .pitch = 8, .element_size = 3, .width = 1, .height = 1 });
+    b.len = w.off;
+    return b;
+}
+
+static bad_record bad_launch(void)
+{
+    bad_record b = { .op = CUDA_OP_cuLaunchKernel, .len = 8 + 4 + 6,
+                     .cause = "controller: malformed launch: the body (18 bytes) ends inside grid" };
+    wire_writer w = wire_writer_init(b.body, sizeof b.body);
+    rec_launch_put(&w, &(rec_launch){ .function = 11, .grid = { 1, 1, 1 }, .block = { 1, 1, 1 } });
+    return b;
+}
+
+static bad_record bad_mark(void)
+{
+    return (bad_record){ .op = JOB_OP_MARK, .len = 3, .cause = "controller: malformed mark: 3 bytes after its (empty) body" };
+}
+
+static bad_record bad_copy_2d(void)
+{
+    bad_record b = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .cause = "controller: malformed 2-D copy: direction is 7" };
+    wire_writer w = wire_writer_init(b.body, sizeof b.body);
+    rec_copy_2d_put(&w, &(rec_copy_2d){ .direction = 7, .width = 1, .height = 1 });
+    b.len = w.off;
+    return b;
+}
+
+Test(agent_replay, broken_layouts_name_their_field)
+{
+    bad_record cases[] = { bad_memset(), bad_launch(), bad_mark(), bad_copy_2d() };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        replay_rig *r = rig_or_die();
+        replay_script s;
+        char why[600] = "";
+        cr_assert(replay_script_run(r, &s, why, sizeof why), "%s", why);
+        uint8_t buf[128];
+        size_t n = graph_record(buf, sizeof buf, cases[i].op, REPLAY_STREAM, 10, cases[i].body, cases[i].len);
+        replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+        cr_expect(strstr(replay_rig_cause(r), cases[i].cause), "case %zu: cause %s, not %s", i, replay_rig_cause(r),
+                  cases[i].cause);
+        replay_script_free(&s);
+        replay_rig_free(r);
+    }
 }

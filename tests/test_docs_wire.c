@@ -3,7 +3,8 @@
  * table of rig's operations lists every JOB_OP_* of proto/job.h with its
  * number, every CUDA operation the agent's request, handover and drop
  * replay handles is named on the page, and every CUDA operation the page
- * names exists in the op table. */
+ * names exists in the op table, and every layout of proto/records.def is
+ * named in its section "The record layouts". */
 #include <criterion/criterion.h>
 #include <regex.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "proto/cuda_ops.h"
 #include "proto/frame.h"
 #include "proto/job.h"
+#include "proto/records.h"
 
 #define WIRE_MD RIG_SOURCE_DIR "/docs/wire.md"
 
@@ -181,5 +183,29 @@ Test(docs_wire, named_ops_exist)
     char *md = slurp(WIRE_MD);
     int n = each_match(md, "`(cu[A-Z][A-Za-z0-9_]*)`", exists, NULL);
     cr_expect_gt(n, 40);
+    free(md);
+}
+
+Test(docs_wire, record_layouts_listed)
+{
+    char *md = slurp(WIRE_MD);
+    char *at = strstr(md, "### The record layouts");
+    cr_assert(at, "docs/wire.md has no section \"The record layouts\"");
+    char *end = strstr(at + 4, "\n### ");
+    if (end)
+        *end = '\0';
+    static const char *const names[] = {
+#define LAYOUT(name, what) #name,
+#define FIELD(kind, name)
+#define FIELD_ARRAY(kind, name, n)
+#define FIELD_BYTES(name, n)
+#define LAYOUT_END(name)
+#include "proto/records.def"
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char quoted[80];
+        snprintf(quoted, sizeof quoted, "`%s`", names[i]);
+        cr_expect(strstr(at, quoted), "docs/wire.md's record layouts do not name %s", names[i]);
+    }
     free(md);
 }

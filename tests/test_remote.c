@@ -118,11 +118,11 @@ Test(remote, one_agent_serves_jobs_one_after_another, .timeout = 90)
  * returns its output (the caller frees it). */
 static char *run_ok(int n, bool local, const char *program, const char *says)
 {
-    agent_proc a[2];
-    cr_assert(n >= 1 && n <= 2);
+    agent_proc a[3];
+    cr_assert(n >= 1 && n <= 3);
     agent_start(&a[0], NULL, NULL);
-    if (n == 2)
-        agent_start(&a[1], &a[0], NULL);
+    for (int i = 1; i < n; i++)
+        agent_start(&a[i], &a[0], NULL);
     program_result r = run_through(a, n, program, "static", local ? PLAIN_BUILD "/libcudasoft.so" : NULL);
     for (int i = 0; i < n; i++)
         agent_stop(&a[i]);
@@ -154,6 +154,30 @@ Test(remote, peer_copies_between_two_agents, .timeout = 90)
     cr_assert_eq(sscanf(strstr(out, "peer: ok ptrs "), "peer: ok ptrs %llx %llx", &p0, &p1), 2, "%s", out);
     cr_assert_neq(p0, p1);
     free(out);
+}
+
+/* A pipeline across two and three agents: peer copies of 20 MiB on the
+ * sender's and the receiver's streams, ordered by events across agents,
+ * go on the rails between the agents (tests/programs/chain.cu). */
+Test(remote, a_pipeline_across_two_agents, .timeout = 180)
+{
+    free(run_ok(2, false, "chain", "chain: ok 2 stages, 3 batches of 20971532 bytes"));
+    /* 72 MiB: more chunks than a copy keeps in flight (RAIL_WINDOW), so
+     * later chunks wait for earlier ones to land, in both orders. */
+    agent_proc a[2];
+    agent_start(&a[0], NULL, NULL);
+    agent_start(&a[1], &a[0], NULL);
+    program_result r = run_through_env(a, 2, "chain", "static", NULL, "SIZE=75497484");
+    agent_stop(&a[0]);
+    agent_stop(&a[1]);
+    cr_expect_eq(r.status, 0, "chain exited %d:\n%s", r.status, r.output);
+    cr_expect(strstr(r.output, "chain: ok 2 stages, 3 batches of 75497484 bytes"), "%s", r.output);
+    program_result_free(&r);
+}
+
+Test(remote, a_pipeline_across_three_agents, .timeout = 120)
+{
+    free(run_ok(3, false, "chain", "chain: ok 3 stages, 3 batches of 20971532 bytes"));
 }
 
 Test(remote, peer_copies_between_local_and_proxy, .timeout = 90)
