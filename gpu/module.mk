@@ -6,7 +6,8 @@
 #   bin/rig-agent, bin/rig     libsodium, libffi and lz4 linked in statically:
 #                              they need glibc only (and the driver, dlopened)
 #   lib/librigshim.so          the shim (SONAME libcuda.so.1), RUNPATH $ORIGIN,
-#                              lz4 linked in
+#                              lz4 linked in, its symbols hidden (a program's
+#                              own lz4 stays its own)
 #   lib/libsodium.so.23        ... for the shim: Debian's libsodium.a is not
 #                              position-independent, so it cannot go into a
 #                              shared object; the one library bundled
@@ -42,7 +43,7 @@ $(GPU_LINK)/librigshim.so: $(patsubst %.c,build/%.o,$(SHIM_SRC)) build/librigpro
 	$(call say,LD,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -Wl,-rpath,'$$ORIGIN' -o $@ \
-	  $(filter %.o %.a,$^) -Wl,-Bstatic -llz4 -Wl,-Bdynamic -lsodium -lpthread -ldl
+	  $(filter %.o %.a,$^) -Wl,--exclude-libs,liblz4.a -Wl,-Bstatic -llz4 -Wl,-Bdynamic -lsodium -lpthread -ldl
 
 $(GPU_LINK)/libcudasoft.so: $(patsubst %.c,build/%.o,$(SOFT_DRIVER_SRC)) build/libsoftengine.a \
   build/softgpu/exports.map gpu/module.mk
