@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "agent/job.h"
+#include "proto/compress.h"
+#include "proto/copy.h"
 #include "proto/cuda_ops.h"
 #include "proto/deadline.h"
 #include "proto/job.h"
@@ -19,21 +21,62 @@ CUstream job_real_stream(agent_obj *s)
 
 /* ---- host-to-device data straight into staging ---- */
 
-/* A JOB_FRAME_STAGED frame's payload: the record's header and destination
- * (its body length rewritten to the destination's 8 bytes), then where the
- * data went. */
-#define STAGED_HEAD 32
+/* A JOB_FRAME_STAGED frame's payload: the record's header and its head
+ * (u64 dst and the chunk header; the body length rewritten to that head),
+ * then where the data went. */
+#define STAGED_HEAD (rec_record_head_size + COPY_HTOD_HEAD)
 typedef struct staged {
-    void *data;           /* a staging buffer; NULL once replayed */
-    size_t len;
+    void *data;           /* a staging buffer holding the original bytes; NULL once replayed */
+    size_t len;           /* the original bytes */
+    size_t wire;          /* the bytes the record carried after its head (stored) */
 } staged;
+
+uint8_t *job_buffer(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return *buf;
+    uint8_t *p = realloc(*buf, need);
+    if (!p)
+        return NULL;
+    *buf = p;
+    *cap = need;
+    return p;
+}
+
+/* Reads a compressed chunk's stored bytes into the job's buffer and decodes
+ * them into data (h->original bytes). */
+static int inflate_into(job *j, const copy_htod_head *c, void *data, rig_why *why)
+{
+    uint8_t *in = job_buffer(&j->packed_in, &j->packed_in_cap, c->chunk.stored);
+    if (!in) {
+        /* Read on and drop, so the connection stays in step for the abort. */
+        for (uint64_t left = c->chunk.stored; left;) {
+            uint8_t sink[4096];
+            size_t n = left < sizeof sink ? (size_t)left : sizeof sink;
+            int rc = conn_recv_rest(&j->c, sink, n, deadline_after(-1), JOB_SILENCE_MS, why);
+            if (rc < 0)
+                return rc;
+            left -= n;
+        }
+        return why_set(why, RIG_E_NOMEM, "no memory for a compressed chunk of %u bytes", c->chunk.stored);
+    }
+    int rc = conn_recv_rest(&j->c, in, c->chunk.stored, deadline_after(-1), JOB_SILENCE_MS, why);
+    if (rc < 0)
+        return rc;
+    rig_why bad = { "" };
+    if (compress_body_decode(&c->chunk, in, data, c->chunk.original, &bad) < 0)
+        return why_set(why, RIG_E_MALFORMED, "cuMemcpyHtoDAsync_v2 to %#llx: %s", (unsigned long long)c->dst,
+                       bad.text);
+    return 0;
+}
 
 /* Handover frames above CONN_READ_BUF bytes (payloads that large are read
  * straight into their buffer anyway) come in two steps: their first record's
- * header and first field, then the rest. The data of a lone host-to-device
- * copy goes into a page-locked staging buffer, which the device copies from
+ * header and head, then the rest. The data of a lone host-to-device copy
+ * goes into a page-locked staging buffer, which the device copies from
  * asynchronously, with no copy through pageable memory on the way (the
- * driver would otherwise stage it itself). */
+ * driver would otherwise stage it itself); a compressed chunk is read into
+ * the job's buffer and decoded into the staging buffer. */
 int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
 {
     int rc = conn_recv_split(&j->c, f, FRAME_HANDOVER, STAGED_HEAD, CONN_READ_BUF, deadline, idle_ms, why);
@@ -45,30 +88,38 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
     wire_get_u64(&r);
     uint64_t value = wire_get_u64(&r);
     void *data = NULL;
-    /* Only a copy with a place on a timeline: its marker gives the buffer back. */
-    if (!r.err && op == CUDA_OP_cuMemcpyHtoDAsync_v2 && value && len == 8 + rest && rest <= JOB_COPY_CHUNK) {
+    copy_htod_head c;
+    rig_why bad = { "" };
+    /* Only a copy with a place on a timeline: its marker gives the buffer
+     * back. A malformed head is read whole, for the replay to name. */
+    if (!r.err && op == CUDA_OP_cuMemcpyHtoDAsync_v2 && value && len == COPY_HTOD_HEAD + rest &&
+        copy_htod_read(f->payload + rec_record_head_size, COPY_HTOD_HEAD, len, &c, &bad) == 0) {
         /* The pool's buffers are allocated in the first device's context
          * (a staging_get that finds none allocates here). */
         static __thread bool has_context;
         if (!has_context)
             has_context = j->b->drv.fn_cuCtxSetCurrent(j->b->primary[0]) == CUDA_SUCCESS;
-        if (!has_context || staging_get(j->b, rest, &data) != CUDA_SUCCESS)
+        if (!has_context || staging_get(j->b, c.chunk.original, &data) != CUDA_SUCCESS)
             data = NULL;
     }
+    size_t original = data ? c.chunk.original : 0;
     uint8_t *p = realloc(f->payload, data ? STAGED_HEAD + sizeof(staged) : f->len + rest);
     if (!p) {
         if (data)
-            staging_put(j->b, data, rest);
+            staging_put(j->b, data, original);
         uint64_t whole = f->len + rest;
         frame_release(f);
         return why_set(why, RIG_E_NOMEM, "no memory for a handover frame of %llu bytes", (unsigned long long)whole);
     }
     f->payload = p;
     /* Once begun, the frame is read to its end: only silence stops it. */
-    rc = conn_recv_rest(&j->c, data ? data : p + f->len, rest, deadline_after(-1), JOB_SILENCE_MS, why);
+    if (data && c.chunk.method != COMPRESS_RAW)
+        rc = inflate_into(j, &c, data, why);
+    else
+        rc = conn_recv_rest(&j->c, data ? data : p + f->len, rest, deadline_after(-1), JOB_SILENCE_MS, why);
     if (rc < 0) {
         if (data)
-            staging_put(j->b, data, rest);
+            staging_put(j->b, data, original);
         frame_release(f);
         return rc;
     }
@@ -76,8 +127,8 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
         f->len += rest;   /* whole, as conn_recv gives it */
         return 0;
     }
-    wire_store_u32(p + 4, 8);
-    staged st = { data, rest };
+    wire_store_u32(p + 4, COPY_HTOD_HEAD);
+    staged st = { data, original, rest };
     memcpy(p + STAGED_HEAD, &st, sizeof st);
     f->len = STAGED_HEAD + sizeof st;
     f->kind = JOB_FRAME_STAGED;
@@ -184,26 +235,45 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         return rc;
     }
     case CUDA_OP_cuMemcpyHtoDAsync_v2: {
-        uint64_t dst = wire_get_u64(r);
+        size_t have = wire_remaining(r);
+        const uint8_t *body = wire_get_view(r, have);
+        copy_htod_head c;
+        rig_why why = { "" };
+        if (copy_htod_read(body, have, st ? COPY_HTOD_HEAD + st->wire : have, &c, &why) < 0) {
+            job_fail(j, "controller: %s", why.text);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
         if (st) {
-            /* Staged: the marker behind it gives the buffer back. */
-            if (wire_reader_finish(r))
+            /* Staged (and decoded): the marker behind it gives the buffer back. */
+            if (c.data_len != 0 || c.chunk.original != st->len)
                 return CUDA_ERROR_INVALID_VALUE;
             *staging = st->data;
             *staging_len = st->len;
             st->data = NULL;
-            return d->fn_cuMemcpyHtoDAsync_v2(dst, *staging, *staging_len, rs);
+            return d->fn_cuMemcpyHtoDAsync_v2(c.dst, *staging, *staging_len, rs);
         }
-        size_t n = wire_remaining(r);
-        const uint8_t *data = wire_get_view(r, n);
-        if (r->err)
+        if (c.chunk.method == COMPRESS_RAW)
+            return d->fn_cuMemcpyHtoDAsync_v2(c.dst, c.data, c.data_len, rs);
+        /* Decoded into a staging buffer, which the marker gives back. */
+        if (!s)
             return CUDA_ERROR_INVALID_VALUE;
-        return d->fn_cuMemcpyHtoDAsync_v2(dst, data, n, rs);
+        if ((rc = staging_get(j->b, c.chunk.original, staging)))
+            return rc;
+        *staging_len = c.chunk.original;
+        if (compress_body_decode(&c.chunk, c.data, *staging, *staging_len, &why) < 0) {
+            job_fail(j, "controller: cuMemcpyHtoDAsync_v2 to %#llx: %s", (unsigned long long)c.dst, why.text);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        return d->fn_cuMemcpyHtoDAsync_v2(c.dst, *staging, *staging_len, rs);
     }
     case CUDA_OP_cuMemcpyDtoHAsync_v2: {
-        uint64_t src = wire_get_u64(r), n = wire_get_u64(r);
-        if (wire_reader_finish(r) || n > JOB_COPY_CHUNK)
+        size_t have = wire_remaining(r);
+        uint64_t src, n;
+        rig_why why = { "" };
+        if (copy_dtoh_read(wire_get_view(r, have), have, &src, &n, &why) < 0) {
+            job_fail(j, "controller: %s", why.text);
             return CUDA_ERROR_INVALID_VALUE;
+        }
         if ((rc = staging_get(j->b, n, staging)))
             return rc;
         *staging_len = n;
@@ -431,8 +501,12 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
         }
         void *staging = NULL;
         size_t staging_len = 0;
+        /* A staged copy's bytes came after its record; they count too. */
+        size_t carried = st && st->data ? st->wire : 0;
         CUresult rc = replay_record(j, op, s, stream, &r, st, &staging, &staging_len);
         bool inbound = staging && op == CUDA_OP_cuMemcpyHtoDAsync_v2;
+        if (!st || st->data)
+            carried = 0;
         if (rc) {
             if ((op == CUDA_OP_cuLaunchKernel || op == CUDA_OP_cuLaunchCooperativeKernel) && !job_sticky(rc)) {
                 const char *name = NULL;
@@ -459,8 +533,7 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
             }
             continue;
         }
-        /* A staged copy counts the bytes it was sent with. */
-        s->u.stream.bytes += len + (inbound ? staging_len : 0);
+        s->u.stream.bytes += len + carried;
         size_t i = 0;
         while (i < nt && t[i].s != s)
             i++;

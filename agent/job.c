@@ -472,6 +472,8 @@ void job_free(job *j)
     }
     job_cleanup(j);
     conn_close(&j->c);
+    free(j->packed_out);
+    free(j->packed_in);
     pthread_mutex_destroy(&j->send_lock);
     pthread_mutex_destroy(&j->output_lock);
     pthread_mutex_destroy(&j->q_lock);

@@ -73,6 +73,14 @@ struct job {
     pthread_cond_t rd_cond;       /* wakes the reader */
     bool end_started;
     const job_hooks *hooks;
+    /* Compressed chunks (proto/compress.h), buffers kept for the next: the
+     * sender's outgoing copies, and the controller's before they decode
+     * (whichever thread reads holds it: one at a time). */
+    uint8_t *packed_out;
+    size_t packed_out_cap;
+    int64_t lz4_paused_until_ms;  /* the sender's: compressing did not keep up; raw until then */
+    uint8_t *packed_in;
+    size_t packed_in_cap;
 };
 
 /* ---- job.c ---- */
@@ -118,6 +126,11 @@ void job_log_nomem(job *j, const char *fmt, ...) __attribute__((format(printf, 2
 /* What objects_put's failure means, for a message: "is taken or out of
  * range", or that memory is short (errno after objects_put). */
 const char *job_put_failure(void);
+
+/* ---- handover.c ---- */
+/* A buffer of at least need bytes at *buf (capacity *cap), grown as needed
+ * and kept; NULL when memory is short. */
+uint8_t *job_buffer(uint8_t **buf, size_t *cap, size_t need);
 
 /* ---- jitlink.c ---- */
 /* JOB_OP_LINK: links the program's inputs with this agent's driver. */

@@ -4,7 +4,7 @@ AGENT_SRC := $(filter-out agent/rig-agent.c,$(wildcard agent/*.c))
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/%.o)
 AGENT_LIB := $(B)/libagent.a
 AGENT_BIN := $(B)/rig-agent
-AGENT_LDLIBS := -lsodium -lffi -lpthread -ldl
+AGENT_LDLIBS := -lsodium -llz4 -lffi -lpthread -ldl
 
 $(AGENT_LIB): $(AGENT_OBJ)
 	$(call say,AR,$@)

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "agent/job.h"
+#include "proto/compress.h"
+#include "proto/copy.h"
 #include "proto/deadline.h"
 #include "proto/job.h"
 
@@ -43,7 +45,7 @@ static bool marker_send(job *j, note *n)
         return false;
     }
     /* Two frame headers, the bytes' head, the copy and one triple. */
-    if (conn_send_room(&j->c) < 2 * FRAME_HEADER_SIZE + 16 + n->len + 24) {
+    if (conn_send_room(&j->c) < 2 * FRAME_HEADER_SIZE + COPY_BYTES_HEAD + n->len + 24) {
         pthread_mutex_unlock(&j->send_lock);
         pthread_mutex_unlock(&j->output_lock);
         return false;
@@ -56,11 +58,12 @@ static bool marker_send(job *j, note *n)
     struct iovec iov = { word, sizeof word };
     int rc;
     if (n->staging) {
-        /* One write: the program's reader wakes once for both. */
-        uint8_t head[16];
-        wire_store_u64(head, n->stream);
-        wire_store_u64(head + 8, n->value);
-        struct iovec bytes[2] = { { head, 16 }, { n->staging, n->len } };
+        /* One write: the program's reader wakes once for both. Raw: so
+         * small a copy gains nothing from LZ4. */
+        uint8_t head[COPY_BYTES_HEAD];
+        compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };
+        copy_bytes_write(head, n->stream, n->value, &h);
+        struct iovec bytes[2] = { { head, sizeof head }, { n->staging, n->len } };
         rc = conn_sendv2(&j->c, FRAME_BYTES, bytes, 2, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
     } else {
         rc = conn_sendv(&j->c, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
@@ -161,21 +164,64 @@ void forward_output(job *j)
 {
     if (agent_stdout_pipe < 0)
         return;
-    uint8_t buf[16 + 65536];
+    uint8_t buf[COPY_BYTES_HEAD + 65536];
     pthread_mutex_lock(&j->output_lock);
     for (;;) {
-        ssize_t n = read(agent_stdout_pipe, buf + 16, sizeof buf - 16);
+        ssize_t n = read(agent_stdout_pipe, buf + COPY_BYTES_HEAD, sizeof buf - COPY_BYTES_HEAD);
         if (n <= 0)
             break;
-        wire_store_u64(buf, 0);
-        wire_store_u64(buf + 8, 0);
-        struct iovec iov = { buf, 16 + (size_t)n };
+        compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n, .stored = (uint32_t)n };
+        copy_bytes_write(buf, 0, 0, &h);
+        struct iovec iov = { buf, COPY_BYTES_HEAD + (size_t)n };
         /* Output printed before a failure still goes out, ahead of the
          * abort: a device assert's message is how the user learns why. */
         if (!j->abort_sent)
             job_send(j, FRAME_BYTES, &iov, 1);
     }
     pthread_mutex_unlock(&j->output_lock);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Copies into the program smaller than this go raw: LZ4 saves less than a
+ * sample costs. */
+#define BYTES_COMPRESS_MIN ((size_t)64 << 10)
+
+/* A copy's bytes into the program: LZ4-compressed when a sample of them and
+ * the link's measured rate say it pays (compress_decide), else raw from the
+ * staging buffer. The sender compresses the next copy while the socket
+ * still carries this one. */
+static void send_bytes(job *j, const note *n)
+{
+    uint8_t head[COPY_BYTES_HEAD];
+    compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };
+    const void *data = n->staging;
+    double link = n->len >= BYTES_COMPRESS_MIN ? compress_link_rate(conn_link_rate(&j->c)) : 0;
+    if (link > 0 && deadline_now_ms() >= j->lz4_paused_until_ms) {
+        compress_rates r = compress_machine();
+        r.link_bps = link;
+        uint8_t *out = compress_decide(n->staging, n->len, &r).pays
+                           ? job_buffer(&j->packed_out, &j->packed_out_cap, compress_bound(n->len))
+                           : NULL;
+        size_t got = 0;
+        rig_why why = { "" };
+        int64_t t0 = now_ns();
+        int rc = out ? compress_chunk(n->staging, n->len, true, out, j->packed_out_cap, &got, &why) : -1;
+        if (out && !compress_kept_up(n->len, (double)(now_ns() - t0) * 1e-9, link))
+            j->lz4_paused_until_ms = deadline_now_ms() + COMPRESS_PAUSE_MS;
+        if (rc == 0 && out[0] == COMPRESS_LZ4 && compress_header_read(out, &h, &why) == 0)
+            data = out + COMPRESS_HEADER_SIZE;
+        else
+            h = (compress_header){ .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };
+    }
+    copy_bytes_write(head, n->stream, n->value, &h);
+    struct iovec iov[2] = { { head, sizeof head }, { (void *)data, h.stored } };
+    job_send(j, FRAME_BYTES, iov, 2);
 }
 
 /* Bytes of copies into the program, then the words of the values reached;
@@ -203,12 +249,8 @@ void *sender_main(void *arg)
         wire_writer w = wire_writer_init(words, words ? count * 24 : 0);
         for (note *n = batch; n;) {
             if (n->staging) {
-                uint8_t head[16];
-                wire_store_u64(head, n->stream);
-                wire_store_u64(head + 8, n->value);
-                struct iovec iov[2] = { { head, 16 }, { n->staging, n->len } };
                 if (!n->inbound && !job_failed(j))
-                    job_send(j, FRAME_BYTES, iov, 2);
+                    send_bytes(j, n);
                 staging_put(j->b, n->staging, n->len);
             }
             wire_put_u64(&w, n->stream);

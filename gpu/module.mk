@@ -3,9 +3,11 @@
 # there, but no packages to install and no network) and run there as
 #   build/gpu-bundle/gpu-check
 # It holds:
-#   bin/rig-agent, bin/rig     libsodium and libffi linked in statically:
+#   bin/rig-agent, bin/rig     libsodium, libffi and lz4 linked in statically:
 #                              they need glibc only (and the driver, dlopened)
-#   lib/librigshim.so          the shim (SONAME libcuda.so.1), RUNPATH $ORIGIN
+#   lib/librigshim.so          the shim (SONAME libcuda.so.1), RUNPATH $ORIGIN,
+#                              lz4 linked in, its symbols hidden (a program's
+#                              own lz4 stays its own)
 #   lib/libsodium.so.23        ... for the shim: Debian's libsodium.a is not
 #                              position-independent, so it cannot go into a
 #                              shared object; the one library bundled
@@ -23,7 +25,7 @@ endif
 GPU_DIR  := build/gpu-bundle
 GPU_LINK := build/gpu-link
 GPU_LIBDIR := /usr/lib/x86_64-linux-gnu
-GPU_STATIC := -Wl,-Bstatic -lsodium -lffi -Wl,-Bdynamic
+GPU_STATIC := -Wl,-Bstatic -lsodium -lffi -llz4 -Wl,-Bdynamic
 GPU_PROGRAMS := $(foreach p,$(PROGRAM_NAMES),$(PROGRAM_DIR)/$(p).static)
 
 # Links of their own, from the build's objects: the same code, other libraries.
@@ -41,7 +43,7 @@ $(GPU_LINK)/librigshim.so: $(patsubst %.c,build/%.o,$(SHIM_SRC)) build/librigpro
 	$(call say,LD,$@)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -Wl,-rpath,'$$ORIGIN' -o $@ \
-	  $(filter %.o %.a,$^) -lsodium -lpthread -ldl
+	  $(filter %.o %.a,$^) -Wl,--exclude-libs,liblz4.a -Wl,-Bstatic -llz4 -Wl,-Bdynamic -lsodium -lpthread -ldl
 
 $(GPU_LINK)/libcudasoft.so: $(patsubst %.c,build/%.o,$(SOFT_DRIVER_SRC)) build/libsoftengine.a \
   build/softgpu/exports.map gpu/module.mk

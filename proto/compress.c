@@ -3,6 +3,7 @@
 #include "proto/compress.h"
 
 #include <lz4.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -94,6 +95,39 @@ out:
     free(out);
     free(back);
     return rc;
+}
+
+static compress_rates machine;
+static pthread_once_t machine_once = PTHREAD_ONCE_INIT;
+
+static void measure_machine(void)
+{
+    rig_why why = { "" };
+    if (compress_measure(&machine, &why) < 0)
+        machine = (compress_rates){ 0 };
+}
+
+compress_rates compress_machine(void)
+{
+    pthread_once(&machine_once, measure_machine);
+    compress_rates r = machine;
+    r.link_bps = 0;
+    return r;
+}
+
+double compress_link_rate(uint64_t measured)
+{
+    const char *v = getenv("RIG_LINK_RATE");
+    char *end = NULL;
+    double forced = v ? strtod(v, &end) : 0;
+    if (v && end != v && *end == '\0' && forced > 0)
+        return forced;
+    return (double)measured;
+}
+
+bool compress_kept_up(size_t len, double seconds, double link_bps)
+{
+    return !(seconds > 0) || (double)len / seconds > PAYS_MARGIN * link_bps;
 }
 
 static double min3(double a, double b, double c)

@@ -59,6 +59,23 @@ size_t compress_bound(size_t len);
  * alone. Takes tens of milliseconds: call once per process. */
 int compress_measure(compress_rates *r, rig_why *why);
 
+/* This machine's LZ4 speeds (compress_measure), measured on the first call
+ * of the process and remembered; both 0 when measuring failed (nothing is
+ * then compressed). link_bps is 0. */
+compress_rates compress_machine(void);
+
+/* The link rate a sender decides with: RIG_LINK_RATE (bytes/s) when set to
+ * a positive number, for a link the sends cannot measure, else measured. */
+double compress_link_rate(uint64_t measured);
+
+/* After compressing len bytes in seconds (wall time) for a link of
+ * link_bps: true when LZ4 kept up with the link by the deciding margin. On
+ * a loaded machine LZ4 gets a share of a CPU no sample sees, so a sender
+ * whose compressing did not keep up stops compressing for a while. */
+bool compress_kept_up(size_t len, double seconds, double link_bps);
+/* How long a sender goes raw after compressing did not keep up. */
+#define COMPRESS_PAUSE_MS 1000
+
 /* Decides from a sample (16 pieces of 1 KiB spread evenly over p[0..len),
  * or all of it when shorter) whether sending len bytes compressed beats
  * sending them raw on r->link_bps: compressed chunks are pipelined, so the

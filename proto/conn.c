@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/deadline.h"
@@ -52,6 +53,40 @@ static int wait_fd(int fd, short events, int64_t deadline, const char *what, rig
     }
 }
 
+/* Sends that paced fewer bytes than this say little of the link. */
+#define LINK_RATE_SEND_MIN ((uint64_t)256 << 10)
+#define LINK_RATE_TRUST 3
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void note_drain(conn *c, uint64_t bytes, int64_t ns)
+{
+    enum { RING = sizeof c->drain_bps / sizeof c->drain_bps[0] };
+    c->drain_bps[c->drains++ % RING] = (uint64_t)((double)bytes * 1e9 / (double)(ns > 0 ? ns : 1));
+    unsigned n = c->drains < RING ? c->drains : RING;
+    if (n < LINK_RATE_TRUST)
+        return;
+    uint64_t sorted[RING];
+    memcpy(sorted, c->drain_bps, n * sizeof sorted[0]);
+    for (unsigned i = 1; i < n; i++)
+        for (unsigned k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
+            uint64_t t = sorted[k];
+            sorted[k] = sorted[k - 1];
+            sorted[k - 1] = t;
+        }
+    __atomic_store_n(&c->link_bps, sorted[n / 4], __ATOMIC_RELAXED);
+}
+
+uint64_t conn_link_rate(const conn *c)
+{
+    return __atomic_load_n(&c->link_bps, __ATOMIC_RELAXED);
+}
+
 /* Writes the pieces v[0..left) (frames whose last is of kind, for
  * messages) in as few writes as the socket allows. */
 static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int frames, int64_t deadline, rig_why *why)
@@ -61,12 +96,17 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
      * grants the same time again, so a slow link that keeps moving is not a
      * failure. */
     int64_t stall = deadline - deadline_now_ms();
+    /* From the first wait on: the peer's pace (conn_link_rate). */
+    int64_t waited_at = 0;
+    uint64_t after_wait = 0;
     while (left > 0) {
         struct msghdr m = { .msg_iov = cur, .msg_iovlen = (size_t)left };
         ssize_t put = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (put < 0 && errno == EINTR)
             continue;
         if (put < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!waited_at)
+                waited_at = now_ns();
             int rc = wait_fd(c->fd, POLLOUT, deadline, "sending", why);
             if (rc < 0)
                 return rc;
@@ -79,6 +119,8 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
             return why_set(why, RIG_E_IO, "sending a %s frame: %s", frame_kind_name(kind), strerror(errno));
         }
         c->bytes_sent += (uint64_t)put;
+        if (waited_at)
+            after_wait += (uint64_t)put;
         if (put > 0 && stall > 0 && deadline != INT64_MAX)
             deadline = deadline_after(stall);
         size_t done = (size_t)put;
@@ -94,6 +136,8 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
         c->last_send_ms = deadline_now_ms();
     }
     c->frames_sent += (uint64_t)frames;
+    if (after_wait >= LINK_RATE_SEND_MIN)
+        note_drain(c, after_wait, now_ns() - waited_at);
     return 0;
 }
 

@@ -22,6 +22,12 @@ typedef struct conn {
     int64_t last_send_ms;      /* CLOCK_MONOTONIC of the last byte sent */
     int64_t last_recv_ms;      /* ... and received */
     uint64_t bytes_sent, bytes_received, frames_sent, frames_received;
+    /* The link's rate as the sends see it (conn_link_rate): the rates at
+     * which the peer took the bytes of the last sends that waited on a
+     * full socket. */
+    uint64_t drain_bps[8];
+    unsigned drains;           /* sends measured so (the ring's next slot, mod 8) */
+    uint64_t link_bps;         /* atomic: read by threads that do not send */
 } conn;
 
 /* Takes ownership of fd on success; limit is the largest payload accepted.
@@ -70,6 +76,15 @@ int conn_drain(conn *c, int64_t deadline);
  * peer: a quarter of its size less what is queued (0 when unknown), so a
  * frame that small goes out whole at once. */
 size_t conn_send_room(const conn *c);
+
+/* The link's rate in bytes/s, measured on this connection's sends: only
+ * while a send waits for the peer (a full socket) do its bytes pace the
+ * link, so each large send's rate counts from its first wait to its end,
+ * and the link's is the lower quartile of the last 8 (the steady rate: the
+ * first sends into a deep buffer along the way drain fast; one or two
+ * preempted sends do not decide it). 0 until 3 sends were measured so: a
+ * link that never filled its socket is fast. Any thread may ask. */
+uint64_t conn_link_rate(const conn *c);
 
 /* True when bytes are buffered that conn_recv can decode without reading. */
 int conn_buffered(const conn *c);

@@ -29,9 +29,6 @@
 /* 16 MiB: small enough that the receiving ends' allocators reuse the memory
  * of one chunk for the next (fresh pages cost more than the bytes). */
 #define JOB_COPY_CHUNK ((uint64_t)16 << 20)
-/* A bytes frame's stream and value, before its data: the receiver of a
- * copy reads that far, then the data straight into place. */
-#define JOB_BYTES_HEAD 16
 #define JOB_REASON_MAX 4096
 #define JOB_NAME_MAX 4096          /* kernel and global names */
 #define JOB_PARAMS_MAX 32768       /* a kernel's parameter buffer */

@@ -66,9 +66,6 @@ _Static_assert(sizeof(CUstreamBatchMemOpParams) == REC_BATCH_OP_BYTES, "the wire
 #define LAYOUT_END(name) };
 #include "proto/records.def"
 
-/* Readers that take a frame's head before its data (proto/job.h). */
-_Static_assert(rec_bytes_head_size == JOB_BYTES_HEAD, "a bytes frame's head is JOB_BYTES_HEAD bytes");
-
 /* Cross-field rules the decoders apply (records.c). */
 bool rec_copy_2d_fits(const rec_copy_2d *v);
 bool rec_copy_3d_fits(const rec_copy_3d *v);

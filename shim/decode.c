@@ -178,26 +178,6 @@ int shim_check_word(const shim_word *w, const shim_stream_view *v, rig_why *why)
     return 0;
 }
 
-int shim_decode_bytes(const uint8_t *p, size_t len, shim_bytes *b, rig_why *why)
-{
-    memset(b, 0, sizeof *b);
-    wire_reader r = wire_reader_init(p, len);
-    rec_bytes_head h;
-    int rc = rec_bytes_head_get(&r, &h, why);
-    if (rc == RIG_E_TRUNCATED)
-        return why_set(why, rc, "a bytes message of %zu bytes, shorter than its header", len);
-    if (rc < 0)
-        return rc;
-    b->stream = h.stream;
-    b->value = h.value;
-    if ((b->stream == 0) != (b->value == 0))
-        return why_set(why, RIG_E_MALFORMED, "bytes for stream %llu at value %llu, which no copy has",
-                       (unsigned long long)b->stream, (unsigned long long)b->value);
-    b->data = p + r.off;
-    b->len = len - r.off;
-    return 0;
-}
-
 void shim_param_info_free(shim_param_info *pi)
 {
     if (!pi)

@@ -1,5 +1,5 @@
 /* Decoders of what an agent sends the controller: the open answer, answers,
- * abort reasons, words, bytes headers and functions' parameter layouts.
+ * abort reasons, words and functions' parameter layouts.
  * Each takes payload bytes, checks every field against its bound and
  * returns 0 with the values, or a negative RIG_E_* with why naming what was
  * wrong. They keep no state, so tests and fuzzers call them directly. */
@@ -72,16 +72,6 @@ typedef struct shim_stream_view {
  * backwards nor beyond what was handed over, and a value is reached only
  * after the bytes of every copy up to it arrived. */
 int shim_check_word(const shim_word *w, const shim_stream_view *v, rig_why *why);
-
-/* A bytes message: u64 stream, u64 value, data. Stream 0 with value 0 is
- * device output; otherwise both are nonzero. */
-typedef struct shim_bytes {
-    uint64_t stream, value;
-    const uint8_t *data;             /* inside the payload */
-    size_t len;
-} shim_bytes;
-
-int shim_decode_bytes(const uint8_t *p, size_t len, shim_bytes *b, rig_why *why);
 
 /* A resolved function's answer: u32 n, n x (u32 offset, u32 size), u32 na,
  * na x i32 attributes. */

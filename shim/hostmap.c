@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/copy.h"
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/htod.h"
 #include "shim/link.h"
 #include "shim/log.h"
 #include "shim/proxy.h"
@@ -145,11 +147,8 @@ CUresult shim_hostmap_before_launch(agent_link *l, proxy_obj *s)
                 end += n;
             }
             memcpy(m->shadow + off, m->host + off, end - off);
-            uint8_t body[8];
-            wire_store_u64(body, m->dev + off);
-            handover h = { .op = CUDA_OP_cuMemcpyHtoDAsync_v2, .stream = s, .body = body, .body_len = 8,
-                           .data = m->shadow + off, .data_len = end - off };
-            rc = link_handover(l, &h, NULL);
+            bool lz4 = shim_htod_compress(l, s, m->shadow + off, end - off, false);
+            rc = shim_htod_record(l, s, m->dev + off, m->shadow + off, end - off, lz4, false, NULL);
             off = end;
         }
     }
@@ -178,10 +177,9 @@ static bool fetch(hostmap *m)
     uint64_t v = 0;
     for (uint64_t off = 0; off < m->size && rc == CUDA_SUCCESS; off += JOB_COPY_CHUNK) {
         uint64_t len = m->size - off < JOB_COPY_CHUNK ? m->size - off : JOB_COPY_CHUNK;
-        uint8_t body[16];
-        wire_store_u64(body, m->dev + off);
-        wire_store_u64(body + 8, len);
-        handover h = { .op = CUDA_OP_cuMemcpyDtoHAsync_v2, .stream = s, .body = body, .body_len = 16,
+        uint8_t body[COPY_DTOH_BODY];
+        copy_dtoh_write(body, m->dev + off, len);
+        handover h = { .op = CUDA_OP_cuMemcpyDtoHAsync_v2, .stream = s, .body = body, .body_len = sizeof body,
                        .dst = got + off, .dst_len = len };
         rc = link_handover(m->link, &h, &v);
     }

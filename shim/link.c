@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proto/copy.h"
 #include "proto/deadline.h"
 #include "proto/handshake.h"
 #include "proto/job.h"
@@ -471,23 +472,51 @@ static void write_output(agent_link *l, const uint8_t *head, size_t head_len)
     }
 }
 
-/* A bytes frame arrives split after its stream and value (receiver_main):
- * the rest of its payload is read from the socket straight into the
- * program's destination, no buffer and no copy between. The copy ran on
- * the device before the agent sent it, so these are the bytes CUDA writes
- * there; the word of its value follows. */
+/* The stored bytes of a compressed chunk: those in the frame's head part,
+ * then the rest off the socket, into the link's buffer (kept for the next;
+ * only the baton's holder reads). NULL after failing the job. */
+static const uint8_t *read_packed(agent_link *l, const copy_bytes_head *b, uint64_t rest)
+{
+    if (l->packed_cap < b->chunk.stored) {
+        uint8_t *p = realloc(l->packed, b->chunk.stored);
+        if (!p) {
+            link_fail(l, CUDA_ERROR_OUT_OF_MEMORY, "%s: no memory to receive %u compressed bytes", l->name,
+                      b->chunk.stored);
+            return NULL;
+        }
+        l->packed = p;
+        l->packed_cap = b->chunk.stored;
+    }
+    memcpy(l->packed, b->data, b->data_len);
+    rig_why why = { "" };
+    int rc = rest ? conn_recv_rest(&l->c, l->packed + b->data_len, (size_t)rest, deadline_after(-1), JOB_SILENCE_MS,
+                                   &why)
+                  : 0;
+    if (rc < 0) {
+        recv_failed(l, rc, &why);
+        return NULL;
+    }
+    return l->packed;
+}
+
+/* A bytes frame arrives split after its head (receiver_main): a raw
+ * chunk's bytes are read from the socket straight into the program's
+ * destination, no buffer and no copy between; an lz4 chunk's are read into
+ * the link's buffer and decoded into place. The copy ran on the device
+ * before the agent sent it, so these are the bytes CUDA writes there; the
+ * word of its value follows. */
 static void apply_bytes(agent_link *l, const frame *f)
 {
     rig_why why = { "" };
-    shim_bytes b;
-    if (shim_decode_bytes(f->payload, f->len, &b, &why) < 0) {
+    copy_bytes_head b;
+    uint64_t rest = conn_rest(&l->c);
+    if (copy_bytes_read(f->payload, f->len, f->len + rest, &b, &why) < 0) {
         link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: %s", l->name, why.text);
         return;
     }
-    uint64_t rest = conn_rest(&l->c);
-    uint64_t n = b.len + rest;
+    uint64_t n = b.chunk.original;
     if (b.stream == 0) {
-        write_output(l, b.data, b.len);
+        write_output(l, b.data, b.data_len);
         return;
     }
     pthread_mutex_lock(&l->lock);
@@ -507,25 +536,41 @@ static void apply_bytes(agent_link *l, const frame *f)
         return;
     }
     int rc = 0;
+    const uint8_t *packed = NULL;
+    if (b.chunk.method != COMPRESS_RAW) {
+        if (!(packed = read_packed(l, &b, rest))) {
+            free(c);
+            return;
+        }
+        __atomic_add_fetch(&l->lz4_in_bytes, n, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&l->lz4_in_stored, b.chunk.stored, __ATOMIC_RELAXED);
+    }
     if (!c->width) {
-        memcpy(c->dst, b.data, b.len);
-        if (rest)
-            rc = conn_recv_rest(&l->c, (uint8_t *)c->dst + b.len, (size_t)rest, deadline_after(-1), JOB_SILENCE_MS,
-                                &why);
+        if (packed) {
+            rc = compress_body_decode(&b.chunk, packed, c->dst, c->len, &why);
+        } else {
+            memcpy(c->dst, b.data, b.data_len);
+            if (rest)
+                rc = conn_recv_rest(&l->c, (uint8_t *)c->dst + b.data_len, (size_t)rest, deadline_after(-1),
+                                    JOB_SILENCE_MS, &why);
+        }
     } else {
         /* Rows go through a buffer: a receive per row would cost a system
          * call each. */
         const uint8_t *from = b.data;
-        uint8_t *tmp = rest ? malloc(n) : NULL;
-        if (rest && !tmp) {
+        uint8_t *tmp = rest || packed ? malloc(n) : NULL;
+        if ((rest || packed) && !tmp) {
             link_fail(l, CUDA_ERROR_OUT_OF_MEMORY, "%s: no memory to receive %llu bytes of rows", l->name,
                       (unsigned long long)n);
             free(c);
             return;
         }
-        if (tmp) {
-            memcpy(tmp, b.data, b.len);
-            rc = conn_recv_rest(&l->c, tmp + b.len, (size_t)rest, deadline_after(-1), JOB_SILENCE_MS, &why);
+        if (packed) {
+            rc = compress_body_decode(&b.chunk, packed, tmp, n, &why);
+            from = tmp;
+        } else if (tmp) {
+            memcpy(tmp, b.data, b.data_len);
+            rc = conn_recv_rest(&l->c, tmp + b.data_len, (size_t)rest, deadline_after(-1), JOB_SILENCE_MS, &why);
             from = tmp;
         }
         for (size_t off = 0, row = 0; rc == 0 && off < n; off += c->width, row++)
@@ -533,7 +578,10 @@ static void apply_bytes(agent_link *l, const frame *f)
         free(tmp);
     }
     if (rc < 0) {
-        if (rc == RIG_E_IO)   /* EFAULT: a destination the program cannot write */
+        if (packed)   /* the agent's chunk would not decode */
+            link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: bytes for stream %llu at value %llu: %s", l->name,
+                      (unsigned long long)b.stream, (unsigned long long)b.value, why.text);
+        else if (rc == RIG_E_IO)   /* EFAULT: a destination the program cannot write */
             link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: receiving %llu bytes for %p: %s", l->name,
                       (unsigned long long)n, c->dst, why.text);
         else
@@ -576,7 +624,7 @@ static int receive_one(agent_link *l, int64_t deadline)
     rig_why why = { "" };
     /* A bytes frame stops after its head: apply_bytes reads its data
      * straight into the copy's destination. */
-    int rc = conn_recv_split(&l->c, &f, FRAME_BYTES, JOB_BYTES_HEAD, 0, deadline, JOB_SILENCE_MS, &why);
+    int rc = conn_recv_split(&l->c, &f, FRAME_BYTES, COPY_BYTES_HEAD, 0, deadline, JOB_SILENCE_MS, &why);
     if (rc == RIG_E_TIMEOUT && deadline_now_ms() - l->c.last_recv_ms < JOB_SILENCE_MS)
         return 0;
     if (rc < 0) {

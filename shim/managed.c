@@ -34,11 +34,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "proto/copy.h"
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
 #include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
+#include "shim/htod.h"
 #include "shim/link.h"
 #include "shim/log.h"
 #include "shim/proxy.h"
@@ -220,10 +222,9 @@ static CUresult fetch_bytes(region *r, uint64_t off, uint64_t n, uint8_t *to)
     uint64_t v = 0;
     for (uint64_t done = 0; done < n && rc == CUDA_SUCCESS; done += JOB_COPY_CHUNK) {
         uint64_t len = n - done < JOB_COPY_CHUNK ? n - done : JOB_COPY_CHUNK;
-        uint8_t body[16];
-        wire_store_u64(body, r->dev + off + done);
-        wire_store_u64(body + 8, len);
-        handover h = { .op = CUDA_OP_cuMemcpyDtoHAsync_v2, .stream = s, .body = body, .body_len = 16,
+        uint8_t body[COPY_DTOH_BODY];
+        copy_dtoh_write(body, r->dev + off + done, len);
+        handover h = { .op = CUDA_OP_cuMemcpyDtoHAsync_v2, .stream = s, .body = body, .body_len = sizeof body,
                        .dst = to + done, .dst_len = len };
         rc = link_handover(r->link, &h, &v);
     }
@@ -506,12 +507,9 @@ static CUresult push_region(region *r, proxy_obj *s)
         uint64_t off = p * page_size, len = (q - p) * page_size;
         if (len > r->dev_size - off)
             len = off < r->dev_size ? r->dev_size - off : 0;
-        uint8_t body[8];
-        wire_store_u64(body, r->dev + off);
-        handover h = { .op = CUDA_OP_cuMemcpyHtoDAsync_v2, .stream = s, .body = body, .body_len = 8,
-                       .data = r->alias + off, .data_len = len };
         if (len)
-            rc = link_handover(r->link, &h, NULL);
+            rc = shim_htod_record(r->link, s, r->dev + off, r->alias + off, len,
+                                  shim_htod_compress(r->link, s, r->alias + off, len, false), false, NULL);
         p = q;
     }
     if (rc != CUDA_SUCCESS)

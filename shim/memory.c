@@ -8,12 +8,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "proto/copy.h"
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
 #include "proto/records.h"
 #include "proto/wire.h"
 #include "shim/core.h"
 #include "shim/graph.h"
+#include "shim/htod.h"
 #include "shim/link.h"
 #include "shim/rail.h"
 #include "shim/log.h"
@@ -313,13 +315,10 @@ static CUresult copy_htod(proxy_obj *s, CUdeviceptr dst, const void *src, size_t
 {
     CUresult rc = CUDA_SUCCESS;
     *last = 0;
+    bool lz4 = shim_htod_compress(s->link, s, src, n, true);
     for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
         len = piece_at(off, n);
-        uint8_t body[8];
-        wire_store_u64(body, dst + off);
-        handover h = { .op = CUDA_OP_cuMemcpyHtoDAsync_v2, .stream = s, .body = body, .body_len = 8,
-                       .data = (const uint8_t *)src + off, .data_len = len, .reads_program = true };
-        rc = link_handover(s->link, &h, last);
+        rc = shim_htod_record(s->link, s, dst + off, (const uint8_t *)src + off, len, lz4, true, last);
     }
     return rc;
 }
@@ -330,10 +329,9 @@ static CUresult copy_dtoh(proxy_obj *s, void *dst, CUdeviceptr src, size_t n, ui
     *last = 0;
     for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
         len = piece_at(off, n);
-        uint8_t body[16];
-        wire_store_u64(body, src + off);
-        wire_store_u64(body + 8, len);
-        handover h = { .op = CUDA_OP_cuMemcpyDtoHAsync_v2, .stream = s, .body = body, .body_len = 16,
+        uint8_t body[COPY_DTOH_BODY];
+        copy_dtoh_write(body, src + off, len);
+        handover h = { .op = CUDA_OP_cuMemcpyDtoHAsync_v2, .stream = s, .body = body, .body_len = sizeof body,
                        .dst = (uint8_t *)dst + off, .dst_len = len };
         rc = link_handover(s->link, &h, last);
     }

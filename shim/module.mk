@@ -7,7 +7,7 @@ SHIM_LIB := $(B)/librigshim.so
 $(SHIM_LIB): $(SHIM_OBJ) $(PROTO_LIB)
 	$(call say,LD,$@)
 	$(Q)$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs $(LDFLAGS) -o $@ $(SHIM_OBJ) $(PROTO_LIB) \
-	  -lsodium -lpthread -ldl
+	  -lsodium -llz4 -lpthread -ldl
 
 ALL_TARGETS += $(SHIM_LIB)
 

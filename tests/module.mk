@@ -3,7 +3,7 @@
 $(B)/tests/%.o: CFLAGS += $(TEST_CFLAGS)
 
 # proto's tests link the proto library only.
-PROTO_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard $(addprefix tests/test_,$(addsuffix .c,wire frame hmac handshake key names cuda_ops served conn images texref_wire docs_wire mesh rail compress records))))
+PROTO_TEST_NAMES := $(patsubst tests/test_%.c,%,$(wildcard $(addprefix tests/test_,$(addsuffix .c,wire frame hmac handshake key names cuda_ops served conn images texref_wire docs_wire mesh rail compress records copy))))
 PROTO_TESTS := $(PROTO_TEST_NAMES:%=$(B)/tests/test_%)
 
 $(PROTO_TESTS): $(B)/tests/test_%: $(B)/tests/test_%.o $(B)/tests/support.o $(PROTO_LIB)

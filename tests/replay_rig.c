@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "agent/job.h"
+#include "proto/compress.h"
+#include "proto/copy.h"
 #include "proto/cuda_ops.h"
 #include "proto/deadline.h"
 #include "proto/job.h"
@@ -31,6 +33,7 @@ struct replay_rig {
         size_t len;
     } bytes[KEPT_BYTES];
     int next_bytes;
+    uint64_t lz4_bytes;          /* bytes frames that came LZ4-compressed */
 };
 
 static backend softgpu;
@@ -57,19 +60,25 @@ static void *reader_main(void *arg)
             if (rc == 0)
                 continue;
             pthread_mutex_lock(&r->lock);
+            copy_bytes_head b;
             if (f.kind == FRAME_ANSWER) {
                 r->answers++;
                 r->last_len = f.len < sizeof r->last ? f.len : sizeof r->last;
                 memcpy(r->last, f.payload, r->last_len);
-            } else if (f.kind == FRAME_BYTES && f.len >= 16 && f.len - 16 <= (1u << 20)) {
+            } else if (f.kind == FRAME_BYTES && copy_bytes_read(f.payload, f.len, f.len, &b, NULL) == 0 &&
+                       b.chunk.original <= (1u << 20)) {
+                /* Kept decoded; a chunk that does not decode is kept empty. */
                 int k = r->next_bytes++ % KEPT_BYTES;
                 free(r->bytes[k].data);
-                r->bytes[k].stream = wire_load_u64(f.payload);
-                r->bytes[k].value = wire_load_u64(f.payload + 8);
-                r->bytes[k].len = f.len - 16;
-                r->bytes[k].data = malloc(f.len - 16 + 1);
-                if (r->bytes[k].data)
-                    memcpy(r->bytes[k].data, f.payload + 16, f.len - 16);
+                r->bytes[k].stream = b.stream;
+                r->bytes[k].value = b.value;
+                r->bytes[k].len = b.chunk.original;
+                r->bytes[k].data = malloc(b.chunk.original + 1);
+                if (r->bytes[k].data &&
+                    compress_body_decode(&b.chunk, b.data, r->bytes[k].data, b.chunk.original, NULL) < 0)
+                    r->bytes[k].len = 0;
+                if (b.chunk.method == COMPRESS_LZ4)
+                    r->lz4_bytes++;
             }
             pthread_cond_broadcast(&r->changed);
             pthread_mutex_unlock(&r->lock);
@@ -190,6 +199,14 @@ long replay_rig_bytes(replay_rig *r, uint64_t stream, uint64_t value, uint8_t *o
     return got;
 }
 
+uint64_t replay_rig_lz4_bytes(replay_rig *r)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t n = r->lz4_bytes;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
 const char *replay_rig_cause(replay_rig *r)
 {
     return job_failed(r->j) ? r->j->cause : "";
@@ -302,6 +319,9 @@ bool replay_script_run(replay_rig *r, replay_script *s, char *why, size_t whylen
     keep(s, FRAME_HANDOVER, buf, n);
     w = wire_writer_init(body, sizeof body);
     wire_put_u64(&w, ptr);
+    wire_put_u8(&w, COMPRESS_RAW);
+    wire_put_u32(&w, REPLAY_N * 4);
+    wire_put_u32(&w, REPLAY_N * 4);
     for (uint32_t i = 0; i < REPLAY_N; i++)
         wire_put_u32(&w, i);
     n = record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 1, body, w.off);

@@ -13,6 +13,8 @@
 #include <cuda.h>
 #include <time.h>
 
+#include "proto/compress.h"
+#include "proto/copy.h"
 #include "proto/cuda_ops.h"
 #include "proto/job.h"
 #include "proto/records.h"
@@ -210,6 +212,9 @@ Test(agent_replay, graphs_the_agent_builds_run_at_each_launch)
     uint64_t ptr = wire_load_u64(a + 5);
     w = wire_writer_init(body, sizeof body);
     wire_put_u64(&w, ptr);
+    wire_put_u8(&w, COMPRESS_RAW);
+    wire_put_u32(&w, REPLAY_N * 4);
+    wire_put_u32(&w, REPLAY_N * 4);
     for (uint32_t i = 0; i < REPLAY_N; i++)
         wire_put_u32(&w, i);
     size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 4, body, w.off);
@@ -285,6 +290,9 @@ Test(agent_replay, graphs_with_batch_memory_op_nodes)
     uint64_t ptr = wire_load_u64(a + 5);
     w = wire_writer_init(body, sizeof body);
     wire_put_u64(&w, ptr);
+    wire_put_u8(&w, COMPRESS_RAW);
+    wire_put_u32(&w, 16);
+    wire_put_u32(&w, 16);
     for (int i = 0; i < 16; i++)
         wire_put_u8(&w, 0);
     size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 4, body, w.off);
@@ -355,6 +363,95 @@ Test(agent_replay, graphs_with_batch_memory_op_nodes)
     cr_assert_str_empty(replay_rig_cause(r));
     replay_script_free(&s);
     replay_rig_free(r);
+}
+
+/* Bytes of a typical compressible tensor (7 in 8 floats zero), or random. */
+static void fill(uint8_t *p, size_t n, bool sparse, uint64_t seed)
+{
+    uint64_t x = seed | 1;
+    memset(p, 0, n);
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if (!sparse || (x & 7) == 0)
+            memcpy(p + i, &x, 4);
+    }
+}
+
+/* Copies of N bytes to ptr at value v and back at v + 1; the record in
+ * carries chunk (COMPRESS_HEADER_SIZE + stored bytes). */
+static size_t copy_there_and_back(uint8_t *buf, size_t cap, uint64_t ptr, const uint8_t *chunk, size_t chunk_len,
+                                  size_t n, uint64_t v)
+{
+    uint8_t *body = malloc(8 + chunk_len);
+    cr_assert_not_null(body);
+    wire_store_u64(body, ptr);
+    memcpy(body + 8, chunk, chunk_len);
+    size_t at = graph_record(buf, cap, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, v, body, 8 + chunk_len);
+    uint8_t back[COPY_DTOH_BODY];
+    copy_dtoh_write(back, ptr, n);
+    at += graph_record(buf + at, cap - at, CUDA_OP_cuMemcpyDtoHAsync_v2, REPLAY_STREAM, v + 1, back, sizeof back);
+    free(body);
+    return at;
+}
+
+/* Copies whose bytes compress go as LZ4 chunks both ways (RIG_LINK_RATE
+ * makes the link slow enough that the agent's sample says it pays) and
+ * arrive exactly; random bytes go raw; an LZ4 body that is not LZ4 fails
+ * the job naming the copy. */
+Test(agent_replay, compressed_copies, .timeout = 60)
+{
+    enum { N = 256 << 10 };
+    setenv("RIG_LINK_RATE", "1e6", 1);
+    replay_rig *r = rig_or_die();
+    replay_script s;
+    char why[600] = "";
+    cr_assert(replay_script_run(r, &s, why, sizeof why), "%s", why);
+    uint8_t req[32], a[16];
+    wire_writer w = wire_writer_init(req, sizeof req);
+    wire_put_u32(&w, CUDA_OP_cuMemAlloc_v2);
+    wire_put_u32(&w, 0);
+    wire_put_u64(&w, N);
+    uint64_t answers = replay_rig_answers(r, 0, 0);
+    replay_rig_frame(r, FRAME_REQUEST, req, w.off);
+    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
+    cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 13);
+    uint64_t ptr = wire_load_u64(a + 5);
+
+    size_t cap = compress_bound(N) + 256;
+    uint8_t *data = malloc(N), *chunk = malloc(compress_bound(N)), *buf = malloc(cap), *out = malloc(N);
+    cr_assert(data && chunk && buf && out);
+    size_t chunk_len = 0;
+    uint64_t v = 4;
+    for (int sparse = 1; sparse >= 0; sparse--, v += 2) {
+        fill(data, N, sparse, 0x5eed + (uint64_t)sparse);
+        cr_assert_eq(compress_chunk(data, N, sparse, chunk, compress_bound(N), &chunk_len, NULL), 0);
+        cr_assert_eq(chunk[0], sparse ? COMPRESS_LZ4 : COMPRESS_RAW);
+        uint64_t lz4_before = replay_rig_lz4_bytes(r);
+        size_t n = copy_there_and_back(buf, cap, ptr, chunk, chunk_len, N, v);
+        replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+        cr_assert_eq(replay_rig_bytes(r, REPLAY_STREAM, v + 1, out, N, 10000), (long)N, "%s data: no bytes; cause: %s",
+                     sparse ? "sparse" : "random", replay_rig_cause(r));
+        cr_assert_eq(memcmp(out, data, N), 0, "%s data came back changed", sparse ? "sparse" : "random");
+        cr_assert_eq(replay_rig_lz4_bytes(r) - lz4_before, sparse ? 1u : 0u,
+                     "%s data: the copy back went %s", sparse ? "sparse" : "random", sparse ? "raw" : "compressed");
+    }
+    /* A chunk that says lz4 over bytes that are not. */
+    compress_header h = { .method = COMPRESS_LZ4, .original = N, .stored = 4096 };
+    compress_header_write(chunk, &h);
+    memset(chunk + COMPRESS_HEADER_SIZE, 0xff, 4096);
+    size_t n = copy_there_and_back(buf, cap, ptr, chunk, COMPRESS_HEADER_SIZE + 4096, N, v);
+    replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+    const char *cause = replay_rig_cause(r);
+    cr_assert(strstr(cause, "cuMemcpyHtoDAsync_v2") && strstr(cause, "lz4 body"), "cause: %s", cause);
+    replay_rig_free(r);
+    replay_script_free(&s);
+    free(data);
+    free(chunk);
+    free(buf);
+    free(out);
+    unsetenv("RIG_LINK_RATE");
 }
 
 /* A record whose body breaks its layout (proto/records.def) fails the job

@@ -311,3 +311,12 @@ Test(compress, wire_md_describes_the_header)
     cr_assert_arr_eq(p, want, COMPRESS_HEADER_SIZE);
     free(md);
 }
+
+/* A sender whose compressing ran slower than the link by the margin stops. */
+Test(compress, kept_up_is_against_the_link_with_the_margin)
+{
+    cr_assert(compress_kept_up(1 << 20, 0.001, 1e8));     /* 1 GB/s against 100 MB/s */
+    cr_assert(!compress_kept_up(1 << 20, 0.01, 1e8));     /* 105 MB/s: under the 10% margin */
+    cr_assert(!compress_kept_up(1 << 20, 0.1, 1e8));
+    cr_assert(compress_kept_up(1 << 20, 0, 1e8));         /* too quick to time */
+}

@@ -2,6 +2,7 @@
  * larger than the read buffer that is the last thing sent (it must not wait
  * for bytes that never come), and a peer's end is told apart from silence. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -179,6 +180,62 @@ Test(conn, two_frames_in_one_write, .timeout = 20)
     cr_assert_eq(conn_sendv2(&a, FRAME_BYTES, first, 2, FRAME_WORD, many, CONN_IOV_MAX - 3, deadline_after(2000), &why),
                  RIG_E_INVALID);
     cr_assert_eq(a.frames_sent, 2);
+    conn_close(&a);
+    conn_close(&b);
+}
+
+/* The peer of conn_link_rate's test: reads what it is sent at about rate
+ * bytes/s, in 64 KiB steps, until it has total bytes. */
+typedef struct slow_reader {
+    conn *c;
+    double rate;
+    uint64_t total;
+} slow_reader;
+
+static void *read_slowly(void *arg)
+{
+    slow_reader *r = arg;
+    uint8_t *buf = malloc(64 << 10);
+    int64_t start = deadline_now_ms();
+    for (uint64_t got = 0; got < r->total;) {
+        ssize_t n = read(r->c->fd, buf, 64 << 10);
+        if (n <= 0)
+            break;
+        got += (uint64_t)n;
+        int64_t due = start + (int64_t)((double)got * 1000.0 / r->rate);
+        int64_t now = deadline_now_ms();
+        if (due > now)
+            usleep((useconds_t)(due - now) * 1000);
+    }
+    free(buf);
+    return NULL;
+}
+
+/* A link that takes 8 MB/s, behind a small socket buffer: large sends wait
+ * on it and measure about that rate (a loaded machine only slows the
+ * reader); before three such sends the rate is unknown (0). */
+Test(conn, link_rate_is_what_the_peer_takes, .timeout = 30)
+{
+    conn a, b;
+    pair(&a, &b);
+    int small = 64 << 10;
+    setsockopt(a.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    setsockopt(b.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    enum { FRAME = 1 << 20, FRAMES = 6 };
+    slow_reader r = { &b, 8e6, (uint64_t)FRAMES * (FRAME + FRAME_HEADER_SIZE) };
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, read_slowly, &r), 0);
+    uint8_t *data = calloc(1, FRAME);
+    cr_assert_eq(conn_link_rate(&a), 0);
+    for (int i = 0; i < FRAMES; i++) {
+        cr_assert_eq(conn_send(&a, FRAME_BYTES, data, FRAME, deadline_after(10000), NULL), 0);
+        if (i < 2)
+            cr_assert_eq(conn_link_rate(&a), 0, "a rate after %d sends", i + 1);
+    }
+    pthread_join(t, NULL);
+    double rate = (double)conn_link_rate(&a);
+    cr_assert(rate > 4e6 && rate < 12e6, "measured %.3g bytes/s of a link of 8e6", rate);
+    free(data);
     conn_close(&a);
     conn_close(&b);
 }

@@ -18,7 +18,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "proto/compress.h"
 #include "proto/conn.h"
+#include "proto/copy.h"
 #include "proto/deadline.h"
 #include "proto/handshake.h"
 #include "proto/job.h"
@@ -46,6 +48,7 @@ typedef enum mutation {
     BYTES_VALUE,     /* the first copy's bytes come for value + arg */
     BYTES_SHORT,     /* the first copy's bytes lose their last arg bytes */
     BYTES_HEADER,    /* the first copy's bytes message is cut to arg bytes */
+    BYTES_LZ4,       /* the first copy's chunk claims lz4 over arg bytes less of 0xff */
     ANSWER_CUT,      /* the first answer after open is cut to arg bytes */
     ANSWER_RESULT,   /* ... carries result arg */
     ANSWER_STATUS,   /* ... has status byte arg */
@@ -188,12 +191,22 @@ static bool rewrite(relay *r, frame *f, bool open_answer)
     case BYTES_VALUE:
     case BYTES_SHORT:
     case BYTES_HEADER:
-        if (f->kind != FRAME_BYTES || f->len < 16 || wire_load_u64(f->payload) == 0)
+    case BYTES_LZ4:
+        if (f->kind != FRAME_BYTES || f->len < COPY_BYTES_HEAD || wire_load_u64(f->payload) == 0)
             return false;
+        if (c->m == BYTES_LZ4) {
+            uint32_t original = wire_load_u32(f->payload + 17);
+            if (original <= a)
+                return false;
+            compress_header h = { .method = COMPRESS_LZ4, .original = original, .stored = original - (uint32_t)a };
+            compress_header_write(f->payload + 16, &h);
+            set_len(f, COPY_BYTES_HEAD + h.stored);
+            memset(f->payload + COPY_BYTES_HEAD, 0xff, h.stored);
+        }
         if (c->m == BYTES_VALUE)
             wire_store_u64(f->payload + 8, wire_load_u64(f->payload + 8) + a);
         if (c->m == BYTES_SHORT)
-            set_len(f, f->len - (a < f->len - 16 ? a : f->len - 16));
+            set_len(f, f->len - (a < f->len - COPY_BYTES_HEAD ? a : f->len - COPY_BYTES_HEAD));
         if (c->m == BYTES_HEADER)
             set_len(f, a);
         return true;
@@ -399,8 +412,9 @@ ParameterizedTestParameters(hostile_agent, after_open)
         { "word bytes too big", WORD_BYTES, (uint64_t)1 << 40, "beyond what was handed over" },
         { "word ragged", WORD_RAGGED, 1, "bytes, not whole words" },
         { "bytes for no copy", BYTES_VALUE, 1000, "a copy this job did not ask for" },
-        { "bytes one short", BYTES_SHORT, 1, "a copy this job expects in another size" },
-        { "bytes header cut", BYTES_HEADER, 10, "shorter than its header" },
+        { "bytes one short", BYTES_SHORT, 1, "the chunk stores 40028 bytes, the message carries 40027" },
+        { "bytes header cut", BYTES_HEADER, 10, "shorter than its head" },
+        { "bytes lz4 corrupt", BYTES_LZ4, 100, "compressed chunk: lz4 body of 39928 bytes is corrupt" },
         { "answer cut", ANSWER_CUT, 3, "malformed answer: an answer without its result" },
         { "answer empty", ANSWER_CUT, 0, "malformed answer: an empty answer" },
         { "answer result 0xFFFFFFFF", ANSWER_RESULT, 0xFFFFFFFFu, "result 4294967295, which is no CUresult" },

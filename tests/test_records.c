@@ -340,7 +340,6 @@ Test(records, heads_bytes)
     cr_expect_eq(rec_record_head_size, 24);
     cr_expect_eq(rec_drop_size, 12);
     cr_expect_eq(rec_word_size, 24);
-    cr_expect_eq(rec_bytes_head_size, JOB_BYTES_HEAD);
     cr_expect_eq(rec_stream_create_size, 12);
     cr_expect_eq(rec_event_create_size, 8);
     cr_expect_eq(rec_event_record_size, 12);

@@ -443,3 +443,45 @@ Test(remote, children_inherit_no_job_variables, .timeout = 60)
     cr_assert(strstr(r.output, "envchild: ok"), "%s", r.output);
     program_result_free(&r);
 }
+
+/* Copies whose bytes compress go LZ4 both ways on a slow link
+ * (RIG_LINK_RATE tells both ends the link carries 1 MB/s, so that LZ4
+ * keeps up with it however loaded the machine) and arrive exactly; random
+ * bytes go raw, as the sample says: the shim's RIG_STATS=1 line counts
+ * exactly the sparse tensor's 8 MiB each way, and is absent when only
+ * random words travel. */
+Test(remote, compressible_copies_go_compressed_both_ways, .timeout = 120)
+{
+    setenv("RIG_LINK_RATE", "1e6", 1);   /* the agent inherits it */
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    for (int random = 0; random < 2; random++) {
+        char path[256], agents_var[256], key[96], preload[300];
+        snprintf(path, sizeof path, PLAIN_BUILD "/programs/sparsecopy.static");
+        cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
+        agents_env(&a, 1, agents_var, sizeof agents_var);
+        snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a.key_hex);
+        shim_env(preload, sizeof preload);
+        char *argv[] = { path, random ? (char *)"random" : NULL, NULL };
+        char *env[] = { preload, agents_var, key, (char *)"RIG_LOCAL_DRIVER=none", (char *)"RIG_STATS=1",
+                        (char *)"RIG_LINK_RATE=1e6", NULL };
+        program_result r = program_run(argv, env, 90);
+        cr_assert_eq(r.status, 0, "%s exited %d:\n%s", random ? "random" : "sparse", r.status, r.output);
+        cr_assert(strstr(r.output, "sparsecopy: ok"), "%s", r.output);
+        const char *at = strstr(r.output, " lz4 out ");
+        if (random) {
+            cr_assert_null(at, "random words went compressed:\n%s", r.output);
+        } else {
+            unsigned long long out = 0, out_stored = 0, in = 0, in_stored = 0;
+            cr_assert(at && sscanf(at, " lz4 out %llu bytes as %llu, in %llu bytes as %llu", &out, &out_stored, &in,
+                                   &in_stored) == 4,
+                      "no lz4 line:\n%s", r.output);
+            cr_assert_eq(out, 8ull << 20, "%s", r.output);
+            cr_assert_eq(in, 8ull << 20, "%s", r.output);
+            cr_assert(out_stored > 0 && out_stored * 2 < out && in_stored > 0 && in_stored * 2 < in, "%s", r.output);
+        }
+        program_result_free(&r);
+    }
+    agent_stop(&a);
+    unsetenv("RIG_LINK_RATE");
+}

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "proto/compress.h"
+#include "proto/copy.h"
 #include "proto/job.h"
 #include "proto/wire.h"
 #include "shim/decode.h"
@@ -78,6 +80,9 @@ static size_t enc_bytes(uint8_t *buf, size_t cap, uint64_t stream, uint64_t valu
     wire_writer w = wire_writer_init(buf, cap);
     wire_put_u64(&w, stream);
     wire_put_u64(&w, value);
+    wire_put_u8(&w, COMPRESS_RAW);
+    wire_put_u32(&w, (uint32_t)n);
+    wire_put_u32(&w, (uint32_t)n);
     for (size_t i = 0; i < n; i++)
         wire_put_u8(&w, (uint8_t)i);
     cr_assert_eq(w.err, 0);
@@ -277,21 +282,31 @@ Test(shim_decode, words_and_their_judge)
 Test(shim_decode, bytes_headers)
 {
     uint8_t buf[64];
-    shim_bytes b;
+    copy_bytes_head b;
     rig_why why = { "" };
     size_t n = enc_bytes(buf, sizeof buf, 7, 3, 10);
-    cr_assert_eq(shim_decode_bytes(buf, n, &b, &why), 0);
-    cr_assert(b.stream == 7 && b.value == 3 && b.len == 10 && b.data == buf + 16 && b.data[9] == 9);
+    cr_assert_eq(copy_bytes_read(buf, n, n, &b, &why), 0, "%s", why.text);
+    cr_assert(b.stream == 7 && b.value == 3 && b.data_len == 10 && b.data == buf + COPY_BYTES_HEAD &&
+              b.data[9] == 9 && b.chunk.original == 10);
+    /* Split after the head: the rest is counted, not present. */
+    cr_assert_eq(copy_bytes_read(buf, COPY_BYTES_HEAD, n, &b, &why), 0, "%s", why.text);
+    cr_assert(b.data_len == 0 && b.chunk.stored == 10);
     n = enc_bytes(buf, sizeof buf, 0, 0, 4);
-    cr_assert_eq(shim_decode_bytes(buf, n, &b, &why), 0);
-    cr_assert(b.stream == 0 && b.len == 4);
+    cr_assert_eq(copy_bytes_read(buf, n, n, &b, &why), 0);
+    cr_assert(b.stream == 0 && b.data_len == 4);
+    cr_assert_eq(copy_bytes_read(buf, n, n + 1, &b, &why), RIG_E_MALFORMED);
+    cr_assert(strstr(why.text, "stores 4 bytes"), "%s", why.text);
+    buf[16] = COMPRESS_LZ4;   /* device output is never compressed (and an lz4 chunk must shrink) */
+    cr_assert_eq(copy_bytes_read(buf, n, n, &b, &why), RIG_E_MALFORMED);
     n = enc_bytes(buf, sizeof buf, 0, 5, 4);
-    cr_assert_eq(shim_decode_bytes(buf, n, &b, &why), RIG_E_MALFORMED);
+    cr_assert_eq(copy_bytes_read(buf, n, n, &b, &why), RIG_E_MALFORMED);
     n = enc_bytes(buf, sizeof buf, 5, 0, 4);
-    cr_assert_eq(shim_decode_bytes(buf, n, &b, &why), RIG_E_MALFORMED);
-    cr_assert_eq(shim_decode_bytes(buf, 15, &b, &why), RIG_E_TRUNCATED);
-    wire_store_u64(buf, UINT64_MAX);
-    cr_assert_eq(shim_decode_bytes(buf, 16, &b, &why), RIG_E_MALFORMED);
+    cr_assert_eq(copy_bytes_read(buf, n, n, &b, &why), RIG_E_MALFORMED);
+    cr_assert_eq(copy_bytes_read(buf, COPY_BYTES_HEAD - 1, COPY_BYTES_HEAD - 1, &b, &why), RIG_E_TRUNCATED);
+    n = enc_bytes(buf, sizeof buf, 5, 1, 4);
+    buf[16] = 7;
+    cr_assert_eq(copy_bytes_read(buf, n, n, &b, &why), RIG_E_MALFORMED);
+    cr_assert(strstr(why.text, "method 7"), "%s", why.text);
 }
 
 Test(shim_decode, parameter_layouts)
@@ -434,15 +449,22 @@ static void check_words(const uint8_t *p, size_t n, void *ctx)
 static void check_bytes(const uint8_t *p, size_t n, void *ctx)
 {
     (void)ctx;
-    shim_bytes b;
+    copy_bytes_head b;
     rig_why why = { "" };
-    int rc = shim_decode_bytes(p, n, &b, &why);
+    int rc = copy_bytes_read(p, n, n, &b, &why);
     if (rc < 0) {
         refused_with_reason(rc, &why);
         return;
     }
     cr_assert((b.stream == 0) == (b.value == 0));
-    cr_assert(b.data == p + 16 && b.len == n - 16);
+    cr_assert(b.data == p + COPY_BYTES_HEAD && b.data_len == n - COPY_BYTES_HEAD && b.chunk.stored == b.data_len);
+    /* Whatever the body, decoding stays inside both buffers. */
+    uint8_t *out = malloc(b.chunk.original ? b.chunk.original : 1);
+    cr_assert_not_null(out);
+    rc = compress_body_decode(&b.chunk, b.data, out, b.chunk.original, &why);
+    if (rc < 0)
+        refused_with_reason(rc, &why);
+    free(out);
 }
 
 static void check_params(const uint8_t *p, size_t n, void *ctx)
