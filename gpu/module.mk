@@ -13,9 +13,9 @@
 #                              shared object; the one library bundled
 #   lib/libcudasoft.so         softgpu, zstd and lz4 linked in (gpu-check
 #                              --self-test, where there is no GPU)
-#   programs/NAME              tests/programs, static cudart (the cuBLAS,
-#                              cuSPARSE and cuSOLVER programs need the
-#                              toolkit's libraries at run time)
+#   programs/NAME              tests/programs, static cudart, stripped (the
+#                              cuBLAS, cuSPARSE, cuSOLVER and NVRTC programs
+#                              need the toolkit's libraries at run time)
 #   bench/                     the bench program (bench/) and its fatbins
 #   gpu-check, gpu-torch-check.py
 # Not part of `make` or `make check`. Always the plain (unsanitized) build.
@@ -66,7 +66,8 @@ gpu-bundle: $(GPU_LINKED) $(GPU_PROGRAMS) build/bench/bench build/bench/kernels.
 	$(Q)for p in $(GPU_PROGRAMS); do cp $$p $(GPU_DIR)/programs/$$(basename $$p .static); done
 	$(Q)cp build/bench/bench build/bench/kernels.fatbin build/bench/big.fatbin $(GPU_DIR)/bench/
 	$(Q)cp scripts/gpu-check scripts/gpu-torch-check.py $(GPU_DIR)/
-	$(Q)strip --strip-debug $(GPU_DIR)/bin/* $(GPU_DIR)/lib/*.so* $(GPU_DIR)/programs/* $(GPU_DIR)/bench/bench
+	$(Q)strip --strip-debug $(GPU_DIR)/bin/* $(GPU_DIR)/lib/*.so* $(GPU_DIR)/bench/bench
+	$(Q)strip --strip-all $(GPU_DIR)/programs/*   # their symbol tables alone took the bundle past 60 MiB
 	$(Q){ git describe --always --dirty 2>/dev/null || echo unknown; \
 	  $(NVCC) --version | sed -n 's/.*release \([0-9.]*\),.*/cuda \1/p'; } > $(GPU_DIR)/VERSION
 	$(Q)scripts/gpu-check --verify-bundle $(GPU_DIR)

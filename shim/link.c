@@ -313,6 +313,54 @@ static void reach_locked(agent_link *l, proxy_obj *s, uint64_t value, uint64_t b
     if (value > atomic_load(&t->reached))
         atomic_store(&t->reached, value);
     pthread_cond_broadcast(&l->changed);
+    if (l->cb_head)
+        pthread_cond_signal(&l->cb_ready);   /* a word may have waited for this one */
+}
+
+/* A wait of a stream, from value after, for stream on to reach value. */
+typedef struct stream_dep {
+    struct stream_dep *next;
+    uint64_t after;
+    proxy_obj *on;
+    uint64_t value;
+} stream_dep;
+
+void link_stream_depends(agent_link *l, proxy_obj *s, uint64_t after, proxy_obj *on, uint64_t value)
+{
+    pthread_mutex_lock(&l->lock);
+    /* Only a host function still to run in the program can hold on back
+     * here; the agent's own ordering covers everything else. */
+    bool held = on->u.stream.deferred > 0;
+    for (pending_host *h = l->hosts; h && !held; h = h->next)
+        held = h->stream == on->id && h->value <= value;
+    stream_dep *d = held ? malloc(sizeof *d) : NULL;
+    if (d) {
+        *d = (stream_dep){ s->u.stream.deps, after, on, value };
+        s->u.stream.deps = d;
+    }
+    pthread_mutex_unlock(&l->lock);
+    if (held && !d)
+        shim_log(SHIM_LOG_WARN, "agent %s: no memory to order a stream after a host function; it may be seen "
+                 "reached early", l->name);
+}
+
+/* True when s's value must not count yet: it is at or past a wait for a
+ * stream that has not got there. Waits already met are dropped. Under
+ * l->lock. */
+static bool held_locked(proxy_obj *s, uint64_t value)
+{
+    bool held = false;
+    for (stream_dep **pp = &s->u.stream.deps; *pp;) {
+        stream_dep *d = *pp;
+        if (atomic_load(&d->on->u.stream.tl.reached) >= d->value) {
+            *pp = d->next;
+            free(d);
+            continue;
+        }
+        held |= d->after <= value;
+        pp = &d->next;
+    }
+    return held;
 }
 
 /* A word for a stream with host functions to run first. */
@@ -330,14 +378,28 @@ static void *callbacks_main(void *arg)
     agent_link *l = arg;
     pthread_mutex_lock(&l->lock);
     for (;;) {
-        while (!l->cb_head && !l->cb_stop)
+        /* The first word whose stream has no earlier one queued and waits
+         * for no other stream (held_locked) goes next. */
+        completion **cp = NULL;
+        while (!cp) {
+            for (completion **pp = &l->cb_head; *pp && !cp; pp = &(*pp)->next) {
+                bool earlier = false;
+                for (completion *e = l->cb_head; e != *pp && !earlier; e = e->next)
+                    earlier = e->stream == (*pp)->stream;
+                if (!earlier && !held_locked((*pp)->stream, (*pp)->value))
+                    cp = pp;
+            }
+            if (cp || (!l->cb_head && l->cb_stop))
+                break;
             pthread_cond_wait(&l->cb_ready, &l->lock);
-        if (!l->cb_head)
+        }
+        if (!cp)
             break;   /* link_open failed */
-        completion *c = l->cb_head;
-        l->cb_head = c->next;
-        if (!l->cb_head)
-            l->cb_tail = NULL;
+        completion *c = *cp;
+        *cp = c->next;
+        l->cb_tail = NULL;
+        for (completion *e = l->cb_head; e; e = e->next)
+            l->cb_tail = e;
         uint64_t id = c->stream->id;
         for (;;) {
             pending_host **pp = &l->hosts, *h = NULL;
@@ -407,7 +469,7 @@ static void apply_words(agent_link *l, const frame *f)
         pthread_mutex_lock(&l->lock);
         /* Host functions up to this value run before the value counts as
          * reached, so a sync after it sees their effects. */
-        bool defer = s->u.stream.deferred > 0;
+        bool defer = s->u.stream.deferred > 0 || held_locked(s, value);
         for (pending_host *h = l->hosts; h && !defer; h = h->next)
             defer = h->stream == id && h->value <= value;
         completion *c = defer ? malloc(sizeof *c) : NULL;

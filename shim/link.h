@@ -116,6 +116,12 @@ CUresult link_flush(agent_link *l);
  * and wrote its bytes); the job's error if it fails first. */
 CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value);
 
+/* Records that stream s, from its value after on, waits for stream on (of
+ * the same link) to reach value, as an event wait orders them: when a
+ * host function of on still runs before that value in the program, s's
+ * words from after on count only once on got there. */
+void link_stream_depends(agent_link *l, proxy_obj *s, uint64_t after, proxy_obj *on, uint64_t value);
+
 /* True when the stream has reached value (no wait). */
 bool link_reached(proxy_obj *stream, uint64_t value);
 

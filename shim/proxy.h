@@ -106,6 +106,7 @@ struct proxy_obj {
             bool per_thread;
             uint32_t deferred;     /* words queued behind host functions */
             struct capture_member *cap;   /* its part in a capture (capture.c), under its lock */
+            struct stream_dep *deps;      /* waits for streams held by host functions (link.c), under the link's lock */
         } stream;
         struct {
             proxy_obj *stream; uint64_t value; unsigned flags; bool recorded;

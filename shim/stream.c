@@ -275,7 +275,13 @@ static CUresult wait_event(proxy_obj *s, CUevent hEvent, unsigned flags)
     wire_writer w = wire_writer_init(body, sizeof body);
     rec_wait_event_put(&w, &(rec_wait_event){ .event = e->id, .flags = flags });
     handover h = { .op = CUDA_OP_cuStreamWaitEvent, .stream = s, .body = body, .body_len = w.off };
-    return link_handover(s->link, &h, NULL);
+    uint64_t v = 0;
+    rc = link_handover(s->link, &h, &v);
+    /* The agent orders the streams; a host function before the event runs
+     * here, in the program, so the shim holds s's words behind it too. */
+    if (rc == CUDA_SUCCESS && e->u.event.recorded && e->u.event.stream && e->u.event.stream != s)
+        link_stream_depends(s->link, s, v, e->u.event.stream, e->u.event.value);
+    return rc;
 }
 
 #define WAIT_EVENT_EXPORT(sym, per_thread)                                      \
