@@ -20,6 +20,7 @@
 #include "proto/cuda_ops.h"
 #include "proto/deadline.h"
 #include "proto/job.h"
+#include "proto/text.h"
 
 void job_fail(job *j, const char *fmt, ...)
 {
@@ -225,7 +226,11 @@ bool job_replay_frame(job *j, const frame *f)
         wire_reader r = wire_reader_init(f->payload, f->len);
         const uint8_t *s;
         size_t n = wire_get_string(&r, &s, JOB_REASON_MAX);
-        job_fail(j, "controller aborted: %.*s", (int)n, r.err ? "" : (const char *)s);
+        /* The controller's text, made safe to log and pass on to peers. */
+        char cause[JOB_REASON_MAX + 1] = "";
+        if (!r.err)
+            text_printable(cause, sizeof cause, s, n, false);
+        job_fail(j, "controller aborted: %s", cause);
         break;
     }
     default:

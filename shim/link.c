@@ -82,6 +82,10 @@ static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const ch
 static pthread_mutex_t reported_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reported_cond = PTHREAD_COND_INITIALIZER;
 static bool reported;
+/* The job's root cause, for the agents of links that did not fail: at the
+ * program's end they hear it as an abort, not an orderly close. Written
+ * once, before reported. */
+static char job_cause[512];
 
 static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const char *fmt, ...)
 {
@@ -102,6 +106,7 @@ static void link_fail_as(agent_link *l, CUresult code, bool tell_agent, const ch
         }
         pthread_mutex_lock(&reported_lock);
         if (first) {
+            snprintf(job_cause, sizeof job_cause, "%s", l->cause);
             reported = true;
             pthread_cond_broadcast(&reported_cond);
         }
@@ -1350,10 +1355,22 @@ out:
 
 void link_close(agent_link *l)
 {
+    pthread_mutex_lock(&reported_lock);
+    bool job_failed = reported;
+    pthread_mutex_unlock(&reported_lock);
     pthread_mutex_lock(&l->send_lock);
     if (!link_status(l) && flush_locked(l) == CUDA_SUCCESS) {
-        struct iovec none = { NULL, 0 };
-        send_frame(l, FRAME_CLOSE, &none, 0);
+        if (job_failed) {
+            /* Another agent failed the job: this one ends with its cause. */
+            uint8_t buf[JOB_REASON_MAX + 4];
+            wire_writer w = wire_writer_init(buf, sizeof buf);
+            wire_put_string(&w, job_cause, strnlen(job_cause, sizeof job_cause));
+            struct iovec iov = { buf, w.off };
+            send_frame(l, FRAME_ABORT, &iov, 1);
+        } else {
+            struct iovec none = { NULL, 0 };
+            send_frame(l, FRAME_CLOSE, &none, 0);
+        }
     }
     pthread_mutex_unlock(&l->send_lock);
 }
