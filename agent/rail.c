@@ -298,6 +298,11 @@ int rail_arrive(job *j, uint32_t peer, uint64_t signal, conn *c, uint64_t len, r
     agent_rails *r = j->rails;
     if (!r)
         return why_set(why, RIG_E_MALFORMED, "a rail before this agent's mesh");
+    /* Checked before anything is allocated for it: a chunk is at most
+     * RAIL_CHUNK bytes. */
+    if (len > RAIL_CHUNK)
+        return why_set(why, RIG_E_MALFORMED, "signal %llu brought %llu bytes, more than a chunk (%llu)",
+                       (unsigned long long)signal, (unsigned long long)len, (unsigned long long)RAIL_CHUNK);
     pthread_mutex_lock(&r->lock);
     rail_entry *e = entry_of(j, r, peer, signal);
     if (e && e->arrived) {
