@@ -36,6 +36,30 @@ char *support_read_file(const char *path, size_t *len)
     return buf;
 }
 
+size_t support_read_rest(int fd, char *buf, size_t have, size_t cap)
+{
+    for (;;) {
+        ssize_t n = read(fd, buf + have, cap - 1 - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        buf[have] = '\0';
+    }
+    return have;
+}
+
+char *support_wait_file_text(const char *path, const char *text, int timeout_ms)
+{
+    char *got = NULL;
+    for (int waited = 0;; waited += 100) {
+        free(got);
+        got = support_read_file(path, NULL);
+        if ((got && strstr(got, text)) || waited >= timeout_ms)
+            return got;
+        usleep(100 * 1000);
+    }
+}
+
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9') return c - '0';

@@ -10,6 +10,14 @@
 /* Whole file, malloc'd with a NUL after it; NULL when unreadable. */
 char *support_read_file(const char *path, size_t *len);
 
+/* Reads fd to its end into buf[have..cap - 1), keeping buf NUL-terminated;
+ * returns the bytes now in buf. */
+size_t support_read_rest(int fd, char *buf, size_t have, size_t cap);
+
+/* The file once it holds text (a log line written a moment later), or as
+ * it is after timeout_ms; malloc'd, NULL when unreadable. */
+char *support_wait_file_text(const char *path, const char *text, int timeout_ms);
+
 /* Decodes hex into a malloc'd buffer; -1 on a bad digit or odd length. */
 int support_unhex(const char *hex, uint8_t **out, size_t *n);
 

@@ -155,13 +155,7 @@ Test(netns, an_agent_killed_fails_the_job_everywhere, .timeout = 300)
         buf[have] = '\0';
     }
     kill(-ag[1].pid, SIGKILL);
-    for (;;) {
-        ssize_t n = read(out[0], buf + have, sizeof buf - 1 - have);
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-        buf[have] = '\0';
-    }
+    support_read_rest(out[0], buf, have, sizeof buf);
     close(out[0]);
     int st;
     waitpid(pid, &st, 0);
@@ -169,14 +163,7 @@ Test(netns, an_agent_killed_fails_the_job_everywhere, .timeout = 300)
     cr_expect(strstr(buf, "rig: job failed: ") && strstr(buf, "c"), "%s", buf);
     /* b failed its job too, with c's closing as the cause (its log line may
      * come a moment after the program has ended). */
-    char *log = NULL;
-    for (int i = 0; i < 100; i++) {
-        free(log);
-        log = support_read_file(ag[0].log, NULL);
-        if (log && strstr(log, "job failed: ") && strstr(log, "c: closed its connection"))
-            break;
-        usleep(100000);
-    }
+    char *log = support_wait_file_text(ag[0].log, "c: closed its connection", 10000);
     /* From its own connection to c, or the controller's abort naming c. */
     cr_expect(log && (strstr(log, "job failed: c: closed its connection") ||
                       strstr(log, "job failed: controller aborted: c: closed its connection")),

@@ -116,14 +116,7 @@ Test(netns_rails, an_agent_killed_mid_copy_fails_the_job_everywhere, .timeout = 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     kill(-ag[1].pid, SIGKILL);
     char buf[16384] = "";
-    size_t have = 0;
-    for (;;) {
-        ssize_t n = read(out[0], buf + have, sizeof buf - 1 - have);
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-        buf[have] = '\0';
-    }
+    support_read_rest(out[0], buf, 0, sizeof buf);
     close(out[0]);
     int st;
     waitpid(pid, &st, 0);
@@ -138,14 +131,7 @@ Test(netns_rails, an_agent_killed_mid_copy_fails_the_job_everywhere, .timeout = 
     cr_expect_lt(took, 15.0, "the job took %.1f s to fail", took);
     /* b failed its job too, with c's end as the cause (its log line may
      * come a moment after the program's exit). */
-    char *log = NULL;
-    for (int i = 0; i < 100; i++) {
-        free(log);
-        log = support_read_file(ag[0].log, NULL);
-        if (log && strstr(log, "job failed"))
-            break;
-        usleep(100 * 1000);
-    }
+    char *log = support_wait_file_text(ag[0].log, "c: closed its connection", 10000);
     /* From its own connection to c, or from the controller's abort at the
      * program's end, whichever came first: c's end either way. */
     cr_expect(log && (strstr(log, "job failed: c: closed its connection") ||
