@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bench/common.h"
+#include "proto/compress.h"
 
 #define CK(call)                                                               \
     do {                                                                       \
@@ -207,30 +208,12 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
         p[i] = (uint8_t)(x >> (8 * (i % 8)));
 }
 
-/* A tensor that compresses the way real ones do: floats of which about 7 in
- * 8 are zero (activations after a ReLU, a pruned layer) and the rest random
- * in [0, 1). */
-static void fill_compressible(uint8_t *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed | 1;
-    memset(p, 0, n);
-    for (size_t i = 0; i + 4 <= n; i += 4) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        if ((x & 7) == 0) {
-            float f = (float)(x >> 40) / (float)(1u << 24);
-            memcpy(p + i, &f, 4);
-        }
-    }
-}
-
 /* First touches are dear on some machines (a fresh page can cost tens of
  * microseconds in a nested VM), so one host buffer serves both kinds: it is
  * touched once, measured pageable, then page-locked with cuMemHostRegister
  * and measured again. The bytes are random (device memory holds what the
  * host sent), and at 64 MiB each copy is measured again on compressible
- * bytes (fill_compressible; figures NAME_compressible). Each figure stops
+ * bytes (compress_sparse_floats; figures NAME_compressible). Each figure stops
  * repeating after BENCH_FIG_S seconds (4); a 1 GiB figure is skipped when its
  * 64 MiB rate says one copy would take more than BENCH_BIG_S seconds (20),
  * and the note says so. */
@@ -306,7 +289,7 @@ static void section_bw(void)
         }
         if (max >= mib64 && (!only || strstr(only, "64MiB"))) {
             /* HtoD first: it leaves the compressible bytes on the device for DtoH. */
-            fill_compressible(host, mib64, 0xc0de + (uint64_t)h);
+            compress_sparse_floats(host, mib64, 0xc0de + (uint64_t)h);
             for (int dir = 0; dir < 2; dir++) {
                 char name[64];
                 snprintf(name, sizeof name, "%s_%s_64MiB_compressible", dir ? "dtoh" : "htod",

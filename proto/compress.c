@@ -30,11 +30,9 @@ size_t compress_bound(size_t len)
     return COMPRESS_HEADER_SIZE + (lz4 > len ? lz4 : len);
 }
 
-/* Floats of which about 7 in 8 are zero and the rest random in [0, 1): what
- * activations after a ReLU or a pruned weight tensor look like. */
-static void sparse_floats(uint8_t *p, size_t len)
+void compress_sparse_floats(uint8_t *p, size_t len, uint64_t seed)
 {
-    uint64_t x = 0x9e3779b97f4a7c15u;
+    uint64_t x = seed | 1;
     memset(p, 0, len);
     for (size_t i = 0; i + 4 <= len; i += 4) {
         x ^= x << 13;
@@ -56,7 +54,7 @@ int compress_measure(compress_rates *r, rig_why *why)
         rc = why_set(why, RIG_E_NOMEM, "compress: no memory to measure LZ4's speed");
         goto out;
     }
-    sparse_floats(in, LEN);
+    compress_sparse_floats(in, LEN, 0x9e3779b97f4a7c15u);
     /* First touches are not LZ4's time. */
     memset(out, 0, (size_t)LZ4_compressBound(LEN));
     memset(back, 0, LEN);

@@ -54,6 +54,11 @@ typedef struct compress_verdict {
  * larger of raw and LZ4's worst case. 0 when len > COMPRESS_CHUNK_MAX. */
 size_t compress_bound(size_t len);
 
+/* Fills p[0..len) with floats of which about 7 in 8 are zero and the rest
+ * random in [0, 1) from seed: what activations after a ReLU or a pruned
+ * weight tensor look like (compress_measure, the bench, the tests). */
+void compress_sparse_floats(uint8_t *p, size_t len, uint64_t seed);
+
 /* Times LZ4 both ways on a few MiB of sparse floats (a typical compressible
  * tensor) and fills r's compress_bps and decompress_bps; link_bps is left
  * alone. Takes tens of milliseconds: call once per process. */

@@ -368,14 +368,17 @@ Test(agent_replay, graphs_with_batch_memory_op_nodes)
 /* Bytes of a typical compressible tensor (7 in 8 floats zero), or random. */
 static void fill(uint8_t *p, size_t n, bool sparse, uint64_t seed)
 {
+    if (sparse) {
+        compress_sparse_floats(p, n, seed);
+        return;
+    }
     uint64_t x = seed | 1;
     memset(p, 0, n);
     for (size_t i = 0; i + 4 <= n; i += 4) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        if (!sparse || (x & 7) == 0)
-            memcpy(p + i, &x, 4);
+        memcpy(p + i, &x, 4);
     }
 }
 
