@@ -23,6 +23,7 @@ typedef struct backend {
     int device_count;
     CUcontext primary[AGENT_DEVICES_MAX];
     size_t granularity;       /* the largest minimum VMM granularity of the devices */
+    bool host_memory;         /* device memory is host memory at the device address (softgpu) */
 } backend;
 
 /* Loads the driver (path from --driver, else the system's libcuda when it

@@ -31,6 +31,9 @@ static int try_open(backend *b, const char *path, const char *kind, char *why, s
         return -1;
     }
     snprintf(b->kind, sizeof b->kind, "%s", kind);
+    /* softgpu's contract (softgpu/alloc.c): bytes for its devices may go
+     * between the socket and device memory in place (agent/in_place.c). */
+    b->host_memory = strcmp(kind, "softgpu") == 0;
     b->device_count = n < AGENT_DEVICES_MAX ? n : AGENT_DEVICES_MAX;
     return 0;
 }

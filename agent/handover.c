@@ -29,6 +29,7 @@ typedef struct staged {
     void *data;           /* a staging buffer holding the original bytes; NULL once replayed */
     size_t len;           /* the original bytes */
     size_t wire;          /* the bytes the record carried after its head (stored) */
+    bool in_place;        /* the bytes are in the device memory already; false once replayed */
 } staged;
 
 uint8_t *job_buffer(uint8_t **buf, size_t *cap, size_t need)
@@ -77,7 +78,7 @@ static int inflate_into(job *j, const copy_htod_head *c, void *data, rig_why *wh
  * asynchronously, with no copy through pageable memory on the way (the
  * driver would otherwise stage it itself); a compressed chunk is read into
  * the job's buffer and decoded into the staging buffer. */
-int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
+int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, bool in_order, rig_why *why)
 {
     int rc = conn_recv_split(&j->c, f, FRAME_HANDOVER, STAGED_HEAD, CONN_READ_BUF, deadline, idle_ms, why);
     uint64_t rest = conn_rest(&j->c);
@@ -85,15 +86,24 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
         return rc;
     wire_reader r = wire_reader_init(f->payload, f->len);
     uint32_t op = wire_get_u32(&r), len = wire_get_u32(&r);
-    wire_get_u64(&r);
+    uint64_t stream = wire_get_u64(&r);
     uint64_t value = wire_get_u64(&r);
     void *data = NULL;
+    bool in_place = false;
     copy_htod_head c;
     rig_why bad = { "" };
+    agent_obj *s;
     /* Only a copy with a place on a timeline: its marker gives the buffer
      * back. A malformed head is read whole, for the replay to name. */
     if (!r.err && op == CUDA_OP_cuMemcpyHtoDAsync_v2 && value && len == COPY_HTOD_HEAD + rest &&
-        copy_htod_read(f->payload + rec_record_head_size, COPY_HTOD_HEAD, len, &c, &bad) == 0) {
+        copy_htod_read(f->payload + rec_record_head_size, COPY_HTOD_HEAD, len, &c, &bad) == 0 && in_order &&
+        (s = objects_get(&j->objs, stream, AOBJ_STREAM)) && job_stream_idle(j, s) &&
+        (data = job_device_bytes(j, s->device, c.dst, c.chunk.original))) {
+        /* Everything before it is done and nothing after it replays until
+         * it is in: the bytes may land in the device memory itself. */
+        in_place = true;
+    } else if (!r.err && op == CUDA_OP_cuMemcpyHtoDAsync_v2 && value && len == COPY_HTOD_HEAD + rest &&
+               copy_htod_read(f->payload + rec_record_head_size, COPY_HTOD_HEAD, len, &c, &bad) == 0) {
         /* The pool's buffers are allocated in the first device's context
          * (a staging_get that finds none allocates here). */
         static __thread bool has_context;
@@ -105,7 +115,7 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
     size_t original = data ? c.chunk.original : 0;
     uint8_t *p = realloc(f->payload, data ? STAGED_HEAD + sizeof(staged) : f->len + rest);
     if (!p) {
-        if (data)
+        if (data && !in_place)
             staging_put(j->b, data, original);
         uint64_t whole = f->len + rest;
         frame_release(f);
@@ -118,7 +128,7 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
     else
         rc = conn_recv_rest(&j->c, data ? data : p + f->len, rest, deadline_after(-1), JOB_SILENCE_MS, why);
     if (rc < 0) {
-        if (data)
+        if (data && !in_place)
             staging_put(j->b, data, original);
         frame_release(f);
         return rc;
@@ -128,7 +138,7 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why)
         return 0;
     }
     wire_store_u32(p + 4, COPY_HTOD_HEAD);
-    staged st = { data, original, rest };
+    staged st = { in_place ? NULL : data, original, rest, in_place };
     memcpy(p + STAGED_HEAD, &st, sizeof st);
     f->len = STAGED_HEAD + sizeof st;
     f->kind = JOB_FRAME_STAGED;
@@ -157,7 +167,7 @@ static CUresult malformed(job *j, const rig_why *why)
 /* Replays one record; returns the staging buffer of a copy into the
  * program through *staging. */
 static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object, wire_reader *r, staged *st,
-                              void **staging, size_t *staging_len)
+                              void **staging, size_t *staging_len, bool *in_place)
 {
     const cuda_driver *d = &j->b->drv;
     CUstream rs = s ? job_real_stream(s) : NULL;
@@ -243,6 +253,11 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
             job_fail(j, "controller: %s", why.text);
             return CUDA_ERROR_INVALID_VALUE;
         }
+        if (st && st->in_place) {
+            /* Landed in place: nothing left to copy. */
+            st->in_place = false;
+            return c.data_len != 0 || c.chunk.original != st->len ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        }
         if (st) {
             /* Staged (and decoded): the marker behind it gives the buffer back. */
             if (c.data_len != 0 || c.chunk.original != st->len)
@@ -273,6 +288,15 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         if (copy_dtoh_read(wire_get_view(r, have), have, &src, &n, &why) < 0) {
             job_fail(j, "controller: %s", why.text);
             return CUDA_ERROR_INVALID_VALUE;
+        }
+        /* On an idle stream the bytes go from the device memory itself,
+         * sent before the next record replays. */
+        void *at = s && job_stream_idle(j, s) ? job_device_bytes(j, s->device, src, n) : NULL;
+        if (at) {
+            *staging = at;
+            *staging_len = n;
+            *in_place = true;
+            return CUDA_SUCCESS;
         }
         if ((rc = staging_get(j->b, n, staging)))
             return rc;
@@ -400,11 +424,11 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
 
 /* Puts a marker for (stream, value) behind the work enqueued so far. */
 static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *staging, size_t staging_len,
-                 bool inbound)
+                 bool inbound, bool in_place)
 {
     note *n = note_new(j);
     if (!n) {
-        if (staging)
+        if (staging && !in_place)
             staging_put(j->b, staging, staging_len);
         job_fail(j, "agent: out of memory");
         return false;
@@ -415,6 +439,11 @@ static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *st
     n->staging = staging;
     n->len = staging_len;
     n->inbound = inbound;
+    n->in_place = in_place;
+    if (in_place) {
+        job_send_in_place(j, n);
+        return !job_failed(j);
+    }
     /* Work already done (a small copy the driver made in the call): the
      * word goes now, from this thread, sparing the driver's callback
      * thread's wake-up on the way of a synchronous wait. */
@@ -460,11 +489,11 @@ void replay_handover(job *j, const frame *f)
         memset(f->payload + STAGED_HEAD, 0, sizeof st);
         records = STAGED_HEAD;
     }
-    replay_records(j, f->payload, records, st.data ? &st : NULL, t, &nt);
+    replay_records(j, f->payload, records, st.data || st.in_place ? &st : NULL, t, &nt);
     if (st.data)
         staging_put(j->b, st.data, st.len);
     for (size_t i = 0; i < nt && !job_failed(j); i++)
-        if (t[i].value && !mark(j, t[i].s, t[i].stream, t[i].value, NULL, 0, false))
+        if (t[i].value && !mark(j, t[i].s, t[i].stream, t[i].value, NULL, 0, false, false))
             return;
 }
 
@@ -501,11 +530,12 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
         }
         void *staging = NULL;
         size_t staging_len = 0;
+        bool in_place = false;
         /* A staged copy's bytes came after its record; they count too. */
-        size_t carried = st && st->data ? st->wire : 0;
-        CUresult rc = replay_record(j, op, s, stream, &r, st, &staging, &staging_len);
+        size_t carried = st && (st->data || st->in_place) ? st->wire : 0;
+        CUresult rc = replay_record(j, op, s, stream, &r, st, &staging, &staging_len, &in_place);
         bool inbound = staging && op == CUDA_OP_cuMemcpyHtoDAsync_v2;
-        if (!st || st->data)
+        if (!st || st->data || st->in_place)
             carried = 0;
         if (rc) {
             if ((op == CUDA_OP_cuLaunchKernel || op == CUDA_OP_cuLaunchCooperativeKernel) && !job_sticky(rc)) {
@@ -519,7 +549,7 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
             } else {
                 job_fail_driver(j, s ? s->device : -1, rc, job_op_name(op));
             }
-            if (staging)
+            if (staging && !in_place)
                 staging_put(j->b, staging, staging_len);
             return;
         }
@@ -527,7 +557,8 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
             /* Bytes into the program need a place on a timeline to arrive
              * at: a copy without one is the controller's error. */
             if (staging) {
-                staging_put(j->b, staging, staging_len);
+                if (!in_place)
+                    staging_put(j->b, staging, staging_len);
                 job_fail(j, "controller: %s without a stream value", job_op_name(op));
                 return;
             }
@@ -540,7 +571,7 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
         /* Copies into the program carry bytes and host functions run in the
          * program when reached: each gets its own marker, at once. */
         if (staging || op == JOB_OP_MARK) {
-            if (!mark(j, s, stream, value, staging, staging_len, inbound))
+            if (!mark(j, s, stream, value, staging, staging_len, inbound, in_place))
                 return;
             if (i < nt)
                 t[i].value = 0;
@@ -548,7 +579,7 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
         }
         if (i == nt) {
             if (nt == TOUCHED_MAX) {
-                if (!mark(j, s, stream, value, NULL, 0, false))
+                if (!mark(j, s, stream, value, NULL, 0, false, false))
                     return;
                 continue;
             }

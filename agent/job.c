@@ -309,7 +309,7 @@ static void *reader_main(void *arg)
         j->reading = true;
         pthread_mutex_unlock(&j->q_lock);
         frame f = { 0 };
-        int rc = handover_recv(j, &f, deadline_after(-1), hold, &why);
+        int rc = handover_recv(j, &f, deadline_after(-1), hold, false, &why);
         bool quiet = rc == RIG_E_TIMEOUT && deadline_now_ms() - j->c.last_recv_ms < JOB_SILENCE_MS;
         if (rc < 0 && !quiet)
             drain = read_failed(j, rc, &why);
@@ -400,7 +400,7 @@ static bool next_frame(job *j, frame *out)
         j->reading = true;
         pthread_mutex_unlock(&j->q_lock);
         /* Bounded, so a failure found by another thread is seen soon. */
-        int rc = handover_recv(j, out, deadline_after(READER_IDLE_MS), JOB_SILENCE_MS, &why);
+        int rc = handover_recv(j, out, deadline_after(READER_IDLE_MS), JOB_SILENCE_MS, true, &why);
         bool quiet = rc == RIG_E_TIMEOUT && deadline_now_ms() - j->c.last_recv_ms < JOB_SILENCE_MS;
         bool drain = rc < 0 && !quiet && read_failed(j, rc, &why);
         pthread_mutex_lock(&j->q_lock);

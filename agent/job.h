@@ -23,6 +23,7 @@ typedef struct note {
     void *staging;
     size_t len;
     bool inbound;         /* staging held a copy to the device: given back, not sent */
+    bool in_place;        /* staging is the device memory itself: sent at once, never given back */
 } note;
 
 typedef struct agent_mesh agent_mesh;
@@ -185,15 +186,26 @@ void rail_free(job *j);
 #define JOB_FRAME_STAGED ((frame_kind)0x100)
 /* conn_recv for whoever reads the job's connection: large host-to-device
  * copies arrive as JOB_FRAME_STAGED frames, everything else as sent. The
+ * job thread with every earlier frame replayed reads in_order: a copy to an
+ * idle stream may then land in device memory in place (in_place.c). The
  * deadline and idle_ms bound the wait for a frame to begin; one begun is
  * read to its end. */
-int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, rig_why *why);
+int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, bool in_order, rig_why *why);
 /* frame_release that also gives back a staged frame's buffer. */
 void handover_frame_release(job *j, frame *f);
 /* Replays a FRAME_HANDOVER or JOB_FRAME_STAGED frame. */
 void replay_handover(job *j, const frame *f);
 void replay_drop(job *j, const frame *f);
 CUstream job_real_stream(agent_obj *s);
+
+/* ---- in_place.c: copies straight between the socket and device memory ---- */
+/* The host address of len bytes of device memory at p that device may use,
+ * when the backend's device memory is host memory and the whole range is
+ * one allocation of it; else NULL (the copy goes through staging). */
+void *job_device_bytes(job *j, int device, CUdeviceptr p, uint64_t len);
+/* True when s has done all its work (legacy ordering included), so a copy
+ * on it may happen now, in the calling thread. */
+bool job_stream_idle(job *j, agent_obj *s);
 
 /* ---- pool.c: memory pools and stream-ordered allocation ---- */
 /* A pool of device at id (the controller's); max_size 0: no limit. */
@@ -258,6 +270,10 @@ void CUDA_CB job_marker(void *arg);
  * most a marker's) from the calling thread, as a marker would, when that
  * cannot wait or reorder words; true when sent (the note is freed). */
 bool job_send_reached(job *j, note *n);
+/* Sends an in-place note (its bytes read from device memory) from the job
+ * thread, after every note the sender holds, before the job thread replays
+ * anything that could change those bytes; frees the note. */
+void job_send_in_place(job *j, note *n);
 void *sender_main(void *arg);
 void *beat_main(void *arg);
 void *watch_main(void *arg);

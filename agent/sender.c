@@ -224,6 +224,38 @@ static void send_bytes(job *j, const note *n)
     job_send(j, FRAME_BYTES, iov, 2);
 }
 
+void job_send_in_place(job *j, note *n)
+{
+    pthread_mutex_lock(&j->q_lock);
+    /* The sender's notes may hold earlier values of this stream: their
+     * words go first, or the program would take this value for theirs. */
+    while ((j->q_head || j->sending || j->marker_sending) && !j->failed) {
+        struct timespec ts = deadline_timespec_in(100);
+        pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
+    }
+    bool failed = j->failed;
+    if (!failed)
+        j->marker_sending = true;
+    pthread_mutex_unlock(&j->q_lock);
+    if (!failed) {
+        forward_output(j);
+        send_bytes(j, n);
+        uint8_t word[24];
+        wire_store_u64(word, n->stream);
+        wire_store_u64(word + 8, n->value);
+        wire_store_u64(word + 16, n->bytes);
+        struct iovec iov = { word, sizeof word };
+        if (!job_failed(j))
+            job_send(j, FRAME_WORD, &iov, 1);
+        pthread_mutex_lock(&j->q_lock);
+        j->marker_sending = false;
+        if (j->q_head)
+            pthread_cond_broadcast(&j->q_cond);
+        pthread_mutex_unlock(&j->q_lock);
+    }
+    note_free(j, n);
+}
+
 /* Bytes of copies into the program, then the words of the values reached;
  * a staged copy to the device only gives its buffer back. */
 void *sender_main(void *arg)

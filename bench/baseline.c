@@ -12,6 +12,8 @@
  *   memcpy         64 MiB between two touched buffers
  *
  *   baseline [RELAY ARG...]
+ *   baseline --serve     only the peer, on the port it prints, for the bench
+ *                        program's streams beside its copies (bench/tcp.h)
  *
  * With arguments, they are a relay's command line (bench/relay.c, e.g.
  * "build/bench/relay --delay-us 100"): baseline starts it with
@@ -33,95 +35,24 @@
 #include <stdbool.h>
 
 #include "bench/common.h"
+#include "bench/tcp.h"
 
-#define MSG 32
-#define STREAM_WRITE ((size_t)4 << 20)
 #define STREAM_TOTAL ((size_t)512 << 20)
 #define RELAY_STREAM_TOTAL ((size_t)64 << 20)
-
-static void tune(int fd)
-{
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-}
-
-static void put_all(int fd, const void *p, size_t n)
-{
-    for (size_t off = 0; off < n;) {
-        ssize_t w = write(fd, (const char *)p + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            die("baseline: write: %s", strerror(errno));
-        off += (size_t)w;
-    }
-}
-
-static void get_all(int fd, void *p, size_t n)
-{
-    for (size_t off = 0; off < n;) {
-        ssize_t r = read(fd, (char *)p + off, n - off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            die("baseline: read: %s", r ? strerror(errno) : "closed");
-        off += (size_t)r;
-    }
-}
-
-/* The peer: answers what the parent asks, one command byte at a time. */
-static void peer(int fd)
-{
-    uint8_t *buf = malloc(STREAM_WRITE);
-    memset(buf, 1, STREAM_WRITE);
-    for (;;) {
-        uint8_t cmd;
-        if (read(fd, &cmd, 1) != 1)
-            _exit(0);
-        if (cmd == 'p') {               /* ping-pong: u32 count */
-            uint32_t count;
-            get_all(fd, &count, sizeof count);
-            uint8_t m[MSG];
-            for (uint32_t i = 0; i < count; i++) {
-                get_all(fd, m, MSG);
-                put_all(fd, m, MSG);
-            }
-        } else if (cmd == 's') {        /* sink: u64 bytes, then one byte back */
-            uint64_t total;
-            get_all(fd, &total, sizeof total);
-            for (uint64_t got = 0; got < total;) {
-                ssize_t r = read(fd, buf, STREAM_WRITE);
-                if (r <= 0)
-                    _exit(1);
-                got += (uint64_t)r;
-            }
-            put_all(fd, "k", 1);
-        } else if (cmd == 'g') {        /* source: u64 bytes, sent back */
-            uint64_t total;
-            get_all(fd, &total, sizeof total);
-            for (uint64_t sent = 0; sent < total;) {
-                size_t n = total - sent < STREAM_WRITE ? (size_t)(total - sent) : STREAM_WRITE;
-                put_all(fd, buf, n);
-                sent += n;
-            }
-        }
-    }
-}
 
 static void measure_rtt(int fd)
 {
     enum { N = 4000, WARM = 500 };
     static double t[N];
-    uint8_t m[MSG] = { 0 };
+    uint8_t m[TCP_MSG] = { 0 };
     uint8_t cmd = 'p';
     uint32_t count = N + WARM;
-    put_all(fd, &cmd, 1);
-    put_all(fd, &count, sizeof count);
+    tcp_put_all(fd, &cmd, 1);
+    tcp_put_all(fd, &count, sizeof count);
     for (int i = 0; i < N + WARM; i++) {
         double t0 = now_s();
-        put_all(fd, m, MSG);
-        get_all(fd, m, MSG);
+        tcp_put_all(fd, m, TCP_MSG);
+        tcp_get_all(fd, m, TCP_MSG);
         if (i >= WARM)
             t[i - WARM] = (now_s() - t0) * 1e6;
     }
@@ -132,20 +63,12 @@ static void measure_stream(int fd, uint64_t stream_total)
 {
     enum { REPS = 5 };
     double gbs[REPS];
-    uint8_t *buf = malloc(STREAM_WRITE);
-    memset(buf, 2, STREAM_WRITE);
+    uint8_t *buf = malloc(TCP_STREAM_WRITE);
+    memset(buf, 2, TCP_STREAM_WRITE);
     for (int rep = -1; rep < REPS; rep++) {
-        uint8_t cmd = 's';
-        uint64_t total = stream_total;
-        put_all(fd, &cmd, 1);
-        put_all(fd, &total, sizeof total);
-        double t0 = now_s();
-        for (size_t off = 0; off < stream_total; off += STREAM_WRITE)
-            put_all(fd, buf, STREAM_WRITE);
-        char k;
-        get_all(fd, &k, 1);
+        double r = tcp_stream_once(fd, buf, stream_total);
         if (rep >= 0)
-            gbs[rep] = (double)stream_total / (now_s() - t0) / 1e9;
+            gbs[rep] = r;
     }
     free(buf);
     fig_print("tcp_stream", "GB/s", gbs, REPS);
@@ -161,8 +84,8 @@ static void measure_copies(int fd)
     };
     const double budget = getenv("BENCH_FIG_S") ? atof(getenv("BENCH_FIG_S")) : 4.0;
     const char *only = getenv("BENCH_BW_SIZES");
-    uint8_t *buf = malloc(STREAM_WRITE);
-    memset(buf, 5, STREAM_WRITE);
+    uint8_t *buf = malloc(TCP_STREAM_WRITE);
+    memset(buf, 5, TCP_STREAM_WRITE);
     static double gbs[400];
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         if (only && !strstr(only, sizes[k].name))
@@ -178,19 +101,19 @@ static void measure_copies(int fd)
                     break;
                 uint8_t cmd = dir ? 'g' : 's';
                 double t0 = now_s();
-                put_all(fd, &cmd, 1);
-                put_all(fd, &n, sizeof n);
+                tcp_put_all(fd, &cmd, 1);
+                tcp_put_all(fd, &n, sizeof n);
                 for (uint64_t off = 0; off < n;) {
-                    size_t c = n - off < STREAM_WRITE ? (size_t)(n - off) : STREAM_WRITE;
+                    size_t c = n - off < TCP_STREAM_WRITE ? (size_t)(n - off) : TCP_STREAM_WRITE;
                     if (dir)
-                        get_all(fd, buf, c);
+                        tcp_get_all(fd, buf, c);
                     else
-                        put_all(fd, buf, c);
+                        tcp_put_all(fd, buf, c);
                     off += c;
                 }
                 if (!dir) {
                     char ack;
-                    get_all(fd, &ack, 1);
+                    tcp_get_all(fd, &ack, 1);
                 }
                 if (i >= 0)
                     gbs[got++] = (double)n / (now_s() - t0) / 1e9;
@@ -260,13 +183,20 @@ static void measure_memcpy(void)
 
 int main(int argc, char **argv)
 {
+    uint16_t port;
+    int ls = tcp_listen(&port);
+    if (argc == 2 && strcmp(argv[1], "--serve") == 0) {
+        /* The bench program's peer: one connection, served until it closes. */
+        printf("listening on 127.0.0.1:%u\n", (unsigned)port);
+        fflush(stdout);
+        int fd = accept(ls, NULL, NULL);
+        if (fd < 0)
+            die("baseline: accept: %s", strerror(errno));
+        close(ls);
+        tcp_tune(fd);
+        tcp_peer(fd);
+    }
     bool relay = argc > 1;
-    int ls = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t sl = sizeof sa;
-    if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof sa) || listen(ls, 1) ||
-        getsockname(ls, (struct sockaddr *)&sa, &sl))
-        die("baseline: listen: %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0)
         die("baseline: fork: %s", strerror(errno));
@@ -274,19 +204,15 @@ int main(int argc, char **argv)
         int fd = accept(ls, NULL, NULL);
         if (fd < 0)
             _exit(1);
-        tune(fd);
+        tcp_tune(fd);
         close(ls);
-        peer(fd);
-        _exit(0);
+        tcp_peer(fd);
     }
     close(ls);
     pid_t relay_pid = 0;
     if (relay)
-        sa.sin_port = htons(start_relay(argv + 1, argc - 1, ntohs(sa.sin_port), &relay_pid));
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa))
-        die("baseline: connect: %s", strerror(errno));
-    tune(fd);
+        port = start_relay(argv + 1, argc - 1, port, &relay_pid);
+    int fd = tcp_connect(port);
     measure_rtt(fd);
     /* Through a relay the stream runs at its rate: 64 MiB say what it is. */
     measure_stream(fd, relay ? RELAY_STREAM_TOTAL : STREAM_TOTAL);

@@ -10,7 +10,10 @@
  * BENCH_BW_SIZES (e.g. "64MiB,1GiB") limits the copy sizes measured (copies
  * are of random bytes, and at 64 MiB of compressible ones too);
  * BENCH_AGENT_PID, when set, is a process whose resident memory the rss
- * section reports too. Prints "fig" lines (bench/common.h) and "note" lines. */
+ * section reports too. BENCH_TCP_PEER, a port of "baseline --serve": after
+ * each copy of 1 MiB or more a 64 MiB loopback TCP stream to it too, its
+ * figure tcp_beside_NAME (the machine's speed drifts; the ratio should
+ * not). Prints "fig" lines (bench/common.h) and "note" lines. */
 #include <cuda.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include <unistd.h>
 
 #include "bench/common.h"
+#include "bench/tcp.h"
 #include "proto/compress.h"
 
 #define CK(call)                                                               \
@@ -35,6 +39,8 @@ static CUcontext ctx;
 static CUmodule kernels;
 static CUfunction fn_empty, fn_spin, fn_matmul, fn_reduce;
 static const char *kernel_dir;
+/* BENCH_TCP_PEER's connection (baseline --serve), or -1. */
+static int tcp_peer_fd = -1;
 
 static void *read_file(const char *name, size_t *len)
 {
@@ -220,7 +226,14 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
 static void copy_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host, size_t n, int reps, bool big,
                         double budget, double *rate)
 {
-    static double gbs[400];
+    static double gbs[400], beside[400];
+    static uint8_t *stream_buf;
+    bool tcp = tcp_peer_fd >= 0 && n >= ((size_t)1 << 20);
+    if (tcp && !stream_buf) {
+        if (!(stream_buf = malloc(TCP_STREAM_WRITE)))
+            die("no memory for the TCP stream's buffer");
+        memset(stream_buf, 2, TCP_STREAM_WRITE);
+    }
     int warm = big ? 0 : reps > 10 ? reps / 10 : 1, got = 0;
     double t_start = 0;
     for (int i = -warm; i < reps; i++) {
@@ -233,10 +246,20 @@ static void copy_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host,
             CK(cuMemcpyHtoD(d, host, n));
         else
             CK(cuMemcpyDtoH(host, d, n));
-        if (i >= 0)
-            gbs[got++] = (double)n / (now_s() - t0) / 1e9;
+        double t = now_s() - t0;
+        if (i >= 0) {
+            gbs[got] = (double)n / t / 1e9;
+            if (tcp)
+                beside[got] = tcp_stream_once(tcp_peer_fd, stream_buf, (uint64_t)64 << 20);
+            got++;
+        }
     }
     double med = fig_print(name, "GB/s", gbs, (size_t)got);
+    if (tcp) {
+        char bname[96];
+        snprintf(bname, sizeof bname, "tcp_beside_%s", name);
+        fig_print(bname, "GB/s", beside, (size_t)got);
+    }
     if (rate)
         *rate = med;
 }
@@ -455,6 +478,8 @@ int main(int argc, char **argv)
         return 1;
     }
     double before = rss_mib("self");
+    if (getenv("BENCH_TCP_PEER"))
+        tcp_peer_fd = tcp_connect((uint16_t)atoi(getenv("BENCH_TCP_PEER")));
     start();
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "latency") == 0) {

@@ -14,11 +14,11 @@ BENCH_ARCH    := -gencode arch=compute_75,code=compute_75 -Wno-deprecated-gpu-ta
 # the run gives it.
 # The compressible bytes are proto's (compress_sparse_floats), with lz4 linked
 # in so the GPU bundle's copy needs glibc and the driver only.
-$(BENCH_BIN): $(BENCH_DIR)/bench.o $(BENCH_DIR)/common.o $(PROTO_LIB)
+$(BENCH_BIN): $(BENCH_DIR)/bench.o $(BENCH_DIR)/common.o $(BENCH_DIR)/tcp.o $(PROTO_LIB)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64/stubs -lcuda -Wl,-Bstatic -llz4 -Wl,-Bdynamic
 
-$(BENCH_BASE): $(BENCH_DIR)/baseline.o $(BENCH_DIR)/common.o
+$(BENCH_BASE): $(BENCH_DIR)/baseline.o $(BENCH_DIR)/common.o $(BENCH_DIR)/tcp.o
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^
 

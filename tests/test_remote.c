@@ -39,7 +39,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("memcpyasync"), BUILDS("virtualfn"), BUILDS("lazyrefuse"),
         BUILDS("wmmagemm"),
         BUILDS("cublas"), BUILDS("cublasgemm"), BUILDS("cusparsespmv"), BUILDS("cusolverlu"),
-        BUILDS("tmacopy"),
+        BUILDS("tmacopy"), BUILDS("copyorder"),
     };
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
