@@ -79,7 +79,7 @@ struct job {
      * (whichever thread reads holds it: one at a time). */
     uint8_t *packed_out;
     size_t packed_out_cap;
-    int64_t lz4_paused_until_ms;  /* the sender's: compressing did not keep up; raw until then */
+    int64_t compress_paused_until_ms;  /* the sender's: compressing did not keep up; raw until then */
     uint8_t *packed_in;
     size_t packed_in_cap;
 };

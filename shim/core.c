@@ -382,14 +382,14 @@ static void print_stats(void)
         pthread_mutex_unlock(&l->lock);
         if (write(2, line, (size_t)n) < 0)
             return;
-        /* Copies' bytes that went LZ4-compressed, when any did. */
-        unsigned long long out = __atomic_load_n(&l->lz4_out_bytes, __ATOMIC_RELAXED),
-                           out_stored = __atomic_load_n(&l->lz4_out_stored, __ATOMIC_RELAXED),
-                           in = __atomic_load_n(&l->lz4_in_bytes, __ATOMIC_RELAXED),
-                           in_stored = __atomic_load_n(&l->lz4_in_stored, __ATOMIC_RELAXED);
+        /* Copies' bytes that went compressed, when any did. */
+        unsigned long long out = __atomic_load_n(&l->compressed_out_bytes, __ATOMIC_RELAXED),
+                           out_stored = __atomic_load_n(&l->compressed_out_stored, __ATOMIC_RELAXED),
+                           in = __atomic_load_n(&l->compressed_in_bytes, __ATOMIC_RELAXED),
+                           in_stored = __atomic_load_n(&l->compressed_in_stored, __ATOMIC_RELAXED);
         if (!out && !in)
             continue;
-        n = snprintf(line, sizeof line, "rig: %-20s lz4 out %llu bytes as %llu, in %llu bytes as %llu\n",
+        n = snprintf(line, sizeof line, "rig: %-20s compressed out %llu bytes as %llu, in %llu bytes as %llu\n",
                      devices[d].label, out, out_stored, in, in_stored);
         if (write(2, line, (size_t)n) < 0)
             return;

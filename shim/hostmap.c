@@ -147,8 +147,8 @@ CUresult shim_hostmap_before_launch(agent_link *l, proxy_obj *s)
                 end += n;
             }
             memcpy(m->shadow + off, m->host + off, end - off);
-            bool lz4 = shim_htod_compress(l, s, m->shadow + off, end - off, false);
-            rc = shim_htod_record(l, s, m->dev + off, m->shadow + off, end - off, lz4, false, NULL);
+            uint8_t method = shim_htod_compress(l, s, m->shadow + off, end - off, false);
+            rc = shim_htod_record(l, s, m->dev + off, m->shadow + off, end - off, method, false, NULL);
             off = end;
         }
     }

@@ -26,19 +26,19 @@ static int64_t now_ns(void)
 
 static bool paused(agent_link *l)
 {
-    return now_ns() < __atomic_load_n(&l->lz4_paused_until_ns, __ATOMIC_RELAXED);
+    return now_ns() < __atomic_load_n(&l->compress_paused_until_ns, __ATOMIC_RELAXED);
 }
 
-bool shim_htod_compress(agent_link *l, proxy_obj *s, const void *src, size_t n, bool reads_program)
+uint8_t shim_htod_compress(agent_link *l, proxy_obj *s, const void *src, size_t n, bool reads_program)
 {
     double link = compress_link_rate(conn_link_rate(&l->c));
     if (n < HTOD_COMPRESS_MIN || !(link > 0) || paused(l))
-        return false;
+        return COMPRESS_RAW;
     if (reads_program && s && link_wait_program_writes(l, s) != CUDA_SUCCESS)
-        return false;   /* the job failed: the record reports it */
+        return COMPRESS_RAW;   /* the job failed: the record reports it */
     compress_rates r = compress_machine();
     r.link_bps = link;
-    return compress_decide(src, n, &r).pays;
+    return compress_decide(src, n, &r).method;
 }
 
 /* Each thread's buffer for compressed pieces, kept for the next copy. */
@@ -69,35 +69,36 @@ static uint8_t *thread_buffer(size_t need)
     return b->bytes;
 }
 
-CUresult shim_htod_record(agent_link *l, proxy_obj *s, CUdeviceptr dst, const void *src, size_t len, bool lz4,
-                          bool reads_program, uint64_t *last)
+CUresult shim_htod_record(agent_link *l, proxy_obj *s, CUdeviceptr dst, const void *src, size_t len,
+                          uint8_t method, bool reads_program, uint64_t *last)
 {
     uint8_t body[COPY_HTOD_HEAD];
     compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)len, .stored = (uint32_t)len };
     const void *data = src;
     /* A piece after compressing stopped keeping up goes raw. */
-    uint8_t *packed = lz4 && !paused(l) ? thread_buffer(compress_bound(len)) : NULL;
+    bool compress = method != COMPRESS_RAW;
+    uint8_t *packed = compress && !paused(l) ? thread_buffer(compress_bound(len)) : NULL;
     if (packed) {
         /* compress_bound fits: the call cannot fail. */
         size_t out = 0;
         rig_why why = { "" };
         int64_t t0 = now_ns();
-        int rc = compress_chunk(src, len, true, packed, compress_bound(len), &out, &why);
+        int rc = compress_chunk(src, len, method, packed, compress_bound(len), &out, &why);
         double link = compress_link_rate(conn_link_rate(&l->c));
         if (!compress_kept_up(len, (double)(now_ns() - t0) * 1e-9, link)) {
-            __atomic_store_n(&l->lz4_paused_until_ns, now_ns() + (int64_t)COMPRESS_PAUSE_MS * 1000000,
+            __atomic_store_n(&l->compress_paused_until_ns, now_ns() + (int64_t)COMPRESS_PAUSE_MS * 1000000,
                              __ATOMIC_RELAXED);
-            shim_log(SHIM_LOG_DEBUG, "agent %s: LZ4 ran slower than the link (%.3g bytes/s); raw for %d ms", l->name,
-                     link, COMPRESS_PAUSE_MS);
+            shim_log(SHIM_LOG_DEBUG, "agent %s: compressing ran slower than the link (%.3g bytes/s); raw for %d ms",
+                     l->name, link, COMPRESS_PAUSE_MS);
         }
-        if (rc == RIG_OK && packed[0] == COMPRESS_LZ4) {
+        if (rc == RIG_OK && packed[0] != COMPRESS_RAW) {
             rig_why bad = { "" };
             compress_header_read(packed, &h, &bad);
             data = packed + COMPRESS_HEADER_SIZE;
-            __atomic_add_fetch(&l->lz4_out_bytes, len, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&l->lz4_out_stored, h.stored, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&l->compressed_out_bytes, len, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&l->compressed_out_stored, h.stored, __ATOMIC_RELAXED);
         }
-    } else if (lz4) {
+    } else if (compress) {
         shim_log(SHIM_LOG_DEBUG, "agent %s: no memory to compress a copy of %zu bytes; it goes raw", l->name, len);
     }
     copy_htod_write(body, dst, &h);

@@ -568,7 +568,7 @@ static const uint8_t *read_packed(agent_link *l, const copy_bytes_head *b, uint6
 
 /* A bytes frame arrives split after its head (receiver_main): a raw
  * chunk's bytes are read from the socket straight into the program's
- * destination, no buffer and no copy between; an lz4 chunk's are read into
+ * destination, no buffer and no copy between; a compressed chunk's are read into
  * the link's buffer and decoded into place. The copy ran on the device
  * before the agent sent it, so these are the bytes CUDA writes there; the
  * word of its value follows. */
@@ -609,8 +609,8 @@ static void apply_bytes(agent_link *l, const frame *f)
             free(c);
             return;
         }
-        __atomic_add_fetch(&l->lz4_in_bytes, n, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&l->lz4_in_stored, b.chunk.stored, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&l->compressed_in_bytes, n, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&l->compressed_in_stored, b.chunk.stored, __ATOMIC_RELAXED);
     }
     if (!c->width) {
         if (packed) {

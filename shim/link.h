@@ -57,14 +57,14 @@ struct agent_link {
     uint8_t *batch;                  /* small handover records not yet sent */
     size_t batch_len;                /* under send_lock; read unlocked as a hint */
     int64_t last_flush_ns;
-    int64_t lz4_paused_until_ns;     /* atomic: compressing did not keep up; raw until then */
+    int64_t compress_paused_until_ns;     /* atomic: compressing did not keep up; raw until then */
     uint8_t *packed;                 /* compressed bytes frames land here (the baton's holder) */
     size_t packed_cap;
     /* statistics for RIG_STATS */
     uint64_t calls, round_trips;
     uint64_t wait_ns;
     /* Copies' bytes that went compressed (atomic): originals, stored. */
-    uint64_t lz4_out_bytes, lz4_out_stored, lz4_in_bytes, lz4_in_stored;
+    uint64_t compressed_out_bytes, compressed_out_stored, compressed_in_bytes, compressed_in_stored;
 };
 
 /* Connects, proves the key, reserves a pointer window (both ends), opens the

@@ -315,10 +315,10 @@ static CUresult copy_htod(proxy_obj *s, CUdeviceptr dst, const void *src, size_t
 {
     CUresult rc = CUDA_SUCCESS;
     *last = 0;
-    bool lz4 = shim_htod_compress(s->link, s, src, n, true);
+    uint8_t method = shim_htod_compress(s->link, s, src, n, true);
     for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
         len = piece_at(off, n);
-        rc = shim_htod_record(s->link, s, dst + off, (const uint8_t *)src + off, len, lz4, true, last);
+        rc = shim_htod_record(s->link, s, dst + off, (const uint8_t *)src + off, len, method, true, last);
     }
     return rc;
 }

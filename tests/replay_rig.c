@@ -33,7 +33,7 @@ struct replay_rig {
         size_t len;
     } bytes[KEPT_BYTES];
     int next_bytes;
-    uint64_t lz4_bytes;          /* bytes frames that came LZ4-compressed */
+    uint64_t compressed_bytes;   /* bytes frames that came compressed */
 };
 
 static backend softgpu;
@@ -77,8 +77,8 @@ static void *reader_main(void *arg)
                 if (r->bytes[k].data &&
                     compress_body_decode(&b.chunk, b.data, r->bytes[k].data, b.chunk.original, NULL) < 0)
                     r->bytes[k].len = 0;
-                if (b.chunk.method == COMPRESS_LZ4)
-                    r->lz4_bytes++;
+                if (b.chunk.method != COMPRESS_RAW)
+                    r->compressed_bytes++;
             }
             pthread_cond_broadcast(&r->changed);
             pthread_mutex_unlock(&r->lock);
@@ -199,10 +199,10 @@ long replay_rig_bytes(replay_rig *r, uint64_t stream, uint64_t value, uint8_t *o
     return got;
 }
 
-uint64_t replay_rig_lz4_bytes(replay_rig *r)
+uint64_t replay_rig_compressed_bytes(replay_rig *r)
 {
     pthread_mutex_lock(&r->lock);
-    uint64_t n = r->lz4_bytes;
+    uint64_t n = r->compressed_bytes;
     pthread_mutex_unlock(&r->lock);
     return n;
 }

@@ -27,8 +27,8 @@ size_t replay_rig_last_answer(replay_rig *r, uint8_t *out, size_t cap);
 /* Bytes of copies into the program for (stream, value), waiting up to
  * timeout_ms; returns their length, or -1 when none came. */
 long replay_rig_bytes(replay_rig *r, uint64_t stream, uint64_t value, uint8_t *out, size_t cap, int timeout_ms);
-/* Bytes frames so far whose chunk was LZ4-compressed. */
-uint64_t replay_rig_lz4_bytes(replay_rig *r);
+/* Bytes frames so far whose chunk was compressed (LZ4 or zero words). */
+uint64_t replay_rig_compressed_bytes(replay_rig *r);
 /* The job's root cause, "" while it has not failed. */
 const char *replay_rig_cause(replay_rig *r);
 

@@ -427,17 +427,20 @@ Test(agent_replay, compressed_copies, .timeout = 60)
     cr_assert(data && chunk && buf && out);
     size_t chunk_len = 0;
     uint64_t v = 4;
-    for (int sparse = 1; sparse >= 0; sparse--, v += 2) {
-        fill(data, N, sparse, 0x5eed + (uint64_t)sparse);
-        cr_assert_eq(compress_chunk(data, N, sparse, chunk, compress_bound(N), &chunk_len, NULL), 0);
-        cr_assert_eq(chunk[0], sparse ? COMPRESS_LZ4 : COMPRESS_RAW);
-        uint64_t lz4_before = replay_rig_lz4_bytes(r);
+    /* Sparse floats as zero words, then as LZ4; random bytes raw. */
+    static const uint8_t methods[] = { COMPRESS_ZEROS, COMPRESS_LZ4, COMPRESS_RAW };
+    for (int m = 0; m < 3; m++, v += 2) {
+        int sparse = methods[m] != COMPRESS_RAW;
+        fill(data, N, sparse, 0x5eed + (uint64_t)m);
+        cr_assert_eq(compress_chunk(data, N, methods[m], chunk, compress_bound(N), &chunk_len, NULL), 0);
+        cr_assert_eq(chunk[0], methods[m]);
+        uint64_t compressed_before = replay_rig_compressed_bytes(r);
         size_t n = copy_there_and_back(buf, cap, ptr, chunk, chunk_len, N, v);
         replay_rig_frame(r, FRAME_HANDOVER, buf, n);
         cr_assert_eq(replay_rig_bytes(r, REPLAY_STREAM, v + 1, out, N, 10000), (long)N, "%s data: no bytes; cause: %s",
                      sparse ? "sparse" : "random", replay_rig_cause(r));
         cr_assert_eq(memcmp(out, data, N), 0, "%s data came back changed", sparse ? "sparse" : "random");
-        cr_assert_eq(replay_rig_lz4_bytes(r) - lz4_before, sparse ? 1u : 0u,
+        cr_assert_eq(replay_rig_compressed_bytes(r) - compressed_before, sparse ? 1u : 0u,
                      "%s data: the copy back went %s", sparse ? "sparse" : "random", sparse ? "raw" : "compressed");
     }
     /* A chunk that says lz4 over bytes that are not. */

@@ -1,14 +1,17 @@
-/* proto/compress: chunks round trip for zeros, patterns, random bytes and
- * sparse floats; every truncation and bit flip of a compressed chunk is
+/* proto/compress: chunks round trip with each method for zeros, patterns,
+ * random bytes and sparse floats at every length (tails of 1-3 bytes, short
+ * last blocks); every truncation and bit flip of a compressed chunk is
  * refused or decodes to the right length inside its buffers; lying headers
- * are refused naming the field; the decision says no for random bytes, yes
- * for zeros on a slow link and no on a link faster than LZ4; docs/wire.md's
+ * and zero-word bodies are refused naming what; the decision says no for
+ * random bytes, yes for zeros on a slow link, zero words for sparse floats
+ * on a link faster than LZ4, no on a link faster than both; docs/wire.md's
  * chunk header is the code's. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto/compress.h"
+#include "proto/wire.h"
 #include "tests/seed.h"
 #include "tests/support.h"
 
@@ -47,13 +50,13 @@ static uint8_t *make(int kind, size_t len)
 }
 
 /* Compresses in[0..len) into an exact-size heap chunk; returns it. */
-static uint8_t *chunk_of(const uint8_t *in, size_t len, bool lz4, size_t *n)
+static uint8_t *chunk_of(const uint8_t *in, size_t len, uint8_t method, size_t *n)
 {
     size_t cap = compress_bound(len);
     cr_assert_gt(cap, len);
     uint8_t *room = malloc(cap);
     rig_why why = { "" };
-    cr_assert_eq(compress_chunk(in, len, lz4, room, cap, n, &why), 0, "%s", why.text);
+    cr_assert_eq(compress_chunk(in, len, method, room, cap, n, &why), 0, "%s", why.text);
     cr_assert_leq(*n, cap);
     uint8_t *exact = malloc(*n);
     memcpy(exact, room, *n);
@@ -64,19 +67,22 @@ static uint8_t *chunk_of(const uint8_t *in, size_t len, bool lz4, size_t *n)
 static void round_trip(int kind, size_t len)
 {
     uint8_t *in = make(kind, len);
-    for (int lz4 = 0; lz4 < 2; lz4++) {
+    for (uint8_t method = COMPRESS_RAW; method <= COMPRESS_ZEROS; method++) {
         size_t n;
-        uint8_t *c = chunk_of(in, len, lz4, &n);
+        uint8_t *c = chunk_of(in, len, method, &n);
         compress_header h;
         rig_why why = { "" };
         cr_assert_eq(compress_header_read(c, &h, &why), 0, "%s", why.text);
         cr_assert_eq(h.original, len);
         cr_assert_eq(n, COMPRESS_HEADER_SIZE + h.stored);
-        if (!lz4 || kind == RANDOM || len == 0)
-            cr_assert_eq(h.method, COMPRESS_RAW, "%s of %zu bytes, lz4 %d: method %u", kind_names[kind], len, lz4,
-                         h.method);
+        /* Zero words shrink only zeros and sparse floats; LZ4 the pattern too. */
+        bool shrinks = method == COMPRESS_LZ4 ? kind != RANDOM : kind == ZEROS || kind == SPARSE;
+        if (method == COMPRESS_RAW || !shrinks || len == 0)
+            cr_assert_eq(h.method, COMPRESS_RAW, "%s of %zu bytes, method %u: stored as %u", kind_names[kind], len,
+                         method, h.method);
         else if (len >= 4096)
-            cr_assert_eq(h.method, COMPRESS_LZ4, "%s of %zu bytes did not compress", kind_names[kind], len);
+            cr_assert_eq(h.method, method, "%s of %zu bytes did not compress with method %u", kind_names[kind], len,
+                         method);
         uint8_t *out = malloc(len ? len : 1);
         size_t consumed = 0, out_len = 0;
         cr_assert_eq(decompress_chunk(c, n, out, len, &consumed, &out_len, &why), 0, "%s of %zu: %s",
@@ -93,7 +99,7 @@ static void round_trip(int kind, size_t len)
 Test(compress, round_trips)
 {
     rng = test_seed() | 1;
-    static const size_t lens[] = { 0, 1, 3, 16, 1000, 4096, 65536, 1 << 20, 3 << 20 };
+    static const size_t lens[] = { 0, 1, 3, 16, 127, 128, 129, 131, 1000, 4096, 4099, 65536, 1 << 20, (3 << 20) + 2 };
     for (int kind = 0; kind < 4; kind++)
         for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
             round_trip(kind, lens[i]);
@@ -104,24 +110,29 @@ Test(compress, largest_chunk_and_ratios)
     rng = test_seed() | 1;
     size_t len = COMPRESS_CHUNK_MAX, n;
     uint8_t *in = make(SPARSE, len);
-    uint8_t *c = chunk_of(in, len, true, &n);
-    cr_assert_lt(n, len / 2, "16 MiB of sparse floats compressed to %zu bytes", n);
     uint8_t *out = malloc(len);
     size_t consumed, out_len;
     rig_why why = { "" };
-    cr_assert_eq(decompress_chunk(c, n, out, len, &consumed, &out_len, &why), 0, "%s", why.text);
-    cr_assert_eq(memcmp(in, out, len), 0);
-    free(c);
+    for (uint8_t method = COMPRESS_LZ4; method <= COMPRESS_ZEROS; method++) {
+        uint8_t *c = chunk_of(in, len, method, &n);
+        /* 1 float in 8: zero words keep a mask word per 32 and the floats. */
+        cr_assert_lt(n, len / 2, "16 MiB of sparse floats compressed to %zu bytes (method %u)", n, method);
+        cr_assert_eq(c[0], method);
+        memset(out, 0xee, len);
+        cr_assert_eq(decompress_chunk(c, n, out, len, &consumed, &out_len, &why), 0, "%s", why.text);
+        cr_assert_eq(memcmp(in, out, len), 0);
+        free(c);
+    }
     free(out);
     free(in);
     /* One byte more is refused before anything is done. */
     uint8_t small[64];
     cr_assert_eq(compress_bound((size_t)COMPRESS_CHUNK_MAX + 1), 0);
-    cr_assert_eq(compress_chunk(small, (size_t)COMPRESS_CHUNK_MAX + 1, true, small, sizeof small, &n, &why),
+    cr_assert_eq(compress_chunk(small, (size_t)COMPRESS_CHUNK_MAX + 1, COMPRESS_LZ4, small, sizeof small, &n, &why),
                  RIG_E_TOO_LONG);
     cr_assert(strstr(why.text, "at most"), "%s", why.text);
     /* Too little room for the worst case is refused too. */
-    cr_assert_eq(compress_chunk(small, 60, true, small, 60, &n, &why), RIG_E_TOO_LONG);
+    cr_assert_eq(compress_chunk(small, 60, COMPRESS_LZ4, small, 60, &n, &why), RIG_E_TOO_LONG);
 }
 
 /* ---- corrupt and lying chunks ---- */
@@ -140,7 +151,13 @@ static void check_mutation(const uint8_t *p, size_t n, void *vctx)
     rig_why why = { "" };
     int rc = decompress_chunk(p, n, out, ctx->original, &consumed, &out_len, &why);
     if (rc == 0) {
-        cr_assert_eq(out_len, ctx->original, "a mutated chunk decoded to %zu bytes, not %zu", out_len, ctx->original);
+        /* Zero words whose header's length lost trailing zero words still
+         * decode, to the length the header says: the copy's own length
+         * (proto/copy.c) is what refuses that one. */
+        size_t claimed = n >= 5 ? wire_load_u32(p + 1) : 0;
+        size_t want = p[0] == COMPRESS_ZEROS ? claimed : ctx->original;
+        cr_assert_eq(out_len, want, "a mutated chunk decoded to %zu bytes, not %zu", out_len, want);
+        cr_assert_leq(out_len, ctx->original);
         cr_assert_leq(consumed, n);
         ctx->decoded++;
     } else {
@@ -151,12 +168,12 @@ static void check_mutation(const uint8_t *p, size_t n, void *vctx)
     free(out);
 }
 
-static void mutate(int kind, size_t len)
+static void mutate(int kind, size_t len, uint8_t method)
 {
     uint8_t *in = make(kind, len);
     size_t n;
-    uint8_t *c = chunk_of(in, len, true, &n);
-    cr_assert_eq(c[0], COMPRESS_LZ4, "%s did not compress", kind_names[kind]);
+    uint8_t *c = chunk_of(in, len, method, &n);
+    cr_assert_eq(c[0], method, "%s did not compress", kind_names[kind]);
     mutation_ctx ctx = { .original = len };
     support_each_mutation(c, n, check_mutation, &ctx);
     /* Every proper prefix is refused; most flips are too. */
@@ -165,9 +182,16 @@ static void mutate(int kind, size_t len)
     free(in);
 }
 
-Test(compress, truncations_and_bit_flips_zeros) { rng = test_seed() | 1; mutate(ZEROS, 65536); }
-Test(compress, truncations_and_bit_flips_pattern) { rng = test_seed() | 1; mutate(PATTERN, 16384); }
-Test(compress, truncations_and_bit_flips_sparse) { rng = test_seed() | 1; mutate(SPARSE, 8192); }
+Test(compress, truncations_and_bit_flips_zeros) { rng = test_seed() | 1; mutate(ZEROS, 65536, COMPRESS_LZ4); }
+Test(compress, truncations_and_bit_flips_pattern) { rng = test_seed() | 1; mutate(PATTERN, 16384, COMPRESS_LZ4); }
+Test(compress, truncations_and_bit_flips_sparse) { rng = test_seed() | 1; mutate(SPARSE, 8192, COMPRESS_LZ4); }
+/* A short last block and a 3-byte tail. */
+Test(compress, truncations_and_bit_flips_zero_words)
+{
+    rng = test_seed() | 1;
+    mutate(SPARSE, 8192 + 40 + 3, COMPRESS_ZEROS);
+    mutate(ZEROS, 4096 + 1, COMPRESS_ZEROS);
+}
 
 static int read_header(uint8_t method, uint32_t original, uint32_t stored, rig_why *why)
 {
@@ -185,8 +209,10 @@ Test(compress, lying_headers)
         int rc;
         const char *says;
     } cases[] = {
-        { 2, 100, 50, RIG_E_MALFORMED, "method 2" },
+        { 3, 100, 50, RIG_E_MALFORMED, "method 3" },
         { 255, 100, 100, RIG_E_MALFORMED, "method 255" },
+        { COMPRESS_ZEROS, 100, 100, RIG_E_MALFORMED, "zeros, stored length 100" },
+        { COMPRESS_ZEROS, 100, 0, RIG_E_MALFORMED, "zeros, stored length 0" },
         { COMPRESS_RAW, 100, 99, RIG_E_MALFORMED, "stored length 99 is not the original 100" },
         { COMPRESS_RAW, 100, 101, RIG_E_MALFORMED, "raw" },
         { COMPRESS_LZ4, 100, 100, RIG_E_MALFORMED, "lz4, stored length 100" },
@@ -209,7 +235,7 @@ Test(compress, lying_headers)
      * decodes to. */
     uint8_t *zeros = make(ZEROS, 1000);
     size_t n;
-    uint8_t *c = chunk_of(zeros, 1000, true, &n);
+    uint8_t *c = chunk_of(zeros, 1000, COMPRESS_LZ4, &n);
     uint8_t *out = malloc(2000);
     size_t consumed, out_len;
     compress_header h;
@@ -236,6 +262,45 @@ Test(compress, lying_headers)
     free(zeros);
 }
 
+/* Zero-word bodies written by hand: each lie is refused, naming it. */
+static int zeros_body(uint32_t original, const uint8_t *body, uint32_t stored, uint8_t *out, rig_why *why)
+{
+    uint8_t chunk[COMPRESS_HEADER_SIZE + 64];
+    compress_header h = { .method = COMPRESS_ZEROS, .original = original, .stored = stored };
+    compress_header_write(chunk, &h);
+    memcpy(chunk + COMPRESS_HEADER_SIZE, body, stored);
+    size_t consumed, out_len;
+    return decompress_chunk(chunk, COMPRESS_HEADER_SIZE + stored, out, original, &consumed, &out_len, why);
+}
+
+Test(compress, lying_zero_words)
+{
+    uint8_t out[512];
+    rig_why why = { "" };
+    /* 17 bytes: four words (the second stored) and a tail byte. */
+    static const uint8_t good[] = { 2, 0, 0, 0, 0xaa, 0xbb, 0xcc, 0xdd, 0x7f };
+    memset(out, 0xee, sizeof out);
+    cr_assert_eq(zeros_body(17, good, sizeof good, out, &why), 0, "%s", why.text);
+    static const uint8_t want[] = { 0, 0, 0, 0, 0xaa, 0xbb, 0xcc, 0xdd, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f };
+    cr_assert_eq(memcmp(out, want, 17), 0);
+    /* A mask bit past the chunk's three words. */
+    static const uint8_t past[] = { 8, 0, 0, 0, 1, 2, 3, 4, 5 };
+    cr_assert_eq(zeros_body(13, past, sizeof past, out, &why), RIG_E_MALFORMED);
+    cr_assert(strstr(why.text, "past the chunk's 3"), "%s", why.text);
+    /* Words the mask promises and the body lacks. */
+    static const uint8_t short_words[] = { 3, 0, 0, 0, 1, 2, 3, 4 };
+    cr_assert_eq(zeros_body(12, short_words, sizeof short_words, out, &why), RIG_E_MALFORMED);
+    cr_assert(strstr(why.text, "ends in block 0's 2 words"), "%s", why.text);
+    /* 256 bytes are two blocks: a body that ends in the second's mask. */
+    static const uint8_t one_block[] = { 0, 0, 0, 0, 0, 0 };
+    cr_assert_eq(zeros_body(256, one_block, sizeof one_block, out, &why), RIG_E_MALFORMED);
+    cr_assert(strstr(why.text, "ends in block 1's mask"), "%s", why.text);
+    /* Bytes after the words that are not the tail. */
+    static const uint8_t extra[] = { 0, 0, 0, 0, 9, 9 };
+    cr_assert_eq(zeros_body(8 + 1, extra, sizeof extra, out, &why), RIG_E_MALFORMED);
+    cr_assert(strstr(why.text, "2 bytes after its words, the original's tail is 1"), "%s", why.text);
+}
+
 /* ---- the decision ---- */
 
 Test(compress, decision)
@@ -249,6 +314,11 @@ Test(compress, decision)
     cr_assert_gt(r.decompress_bps, 2e6, "LZ4 decoding at %g B/s", r.decompress_bps);
     cr_log_info("LZ4 here: %.2f GB/s compressing sparse floats, %.2f GB/s decoding", r.compress_bps / 1e9,
                 r.decompress_bps / 1e9);
+    cr_log_info("zero words: %.2f GB/s compressing, %.2f GB/s decoding", r.zeros_compress_bps / 1e9,
+                r.zeros_decompress_bps / 1e9);
+    /* What zero words are for: sparse floats at several times LZ4's speed. */
+    cr_assert_gt(r.zeros_compress_bps, r.compress_bps, "zero words at %g B/s, LZ4 at %g", r.zeros_compress_bps,
+                 r.compress_bps);
     size_t len = (size_t)8 << 20;
     uint8_t *zeros = make(ZEROS, len), *random = make(RANDOM, len), *sparse = make(SPARSE, len);
 
@@ -265,9 +335,23 @@ Test(compress, decision)
     cr_assert(v.pays, "sparse floats on a 1 MB/s link: ratio %g", v.ratio);
     cr_assert_gt(v.ratio, 1.5);
 
-    /* A link faster than LZ4 itself: never. */
-    r.link_bps = 2 * (r.compress_bps > r.decompress_bps ? r.compress_bps : r.decompress_bps);
-    cr_assert(!compress_decide(zeros, len, &r).pays);
+    /* A link half as fast as zero words: they pay for sparse floats, and
+     * beat LZ4 whenever the link is faster than LZ4 compresses. */
+    double zw = r.zeros_compress_bps < r.zeros_decompress_bps ? r.zeros_compress_bps : r.zeros_decompress_bps;
+    r.link_bps = zw / 2;
+    v = compress_decide(sparse, len, &r);
+    cr_assert(v.pays, "sparse floats on a link of %g B/s: ratio %g", r.link_bps, v.ratio);
+    if (r.link_bps > r.compress_bps)
+        cr_assert_eq(v.method, COMPRESS_ZEROS, "sparse floats on a link of %g B/s: method %u", r.link_bps, v.method);
+    v = compress_decide(random, len, &r);
+    cr_assert(!v.pays && v.method == COMPRESS_RAW);
+
+    /* A link faster than every method: never. */
+    double fastest = r.compress_bps;
+    double speeds[] = { r.decompress_bps, r.zeros_compress_bps, r.zeros_decompress_bps };
+    for (int i = 0; i < 3; i++)
+        fastest = speeds[i] > fastest ? speeds[i] : fastest;
+    r.link_bps = 2 * fastest;
     cr_assert(!compress_decide(sparse, len, &r).pays);
     r.link_bps = 1e12;
     cr_assert(!compress_decide(zeros, len, &r).pays);

@@ -49,6 +49,7 @@ typedef enum mutation {
     BYTES_SHORT,     /* the first copy's bytes lose their last arg bytes */
     BYTES_HEADER,    /* the first copy's bytes message is cut to arg bytes */
     BYTES_LZ4,       /* the first copy's chunk claims lz4 over arg bytes less of 0xff */
+    BYTES_ZEROS,     /* ... claims zero words over them */
     ANSWER_CUT,      /* the first answer after open is cut to arg bytes */
     ANSWER_RESULT,   /* ... carries result arg */
     ANSWER_STATUS,   /* ... has status byte arg */
@@ -192,13 +193,15 @@ static bool rewrite(relay *r, frame *f, bool open_answer)
     case BYTES_SHORT:
     case BYTES_HEADER:
     case BYTES_LZ4:
+    case BYTES_ZEROS:
         if (f->kind != FRAME_BYTES || f->len < COPY_BYTES_HEAD || wire_load_u64(f->payload) == 0)
             return false;
-        if (c->m == BYTES_LZ4) {
+        if (c->m == BYTES_LZ4 || c->m == BYTES_ZEROS) {
             uint32_t original = wire_load_u32(f->payload + 17);
             if (original <= a)
                 return false;
-            compress_header h = { .method = COMPRESS_LZ4, .original = original, .stored = original - (uint32_t)a };
+            compress_header h = { .method = c->m == BYTES_LZ4 ? COMPRESS_LZ4 : COMPRESS_ZEROS, .original = original,
+                                  .stored = original - (uint32_t)a };
             compress_header_write(f->payload + 16, &h);
             set_len(f, COPY_BYTES_HEAD + h.stored);
             memset(f->payload + COPY_BYTES_HEAD, 0xff, h.stored);
@@ -415,6 +418,7 @@ ParameterizedTestParameters(hostile_agent, after_open)
         { "bytes one short", BYTES_SHORT, 1, "the chunk stores 40028 bytes, the message carries 40027" },
         { "bytes header cut", BYTES_HEADER, 10, "shorter than its head" },
         { "bytes lz4 corrupt", BYTES_LZ4, 100, "compressed chunk: lz4 body of 39928 bytes is corrupt" },
+        { "bytes zeros corrupt", BYTES_ZEROS, 100, "compressed chunk: zeros body of 39928 bytes ends in block" },
         { "answer cut", ANSWER_CUT, 3, "malformed answer: an answer without its result" },
         { "answer empty", ANSWER_CUT, 0, "malformed answer: an empty answer" },
         { "answer result 0xFFFFFFFF", ANSWER_RESULT, 0xFFFFFFFFu, "result 4294967295, which is no CUresult" },

@@ -3,7 +3,7 @@
 // through a kernel (the tensor doubled, the words mixed with their index)
 // and copied back; checked element by element on the CPU. With "random" as
 // its argument only the random words travel. Through an agent on a slow
-// link the tensor's bytes go LZ4-compressed both ways and the random ones
+// link the tensor's bytes go compressed both ways and the random ones
 // raw (tests/test_remote.c reads the shim's RIG_STATS=1 line).
 #include <cstdio>
 #include <cstdlib>
