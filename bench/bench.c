@@ -220,7 +220,7 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
  * and measured again. The bytes are random (device memory holds what the
  * host sent), and at 64 MiB each copy is measured again on compressible
  * bytes (compress_sparse_floats; figures NAME_compressible). Each figure stops
- * repeating after BENCH_FIG_S seconds (4); a 1 GiB figure is skipped when its
+ * repeating after BENCH_FIG_S seconds (4); a 1 GiB or 4 GiB figure is skipped when its
  * 64 MiB rate says one copy would take more than BENCH_BIG_S seconds (20),
  * and the note says so. */
 static void copy_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host, size_t n, int reps, bool big,
@@ -268,7 +268,7 @@ static void section_bw(void)
 {
     static const struct { size_t size; const char *name; int reps; } sizes[] = {
         { (size_t)4 << 10, "4KiB", 400 },  { (size_t)64 << 10, "64KiB", 200 }, { (size_t)1 << 20, "1MiB", 60 },
-        { (size_t)64 << 20, "64MiB", 7 }, { (size_t)1 << 30, "1GiB", 3 },
+        { (size_t)64 << 20, "64MiB", 7 }, { (size_t)1 << 30, "1GiB", 3 }, { (size_t)4 << 30, "4GiB", 2 },
     };
     enum { NSIZES = sizeof sizes / sizeof sizes[0] };
     const size_t mib64 = (size_t)64 << 20;
@@ -301,7 +301,7 @@ static void section_bw(void)
                 char name[64];
                 snprintf(name, sizeof name, "%s_%s_%s", dir ? "dtoh" : "htod", h ? "pinned" : "pageable",
                          sizes[k].name);
-                bool big = n == ((size_t)1 << 30);
+                bool big = n >= ((size_t)1 << 30);
                 if (big && rate64[dir] > 0 && (double)n / (rate64[dir] * 1e9) > big_limit) {
                     printf("note skipped_%s one copy would take ~%.0f s at the 64 MiB rate (limit %.0f s)\n", name,
                            (double)n / (rate64[dir] * 1e9), big_limit);
