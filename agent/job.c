@@ -58,6 +58,20 @@ int job_send(job *j, frame_kind kind, const struct iovec *iov, int n)
     return rc;
 }
 
+int job_send2(job *j, frame_kind kind1, const struct iovec *iov1, int n1, frame_kind kind2,
+              const struct iovec *iov2, int n2)
+{
+    rig_why why = { "" };
+    pthread_mutex_lock(&j->send_lock);
+    int rc = conn_sendv2(&j->c, kind1, iov1, n1, kind2, iov2, n2, deadline_after(JOB_STALL_MS), &why);
+    pthread_mutex_unlock(&j->send_lock);
+    if (rc == RIG_E_CLOSED)
+        job_fail(j, "controller: closed its connection");
+    else if (rc < 0)
+        job_fail(j, "controller: %s", why.text);
+    return rc;
+}
+
 void job_send_abort(job *j)
 {
     forward_output(j);

@@ -95,6 +95,9 @@ void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 bool job_failed(job *j);
 /* Sends one frame; a failed send fails the job. Never waits on the driver. */
 int job_send(job *j, frame_kind kind, const struct iovec *iov, int n);
+/* Two frames in one write (conn_sendv2), so the program wakes once. */
+int job_send2(job *j, frame_kind kind1, const struct iovec *iov1, int n1, frame_kind kind2,
+              const struct iovec *iov2, int n2);
 /* Sends the root cause once and ends our side of the connection. */
 void job_send_abort(job *j);
 CUresult job_use_device(job *j, int device);

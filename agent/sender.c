@@ -192,11 +192,12 @@ static int64_t now_ns(void)
  * sample costs. */
 #define BYTES_COMPRESS_MIN ((size_t)64 << 10)
 
-/* A copy's bytes into the program: LZ4-compressed when a sample of them and
+/* A copy's bytes into the program: compressed when a sample of them and
  * the link's measured rate say it pays (compress_decide), else raw from the
  * staging buffer. The sender compresses the next copy while the socket
- * still carries this one. */
-static void send_bytes(job *j, const note *n)
+ * still carries this one. With word (the note's triple), the word frame
+ * goes in the same write. */
+static void send_bytes(job *j, const note *n, const uint8_t *word)
 {
     uint8_t head[COPY_BYTES_HEAD];
     compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };
@@ -221,7 +222,11 @@ static void send_bytes(job *j, const note *n)
     }
     copy_bytes_write(head, n->stream, n->value, &h);
     struct iovec iov[2] = { { head, sizeof head }, { (void *)data, h.stored } };
-    job_send(j, FRAME_BYTES, iov, 2);
+    struct iovec w = { (void *)word, 24 };
+    if (word)
+        job_send2(j, FRAME_BYTES, iov, 2, FRAME_WORD, &w, 1);
+    else
+        job_send(j, FRAME_BYTES, iov, 2);
 }
 
 void job_send_in_place(job *j, note *n)
@@ -239,14 +244,12 @@ void job_send_in_place(job *j, note *n)
     pthread_mutex_unlock(&j->q_lock);
     if (!failed) {
         forward_output(j);
-        send_bytes(j, n);
         uint8_t word[24];
         wire_store_u64(word, n->stream);
         wire_store_u64(word + 8, n->value);
         wire_store_u64(word + 16, n->bytes);
-        struct iovec iov = { word, sizeof word };
         if (!job_failed(j))
-            job_send(j, FRAME_WORD, &iov, 1);
+            send_bytes(j, n, word);
         pthread_mutex_lock(&j->q_lock);
         j->marker_sending = false;
         if (j->q_head)
@@ -282,7 +285,7 @@ void *sender_main(void *arg)
         for (note *n = batch; n;) {
             if (n->staging) {
                 if (!n->inbound && !job_failed(j))
-                    send_bytes(j, n);
+                    send_bytes(j, n, NULL);
                 staging_put(j->b, n->staging, n->len);
             }
             wire_put_u64(&w, n->stream);
