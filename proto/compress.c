@@ -40,6 +40,16 @@ static size_t zeros_bound(size_t len)
     return 4 * ((words + ZW_BLOCK - 1) / ZW_BLOCK) + 4 * words + len % 4;
 }
 
+/* The bits set in x, in a few instructions: __builtin_popcount is a call
+ * into libgcc on CPUs the build does not assume have popcnt. */
+static unsigned bits_set(uint32_t x)
+{
+    x = x - ((x >> 1) & 0x55555555u);
+    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+    x = (x + (x >> 4)) & 0x0f0f0f0fu;
+    return (x * 0x01010101u) >> 24;
+}
+
 /* Bit i set for each nonzero word i of the block's n words. */
 static uint32_t nonzero_words(const uint8_t *block, size_t n)
 {
@@ -97,7 +107,7 @@ static int zeros_decode(const uint8_t *body, size_t stored, uint8_t *out, size_t
             return why_set(why, RIG_E_MALFORMED,
                            "compressed chunk: zeros block %zu's mask %#x names words past the chunk's %zu", b / ZW_BLOCK,
                            mask, words);
-        size_t k = (size_t)__builtin_popcount(mask);
+        size_t k = bits_set(mask);
         if ((stored - at) / 4 < k)
             return why_set(why, RIG_E_MALFORMED,
                            "compressed chunk: zeros body of %zu bytes ends in block %zu's %zu words", stored,
@@ -125,7 +135,7 @@ static size_t zeros_size(const uint8_t *p, size_t len)
 {
     size_t words = len / 4, stored = 0;
     for (size_t b = 0; b < words; b += ZW_BLOCK)
-        stored += (size_t)__builtin_popcount(nonzero_words(p + 4 * b, words - b < ZW_BLOCK ? words - b : ZW_BLOCK));
+        stored += bits_set(nonzero_words(p + 4 * b, words - b < ZW_BLOCK ? words - b : ZW_BLOCK));
     return 4 * ((words + ZW_BLOCK - 1) / ZW_BLOCK) + 4 * stored + len % 4;
 }
 
