@@ -289,6 +289,13 @@ compress_verdict compress_decide(const void *p, size_t len, const compress_rates
                            .compressed_bps = 0 };
     if (len == 0 || !(r->link_bps > 0))
         return v;
+    /* A method whose decoding alone cannot beat the link is not tried: on
+     * a fast link no sample is taken at all. */
+    double need = PAYS_MARGIN * r->link_bps;
+    bool try_zeros = r->zeros_compress_bps > need && r->zeros_decompress_bps > need;
+    bool try_lz4 = r->compress_bps > 0 && r->decompress_bps > need;
+    if (!try_zeros && !try_lz4)
+        return v;
     /* The pieces side by side, so repeats across them count as they would
      * inside one chunk. */
     uint8_t sample[SAMPLE_PIECES * SAMPLE_PIECE];
@@ -306,7 +313,7 @@ compress_verdict compress_decide(const void *p, size_t len, const compress_rates
     /* Each method's copy runs at the slowest of compressing, the link
      * carrying ratio times its rate, and decompressing; the faster wins. */
     double best = 0;
-    if (r->zeros_compress_bps > 0 && r->zeros_decompress_bps > 0) {
+    if (try_zeros) {
         double ratio = (double)n / (double)zeros_size(sample, n);
         double rate = min3(r->zeros_compress_bps, r->link_bps * ratio, r->zeros_decompress_bps);
         v.ratio = ratio;
@@ -315,7 +322,7 @@ compress_verdict compress_decide(const void *p, size_t len, const compress_rates
             v.method = COMPRESS_ZEROS;
         }
     }
-    if (r->compress_bps > 0 && r->decompress_bps > 0) {
+    if (try_lz4) {
         double t0 = now_s();
         int got = LZ4_compress_default((const char *)sample, packed, (int)n, (int)sizeof packed);
         double t = now_s() - t0;

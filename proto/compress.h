@@ -91,7 +91,9 @@ bool compress_kept_up(size_t len, double seconds, double link_bps);
  * pipelined, so the copy runs at the slowest of compressing (LZ4's: its
  * measured speed, or the sample's own when faster), the link carrying
  * ratio times its rate, and decompressing; the faster method wins and must
- * beat the link by 10%. Never fails: a rate of 0 or less says no. Uses about 33 KiB of stack and a few microseconds. */
+ * beat the link by 10%. A method whose measured speeds cannot beat the
+ * link is not sampled (a fast link costs no sample). Never fails: a rate
+ * of 0 or less says no. Uses about 33 KiB of stack and a few microseconds. */
 compress_verdict compress_decide(const void *p, size_t len, const compress_rates *r);
 
 /* Writes one chunk of in[0..len) (len <= COMPRESS_CHUNK_MAX) into
