@@ -45,17 +45,23 @@ bool job_failed(job *j)
     return f;
 }
 
+/* A send's failure fails the job. */
+static int sent(job *j, int rc, const rig_why *why)
+{
+    if (rc == RIG_E_CLOSED)
+        job_fail(j, "controller: closed its connection");
+    else if (rc < 0)
+        job_fail(j, "controller: %s", why->text);
+    return rc;
+}
+
 int job_send(job *j, frame_kind kind, const struct iovec *iov, int n)
 {
     rig_why why = { "" };
     pthread_mutex_lock(&j->send_lock);
     int rc = conn_sendv(&j->c, kind, iov, n, deadline_after(JOB_STALL_MS), &why);
     pthread_mutex_unlock(&j->send_lock);
-    if (rc == RIG_E_CLOSED)
-        job_fail(j, "controller: closed its connection");
-    else if (rc < 0)
-        job_fail(j, "controller: %s", why.text);
-    return rc;
+    return sent(j, rc, &why);
 }
 
 int job_send2(job *j, frame_kind kind1, const struct iovec *iov1, int n1, frame_kind kind2,
@@ -65,11 +71,7 @@ int job_send2(job *j, frame_kind kind1, const struct iovec *iov1, int n1, frame_
     pthread_mutex_lock(&j->send_lock);
     int rc = conn_sendv2(&j->c, kind1, iov1, n1, kind2, iov2, n2, deadline_after(JOB_STALL_MS), &why);
     pthread_mutex_unlock(&j->send_lock);
-    if (rc == RIG_E_CLOSED)
-        job_fail(j, "controller: closed its connection");
-    else if (rc < 0)
-        job_fail(j, "controller: %s", why.text);
-    return rc;
+    return sent(j, rc, &why);
 }
 
 void job_send_abort(job *j)

@@ -163,81 +163,60 @@ void compress_sparse_floats(uint8_t *p, size_t len, uint64_t seed)
     }
 }
 
-int compress_measure(compress_rates *r, rig_why *why)
+enum { MEASURE_LEN = 4 << 20, MEASURE_CHUNK = 1 << 20, MEASURE_CHUNKS = MEASURE_LEN / MEASURE_CHUNK };
+#define MEASURE_S 0.02
+
+/* Times method both ways on in[0..MEASURE_LEN), chunk by chunk the way
+ * copies use it, for MEASURE_S each way: input bytes/s compressing, output
+ * bytes/s decoding. out holds MEASURE_CHUNKS chunks of
+ * compress_bound(MEASURE_CHUNK). */
+static int time_method(uint8_t method, const uint8_t *in, uint8_t *out, uint8_t *back, double *compress_bps,
+                       double *decompress_bps, rig_why *why)
 {
-    enum { LEN = 4 << 20, CHUNK = 1 << 20 };
-    int rc = RIG_OK;
-    uint8_t *in = malloc(LEN), *out = malloc((size_t)LZ4_compressBound(LEN)), *back = malloc(LEN);
-    if (!in || !out || !back) {
-        rc = why_set(why, RIG_E_NOMEM, "compress: no memory to measure LZ4's speed");
-        goto out;
-    }
-    compress_sparse_floats(in, LEN, 0x9e3779b97f4a7c15u);
-    /* First touches are not LZ4's time. */
-    memset(out, 0, (size_t)LZ4_compressBound(LEN));
-    memset(back, 0, LEN);
-    /* Chunk by chunk, the way copies use it, until 20 ms have passed. */
-    int stored[LEN / CHUNK];
-    size_t done = 0;
+    const char *name = method == COMPRESS_LZ4 ? "LZ4" : "zero words";
+    size_t slot = compress_bound(MEASURE_CHUNK), len[MEASURE_CHUNKS], done = 0;
     double t0 = now_s(), t;
     do {
-        size_t at = 0;
-        for (int c = 0; c < LEN / CHUNK; c++) {
-            stored[c] = LZ4_compress_default((const char *)in + c * CHUNK, (char *)out + at, CHUNK,
-                                             LZ4_compressBound(CHUNK));
-            at += (size_t)stored[c];
-        }
-        done += LEN;
-    } while ((t = now_s() - t0) < 0.02);
-    r->compress_bps = (double)done / t;
+        for (int c = 0; c < MEASURE_CHUNKS; c++)
+            compress_chunk(in + (size_t)c * MEASURE_CHUNK, MEASURE_CHUNK, method, out + (size_t)c * slot, slot,
+                           &len[c], NULL);
+        done += MEASURE_LEN;
+    } while ((t = now_s() - t0) < MEASURE_S);
+    *compress_bps = (double)done / t;
     done = 0;
     t0 = now_s();
     do {
-        size_t at = 0;
-        for (int c = 0; c < LEN / CHUNK; c++) {
-            if (LZ4_decompress_safe((const char *)out + at, (char *)back + c * CHUNK, stored[c], CHUNK) != CHUNK) {
-                rc = why_set(why, RIG_E_INVALID, "compress: LZ4 does not decode its own output");
-                goto out;
-            }
-            at += (size_t)stored[c];
+        for (int c = 0; c < MEASURE_CHUNKS; c++) {
+            size_t consumed, got;
+            if (out[(size_t)c * slot] != method ||
+                decompress_chunk(out + (size_t)c * slot, len[c], back + (size_t)c * MEASURE_CHUNK, MEASURE_CHUNK,
+                                 &consumed, &got, NULL) != RIG_OK)
+                return why_set(why, RIG_E_INVALID, "compress: %s does not decode its own output", name);
         }
-        done += LEN;
-    } while ((t = now_s() - t0) < 0.02);
-    r->decompress_bps = (double)done / t;
-    if (memcmp(in, back, LEN) != 0) {
-        rc = why_set(why, RIG_E_INVALID, "compress: LZ4 decodes its own output to other bytes");
-        goto out;
+        done += MEASURE_LEN;
+    } while ((t = now_s() - t0) < MEASURE_S);
+    *decompress_bps = (double)done / t;
+    if (memcmp(in, back, MEASURE_LEN) != 0)
+        return why_set(why, RIG_E_INVALID, "compress: %s decodes its own output to other bytes", name);
+    return RIG_OK;
+}
+
+int compress_measure(compress_rates *r, rig_why *why)
+{
+    size_t slot = compress_bound(MEASURE_CHUNK);
+    uint8_t *in = malloc(MEASURE_LEN), *out = malloc(slot * MEASURE_CHUNKS), *back = malloc(MEASURE_LEN);
+    int rc;
+    if (!in || !out || !back) {
+        rc = why_set(why, RIG_E_NOMEM, "compress: no memory to measure compressing");
+    } else {
+        compress_sparse_floats(in, MEASURE_LEN, 0x9e3779b97f4a7c15u);
+        /* First touches are not the methods' time. */
+        memset(out, 0, slot * MEASURE_CHUNKS);
+        memset(back, 0, MEASURE_LEN);
+        rc = time_method(COMPRESS_LZ4, in, out, back, &r->compress_bps, &r->decompress_bps, why);
+        if (rc == RIG_OK)
+            rc = time_method(COMPRESS_ZEROS, in, out, back, &r->zeros_compress_bps, &r->zeros_decompress_bps, why);
     }
-    /* The zero words, the same way. */
-    size_t zsize[LEN / CHUNK];
-    done = 0;
-    t0 = now_s();
-    do {
-        size_t at = 0;
-        for (int c = 0; c < LEN / CHUNK; c++) {
-            zsize[c] = zeros_encode(in + c * CHUNK, CHUNK, out + at);
-            at += zsize[c];
-        }
-        done += LEN;
-    } while ((t = now_s() - t0) < 0.02);
-    r->zeros_compress_bps = (double)done / t;
-    done = 0;
-    t0 = now_s();
-    do {
-        size_t at = 0;
-        for (int c = 0; c < LEN / CHUNK; c++) {
-            if (zeros_decode(out + at, zsize[c], back + c * CHUNK, CHUNK, why) < 0) {
-                rc = why_set(why, RIG_E_INVALID, "compress: zero words do not decode their own output");
-                goto out;
-            }
-            at += zsize[c];
-        }
-        done += LEN;
-    } while ((t = now_s() - t0) < 0.02);
-    r->zeros_decompress_bps = (double)done / t;
-    if (memcmp(in, back, LEN) != 0)
-        rc = why_set(why, RIG_E_INVALID, "compress: zero words decode their own output to other bytes");
-out:
     free(in);
     free(out);
     free(back);

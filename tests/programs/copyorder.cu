@@ -20,16 +20,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-#include "seed.h"
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
+#include "check.h"
 
 // Takes its time on purpose (spins rounds per element), then writes
 // p[i] = v + i; the loop keeps it on the device's queue long enough for the
