@@ -9,8 +9,8 @@
  * reader thread and a writer thread around a timed queue: the reader stamps
  * what each read brought with its release time, the writer sends it no
  * earlier. Without a rate a read is released at arrival + delay, so the
- * delay is latency and never caps throughput (up to BLOCKS x BLOCK bytes in
- * flight each way). With --rate the bytes also go out one after another at
+ * delay is latency and never caps throughput (up to IN_FLIGHT_MAX bytes in
+ * BLOCKS reads in flight each way). With --rate the bytes also go out one after another at
  * that rate, as onto a wire of that speed, before the delay: n bytes take
  * n / rate + delay. */
 #include <arpa/inet.h>
@@ -33,7 +33,11 @@
 #include <unistd.h>
 
 #define BLOCK ((size_t)256 << 10)      /* the most one read takes */
-#define BLOCKS 128                      /* 32 MiB in flight each way at most */
+#define BLOCKS 2048                     /* reads in flight each way at most */
+/* Bytes in flight each way at most, as a deep router buffer: past it the
+ * sender waits, so it can measure the link. Many small reads (launch
+ * records) are bounded by this, not by the number of blocks. */
+#define IN_FLIGHT_MAX ((size_t)32 << 20)
 
 static double delay_s, rate;            /* rate 0: none */
 static struct addrinfo *target;
@@ -79,6 +83,7 @@ typedef struct direction {
     block blocks[BLOCKS];
     int queue[BLOCKS], free_list[BLOCKS];
     int q_head, q_count, n_free;
+    size_t in_flight;           /* bytes queued, not yet written */
     double busy_until;          /* when the rate's wire is free again */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -141,9 +146,9 @@ static void *reader(void *arg)
     direction *d = arg;
     for (;;) {
         pthread_mutex_lock(&d->mu);
-        while (d->n_free == 0 && !conn_dead(d->conn))
+        while ((d->n_free == 0 || d->in_flight >= IN_FLIGHT_MAX) && !conn_dead(d->conn))
             pthread_cond_wait(&d->cv, &d->mu);
-        if (d->n_free == 0) {
+        if (d->n_free == 0 || d->in_flight >= IN_FLIGHT_MAX) {
             pthread_mutex_unlock(&d->mu);
             break;
         }
@@ -169,6 +174,7 @@ static void *reader(void *arg)
             k->release = d->busy_until + delay_s;
         }
         d->queue[(d->q_head + d->q_count++) % BLOCKS] = b;
+        d->in_flight += k->len;
         pthread_cond_broadcast(&d->cv);
         pthread_mutex_unlock(&d->mu);
         if (r < 0)
@@ -217,6 +223,7 @@ static void *writer(void *arg)
         pthread_mutex_lock(&d->mu);
         d->q_head = (d->q_head + 1) % BLOCKS;
         d->q_count--;
+        d->in_flight -= k->len;
         d->free_list[d->n_free++] = b;
         pthread_cond_broadcast(&d->cv);
         pthread_mutex_unlock(&d->mu);
