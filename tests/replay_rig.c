@@ -155,6 +155,11 @@ void replay_rig_free(replay_rig *r)
     free(r);
 }
 
+struct job *replay_rig_job(replay_rig *r)
+{
+    return r->j;
+}
+
 bool replay_rig_frame(replay_rig *r, frame_kind kind, const uint8_t *payload, size_t len)
 {
     frame f = { .kind = kind, .payload = (uint8_t *)payload, .len = len };

@@ -17,6 +17,8 @@ typedef struct replay_rig replay_rig;
  * open request has been answered. NULL with why when it cannot. */
 replay_rig *replay_rig_new(const char *softgpu_path, char *why, size_t whylen);
 void replay_rig_free(replay_rig *r);
+/* The job itself, for tests of the agent's own functions on it. */
+struct job *replay_rig_job(replay_rig *r);
 
 /* Replays one frame of kind with payload; true when it was a close. */
 bool replay_rig_frame(replay_rig *r, frame_kind kind, const uint8_t *payload, size_t len);

@@ -19,6 +19,7 @@
 #include "proto/job.h"
 #include "proto/records.h"
 #include "proto/wire.h"
+#include "agent/job.h"
 #include "tests/replay_rig.h"
 #include "tests/seed.h"
 
@@ -458,6 +459,75 @@ Test(agent_replay, compressed_copies, .timeout = 60)
     free(buf);
     free(out);
     unsetenv("RIG_LINK_RATE");
+}
+
+/* Copies move in place (agent/in_place.c) only within one allocation of
+ * device memory: a controller that names any other address, or a range
+ * past an allocation's end, gets the driver's checked copy (which fails
+ * the job naming it), never a write into the agent's own memory. Then a
+ * copy in and back on an idle stream comes back exactly. */
+Test(agent_replay, copies_in_place_stay_inside_device_memory, .timeout = 60)
+{
+    enum { N = 1 << 20 };
+    replay_rig *r = rig_or_die();
+    replay_script s;
+    char why[600] = "";
+    cr_assert(replay_script_run(r, &s, why, sizeof why), "%s", why);
+    uint8_t req[32], a[16];
+    wire_writer w = wire_writer_init(req, sizeof req);
+    wire_put_u32(&w, CUDA_OP_cuMemAlloc_v2);
+    wire_put_u32(&w, 0);
+    wire_put_u64(&w, N);
+    uint64_t answers = replay_rig_answers(r, 0, 0);
+    replay_rig_frame(r, FRAME_REQUEST, req, w.off);
+    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
+    cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 13);
+    uint64_t ptr = wire_load_u64(a + 5);
+
+    job *j = replay_rig_job(r);
+    const cuda_driver *d = &j->b->drv;
+    cr_assert_eq(job_use_device(j, 0), CUDA_SUCCESS);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    cr_assert_eq(d->fn_cuMemGetAddressRange_v2(&base, &size, ptr), CUDA_SUCCESS);
+    cr_assert(base <= ptr && ptr + N <= base + size);
+    cr_assert_eq(job_device_bytes(j, 0, ptr, N), (void *)(uintptr_t)ptr);
+    cr_assert_eq(job_device_bytes(j, 0, base, size), (void *)(uintptr_t)base, "the whole allocation");
+    cr_assert_null(job_device_bytes(j, 0, base + size - 4096, 8192), "past the allocation's end");
+    cr_assert_null(job_device_bytes(j, 0, base - 4096, 8192), "from below the allocation");
+    cr_assert_null(job_device_bytes(j, 0, ptr, 0), "nothing");
+    cr_assert_null(job_device_bytes(j, 0, ptr, UINT64_MAX - 10), "a length that wraps");
+    uint8_t here[64];
+    cr_assert_null(job_device_bytes(j, 0, (CUdeviceptr)(uintptr_t)here, sizeof here), "the agent's stack");
+    void *pinned = NULL;
+    cr_assert_eq(d->fn_cuMemHostAlloc(&pinned, 8192, 0), CUDA_SUCCESS);
+    cr_assert_null(job_device_bytes(j, 0, (CUdeviceptr)(uintptr_t)pinned, 8192), "page-locked host memory");
+    d->fn_cuMemFreeHost(pinned);
+
+    /* The replay's copies on an idle stream, through the same check. */
+    uint8_t *data = malloc(N), *chunk = malloc(compress_bound(N)), *buf = malloc(N + 256), *out = malloc(N);
+    cr_assert(data && chunk && buf && out);
+    fill(data, N, false, 0x1ace);
+    size_t chunk_len = 0;
+    cr_assert_eq(compress_chunk(data, N, COMPRESS_RAW, chunk, compress_bound(N), &chunk_len, NULL), 0);
+    size_t n = copy_there_and_back(buf, N + 256, ptr, chunk, chunk_len, N, 4);
+    replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+    cr_assert_eq(replay_rig_bytes(r, REPLAY_STREAM, 5, out, N, 10000), (long)N, "no bytes; cause: %s",
+                 replay_rig_cause(r));
+    cr_assert_eq(memcmp(out, data, N), 0, "the bytes came back changed");
+    /* A copy out that runs past the allocation fails the job, naming it. */
+    uint8_t back[COPY_DTOH_BODY];
+    copy_dtoh_write(back, base + size - 4096, 8192);
+    n = graph_record(buf, N + 256, CUDA_OP_cuMemcpyDtoHAsync_v2, REPLAY_STREAM, 6, back, sizeof back);
+    replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+    const char *cause = replay_rig_cause(r);
+    cr_assert(strstr(cause, "cuMemcpyDtoHAsync_v2"), "cause: %s", cause);
+    replay_rig_free(r);
+    replay_script_free(&s);
+    free(data);
+    free(chunk);
+    free(buf);
+    free(out);
 }
 
 /* A record whose body breaks its layout (proto/records.def) fails the job
