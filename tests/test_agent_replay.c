@@ -400,6 +400,24 @@ static size_t copy_there_and_back(uint8_t *buf, size_t cap, uint64_t ptr, const 
     return at;
 }
 
+/* Runs the valid script on r (its stream REPLAY_STREAM), then allocates n
+ * bytes of device memory: their address. */
+static uint64_t script_and_alloc(replay_rig *r, replay_script *s, uint64_t n)
+{
+    char why[600] = "";
+    cr_assert(replay_script_run(r, s, why, sizeof why), "%s", why);
+    uint8_t req[32], a[16];
+    wire_writer w = wire_writer_init(req, sizeof req);
+    wire_put_u32(&w, CUDA_OP_cuMemAlloc_v2);
+    wire_put_u32(&w, 0);
+    wire_put_u64(&w, n);
+    uint64_t answers = replay_rig_answers(r, 0, 0);
+    replay_rig_frame(r, FRAME_REQUEST, req, w.off);
+    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
+    cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 13);
+    return wire_load_u64(a + 5);
+}
+
 /* Copies whose bytes compress go as LZ4 chunks both ways (RIG_LINK_RATE
  * makes the link slow enough that the agent's sample says it pays) and
  * arrive exactly; random bytes go raw; an LZ4 body that is not LZ4 fails
@@ -410,18 +428,7 @@ Test(agent_replay, compressed_copies, .timeout = 60)
     setenv("RIG_LINK_RATE", "1e6", 1);
     replay_rig *r = rig_or_die();
     replay_script s;
-    char why[600] = "";
-    cr_assert(replay_script_run(r, &s, why, sizeof why), "%s", why);
-    uint8_t req[32], a[16];
-    wire_writer w = wire_writer_init(req, sizeof req);
-    wire_put_u32(&w, CUDA_OP_cuMemAlloc_v2);
-    wire_put_u32(&w, 0);
-    wire_put_u64(&w, N);
-    uint64_t answers = replay_rig_answers(r, 0, 0);
-    replay_rig_frame(r, FRAME_REQUEST, req, w.off);
-    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
-    cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 13);
-    uint64_t ptr = wire_load_u64(a + 5);
+    uint64_t ptr = script_and_alloc(r, &s, N);
 
     size_t cap = compress_bound(N) + 256;
     uint8_t *data = malloc(N), *chunk = malloc(compress_bound(N)), *buf = malloc(cap), *out = malloc(N);
@@ -471,18 +478,7 @@ Test(agent_replay, copies_in_place_stay_inside_device_memory, .timeout = 60)
     enum { N = 1 << 20 };
     replay_rig *r = rig_or_die();
     replay_script s;
-    char why[600] = "";
-    cr_assert(replay_script_run(r, &s, why, sizeof why), "%s", why);
-    uint8_t req[32], a[16];
-    wire_writer w = wire_writer_init(req, sizeof req);
-    wire_put_u32(&w, CUDA_OP_cuMemAlloc_v2);
-    wire_put_u32(&w, 0);
-    wire_put_u64(&w, N);
-    uint64_t answers = replay_rig_answers(r, 0, 0);
-    replay_rig_frame(r, FRAME_REQUEST, req, w.off);
-    cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
-    cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 13);
-    uint64_t ptr = wire_load_u64(a + 5);
+    uint64_t ptr = script_and_alloc(r, &s, N);
 
     job *j = replay_rig_job(r);
     const cuda_driver *d = &j->b->drv;
