@@ -85,9 +85,7 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, bool in_order
     if (rc < 0 || !rest)
         return rc;
     wire_reader r = wire_reader_init(f->payload, f->len);
-    uint32_t op = wire_get_u32(&r), len = wire_get_u32(&r);
-    uint64_t stream = wire_get_u64(&r);
-    uint64_t value = wire_get_u64(&r);
+    rec_record_head h;
     void *data = NULL;
     bool in_place = false;
     copy_htod_head c;
@@ -95,15 +93,15 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, bool in_order
     agent_obj *s;
     /* Only a copy with a place on a timeline: its marker gives the buffer
      * back. A malformed head is read whole, for the replay to name. */
-    if (!r.err && op == CUDA_OP_cuMemcpyHtoDAsync_v2 && value && len == COPY_HTOD_HEAD + rest &&
-        copy_htod_read(f->payload + rec_record_head_size, COPY_HTOD_HEAD, len, &c, &bad) == 0 && in_order &&
-        (s = objects_get(&j->objs, stream, AOBJ_STREAM)) && job_stream_idle(j, s) &&
+    bool htod = rec_record_head_get(&r, &h, &bad) == 0 && h.op == CUDA_OP_cuMemcpyHtoDAsync_v2 && h.value &&
+                h.length == COPY_HTOD_HEAD + rest &&
+                copy_htod_read(f->payload + rec_record_head_size, COPY_HTOD_HEAD, h.length, &c, &bad) == 0;
+    if (htod && in_order && (s = objects_get(&j->objs, h.stream, AOBJ_STREAM)) && job_stream_idle(j, s) &&
         (data = job_device_bytes(j, s->device, c.dst, c.chunk.original))) {
         /* Everything before it is done and nothing after it replays until
          * it is in: the bytes may land in the device memory itself. */
         in_place = true;
-    } else if (!r.err && op == CUDA_OP_cuMemcpyHtoDAsync_v2 && value && len == COPY_HTOD_HEAD + rest &&
-               copy_htod_read(f->payload + rec_record_head_size, COPY_HTOD_HEAD, len, &c, &bad) == 0) {
+    } else if (htod) {
         /* The pool's buffers are allocated in the first device's context
          * (a staging_get that finds none allocates here). */
         static __thread bool has_context;
@@ -137,7 +135,10 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, bool in_order
         f->len += rest;   /* whole, as conn_recv gives it */
         return 0;
     }
-    wire_store_u32(p + 4, COPY_HTOD_HEAD);
+    /* The record's length now its head's alone: the data is elsewhere. */
+    h.length = COPY_HTOD_HEAD;
+    wire_writer hw = wire_writer_init(p, rec_record_head_size);
+    rec_record_head_put(&hw, &h);
     staged st = { in_place ? NULL : data, original, rest, in_place };
     memcpy(p + STAGED_HEAD, &st, sizeof st);
     f->len = STAGED_HEAD + sizeof st;

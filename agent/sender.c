@@ -25,6 +25,13 @@ int agent_stdout_pipe = -1;
  * sender, so the callback thread never spends long on the network. */
 #define MARKER_BYTES_MAX ((size_t)4 << 10)
 
+/* A note's triple of the word frame (proto/records.def "word"). */
+static void word_of(const note *n, uint8_t out[static rec_word_size])
+{
+    wire_writer w = wire_writer_init(out, rec_word_size);
+    rec_word_put(&w, &(rec_word){ .stream = n->stream, .value = n->value, .bytes = n->bytes });
+}
+
 /* The marker's own send: when nothing is queued for the sender or being
  * sent by it, no device output waits, nobody else sends and the socket's
  * buffer surely takes the frames whole, the callback thread sends the
@@ -45,16 +52,14 @@ static bool marker_send(job *j, note *n)
         return false;
     }
     /* Two frame headers, the bytes' head, the copy and one triple. */
-    if (conn_send_room(&j->c) < 2 * FRAME_HEADER_SIZE + COPY_BYTES_HEAD + n->len + 24) {
+    if (conn_send_room(&j->c) < 2 * FRAME_HEADER_SIZE + COPY_BYTES_HEAD + n->len + rec_word_size) {
         pthread_mutex_unlock(&j->send_lock);
         pthread_mutex_unlock(&j->output_lock);
         return false;
     }
     rig_why why = { "" };
-    uint8_t word[24];
-    wire_store_u64(word, n->stream);
-    wire_store_u64(word + 8, n->value);
-    wire_store_u64(word + 16, n->bytes);
+    uint8_t word[rec_word_size];
+    word_of(n, word);
     struct iovec iov = { word, sizeof word };
     int rc;
     if (n->staging) {
@@ -222,7 +227,7 @@ static void send_bytes(job *j, const note *n, const uint8_t *word)
     }
     copy_bytes_write(head, n->stream, n->value, &h);
     struct iovec iov[2] = { { head, sizeof head }, { (void *)data, h.stored } };
-    struct iovec w = { (void *)word, 24 };
+    struct iovec w = { (void *)word, rec_word_size };
     if (word)
         job_send2(j, FRAME_BYTES, iov, 2, FRAME_WORD, &w, 1);
     else
@@ -244,10 +249,8 @@ void job_send_in_place(job *j, note *n)
     pthread_mutex_unlock(&j->q_lock);
     if (!failed) {
         forward_output(j);
-        uint8_t word[24];
-        wire_store_u64(word, n->stream);
-        wire_store_u64(word + 8, n->value);
-        wire_store_u64(word + 16, n->bytes);
+        uint8_t word[rec_word_size];
+        word_of(n, word);
         if (!job_failed(j))
             send_bytes(j, n, word);
         pthread_mutex_lock(&j->q_lock);
@@ -280,17 +283,15 @@ void *sender_main(void *arg)
         size_t count = 0;
         for (note *n = batch; n; n = n->next)
             count++;
-        uint8_t *words = malloc(count * 24);
-        wire_writer w = wire_writer_init(words, words ? count * 24 : 0);
+        uint8_t *words = malloc(count * rec_word_size);
+        wire_writer w = wire_writer_init(words, words ? count * rec_word_size : 0);
         for (note *n = batch; n;) {
             if (n->staging) {
                 if (!n->inbound && !job_failed(j))
                     send_bytes(j, n, NULL);
                 staging_put(j->b, n->staging, n->len);
             }
-            wire_put_u64(&w, n->stream);
-            wire_put_u64(&w, n->value);
-            wire_put_u64(&w, n->bytes);
+            rec_word_put(&w, &(rec_word){ .stream = n->stream, .value = n->value, .bytes = n->bytes });
             note *next = n->next;
             note_free(j, n);
             n = next;

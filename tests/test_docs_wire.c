@@ -76,15 +76,23 @@ static void frame_row(void *ctx, char g[3][128])
     frames_seen |= 1u << kind;
 }
 
+/* The section of md whose heading line starts head, cut where the next
+ * heading of that level (next) begins. */
+static char *section(char *md, const char *head, const char *next)
+{
+    char *at = strstr(md, head);
+    cr_assert(at, "docs/wire.md has no section \"%s\"", head);
+    char *end = strstr(at + strlen(head), next);
+    if (end)
+        *end = '\0';
+    return at;
+}
+
 Test(docs_wire, frame_kinds)
 {
     char *md = slurp(WIRE_MD);
-    char *at = strstr(md, "\n## Frames");
-    cr_assert(at, "docs/wire.md has no Frames section");
     /* Only the Frames section: other tables have rows like "| 9 | close |". */
-    char *end = strstr(at + 1, "\n## ");
-    if (end)
-        *end = '\0';
+    char *at = section(md, "\n## Frames", "\n## ");
     frames_seen = 0;
     each_match(at, "^\\| ([0-9]+) \\| ([a-z]+) \\|", frame_row, NULL);
     for (unsigned k = FRAME_KIND_MIN; k <= FRAME_KIND_MAX; k++)
@@ -189,11 +197,7 @@ Test(docs_wire, named_ops_exist)
 Test(docs_wire, record_layouts_listed)
 {
     char *md = slurp(WIRE_MD);
-    char *at = strstr(md, "### The record layouts");
-    cr_assert(at, "docs/wire.md has no section \"The record layouts\"");
-    char *end = strstr(at + 4, "\n### ");
-    if (end)
-        *end = '\0';
+    char *at = section(md, "### The record layouts", "\n### ");
     static const char *const names[] = {
 #define LAYOUT(name, what) #name,
 #define FIELD(kind, name)

@@ -326,6 +326,67 @@ Test(records, memset_bytes)
     expect_bytes(got, w.off, &d, "memset");
 }
 
+/* The requests whose fields share a type, so a swap would pass every
+ * round trip: their bytes as docs/wire.md's tables order them, written
+ * here field by field. */
+Test(records, same_typed_fields_in_wire_md_order)
+{
+    uint8_t got[96], want[96];
+    wire_writer w, d;
+
+    w = wire_writer_init(got, sizeof got), d = wire_writer_init(want, sizeof want);
+    rec_p2p_attribute_put(&w, &(rec_p2p_attribute){ .attribute = 1, .src = 2, .dst = 3 });
+    wire_put_u32(&d, 1);
+    wire_put_u32(&d, 2);
+    wire_put_u32(&d, 3);
+    expect_bytes(got, w.off, &d, "p2p attribute: attribute, src, dst");
+
+    w = wire_writer_init(got, sizeof got), d = wire_writer_init(want, sizeof want);
+    rec_stream_attr_copy_put(&w, &(rec_stream_attr_copy){ .dst = 11, .src = 12 });
+    wire_put_u64(&d, 11);
+    wire_put_u64(&d, 12);
+    expect_bytes(got, w.off, &d, "stream attribute copy: destination, source");
+
+    w = wire_writer_init(got, sizeof got), d = wire_writer_init(want, sizeof want);
+    rec_peer_enable_put(&w, &(rec_peer_enable){ .device = 1, .peer = 2, .flags = 3 });
+    wire_put_u32(&d, 1);
+    wire_put_u32(&d, 2);
+    wire_put_u32(&d, 3);
+    expect_bytes(got, w.off, &d, "peer enable: device, peer, flags");
+
+    w = wire_writer_init(got, sizeof got), d = wire_writer_init(want, sizeof want);
+    rec_occupancy_put(&w, &(rec_occupancy){ .function = 5, .device = 1, .threads = 256, .shared = 64 });
+    wire_put_u64(&d, 5);
+    wire_put_u32(&d, 1);
+    wire_put_u32(&d, 256);
+    wire_put_u32(&d, 64);
+    expect_bytes(got, w.off, &d, "occupancy: function, device, threads, shared");
+
+    w = wire_writer_init(got, sizeof got), d = wire_writer_init(want, sizeof want);
+    rec_cluster_occupancy_put(&w, &(rec_cluster_occupancy){ .function = 5, .device = 1, .grid = { 2, 3, 4 },
+                                                            .block = { 5, 6, 7 }, .shared = 8,
+                                                            .cluster = { 9, 10, 11 } });
+    wire_put_u64(&d, 5);
+    for (uint32_t x = 1; x <= 11; x++)   /* device, grid, block, shared, cluster */
+        wire_put_u32(&d, x);
+    expect_bytes(got, w.off, &d, "cluster occupancy: grid, block, shared, cluster");
+
+    w = wire_writer_init(got, sizeof got), d = wire_writer_init(want, sizeof want);
+    rec_copy_2d_put(&w, &(rec_copy_2d){ .direction = REC_COPY_DEVICE, .dst = 21, .dst_pitch = 22, .src = 23,
+                                        .src_pitch = 24, .width = 25, .height = 26 });
+    wire_put_u8(&d, REC_COPY_DEVICE);
+    for (uint64_t x = 21; x <= 26; x++)   /* dst, its pitch, src, its pitch, width, height */
+        wire_put_u64(&d, x);
+    expect_bytes(got, w.off, &d, "2-D copy: dst, dst pitch, src, src pitch, width, height");
+
+    cr_expect_eq(rec_occupancy_size, 20);
+    cr_expect_eq(rec_peer_pair_size, 8);
+    cr_expect_eq(rec_peer_enable_size, 12);
+    cr_expect_eq(rec_p2p_attribute_size, 12);
+    cr_expect_eq(rec_stream_attr_get_size, 12);
+    cr_expect_eq(rec_stream_attr_copy_size, 16);
+}
+
 Test(records, heads_bytes)
 {
     rec_record_head h = { .op = 0x8002, .length = 12, .stream = 7, .value = 0 };
