@@ -468,7 +468,9 @@ static bool serve_frames(job *j)
 
 void job_free(job *j)
 {
-    mesh_free(j);
+    /* Streams waiting for a peer's signal drain; the mesh stays until the
+     * devices are done, since host functions behind rail work post to it. */
+    rail_release(j);
     pthread_mutex_lock(&j->q_lock);
     j->stopping = true;
     pthread_cond_broadcast(&j->q_cond);
@@ -483,6 +485,7 @@ void job_free(job *j)
         j->b->drv.fn_cuCtxSetCurrent(j->b->primary[d]);
         j->b->drv.fn_cuCtxSynchronize();
     }
+    mesh_free(j);
     rail_free(j);
     /* Queued notes, and those of markers a failed context will never run. */
     while (j->live) {

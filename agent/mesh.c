@@ -350,14 +350,26 @@ void mesh_listen(job *j, wire_reader *r)
         free(m);
         return;
     }
+    /* Without its sender a rail's frames would wait forever, beats going on. */
+    if (pthread_create(&m->sender, NULL, rail_sender_main, m) != 0) {
+        close(m->listen_fd);
+        free(m);
+        job_refuse(j, "agent: no thread to send the job's rails");
+        return;
+    }
+    m->sender_started = true;
     if (pthread_create(&m->acceptor, NULL, acceptor_main, m) != 0) {
+        pthread_mutex_lock(&m->lock);
+        m->ending = true;
+        pthread_cond_broadcast(&m->out_ready);
+        pthread_mutex_unlock(&m->lock);
+        pthread_join(m->sender, NULL);
         close(m->listen_fd);
         free(m);
         job_refuse(j, "agent: no thread to accept the job's other agents");
         return;
     }
     m->acceptor_started = true;
-    m->sender_started = pthread_create(&m->sender, NULL, rail_sender_main, m) == 0;
     j->mesh = m;
     uint8_t out[2] = { (uint8_t)m->port, (uint8_t)(m->port >> 8) };
     job_answer(j, CUDA_SUCCESS, out, 2);

@@ -31,6 +31,7 @@ typedef struct rail_entry {
     void *data;               /* the bytes a data signal brings (staging) */
     size_t len;
     bool arrived;
+    bool filling;             /* a mesh reader is receiving into data */
 } rail_entry;
 
 struct agent_rails {
@@ -40,6 +41,7 @@ struct agent_rails {
     int free_words[RAIL_WORDS];
     int nfree;
     rail_entry *entries;
+    bool released;            /* the job ended: every wait lets go */
     CUstream rail_stream[AGENT_DEVICES_MAX][MESH_AGENTS_MAX + 1];
     CUstream signal_stream[AGENT_DEVICES_MAX];
 };
@@ -322,6 +324,10 @@ int rail_arrive(job *j, uint32_t peer, uint64_t signal, conn *c, uint64_t len, r
     }
     bool wrong = e && e->data && e->len != len;
     void *data = e ? e->data : NULL;
+    /* While the bytes come, rail_release must not let the stream go: its
+     * host function would free the entry and the buffer under them. */
+    if (e && !rc && !wrong && len)
+        e->filling = true;
     pthread_mutex_unlock(&r->lock);
     if (!e)
         return why_set(why, RIG_E_NOMEM, "no room for signal %llu", (unsigned long long)signal);
@@ -331,16 +337,15 @@ int rail_arrive(job *j, uint32_t peer, uint64_t signal, conn *c, uint64_t len, r
         return why_set(why, RIG_E_MALFORMED, "signal %llu brought %llu bytes, the copy expects %zu",
                        (unsigned long long)signal, (unsigned long long)len, e->len);
     /* Once begun, the frame is read to its end: only silence stops it. */
-    if (len) {
-        int got = conn_recv_rest(c, data, len, deadline_after(-1), JOB_SILENCE_MS, why);
-        if (got < 0)
-            return got;
-    }
+    int got = len ? conn_recv_rest(c, data, len, deadline_after(-1), JOB_SILENCE_MS, why) : 0;
     pthread_mutex_lock(&r->lock);
-    e->arrived = true;
-    __atomic_store_n(&r->words[e->word], 1, __ATOMIC_SEQ_CST);
+    e->filling = false;
+    if (got == 0)
+        e->arrived = true;
+    if (got == 0 || r->released)
+        __atomic_store_n(&r->words[e->word], 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&r->lock);
-    return 0;
+    return got < 0 ? got : 0;
 }
 
 void rail_release(job *j)
@@ -349,8 +354,11 @@ void rail_release(job *j)
     if (!r)
         return;
     pthread_mutex_lock(&r->lock);
+    r->released = true;
+    /* One a reader is filling lets go when its bytes are in (rail_arrive). */
     for (rail_entry *e = r->entries; e; e = e->next)
-        __atomic_store_n(&r->words[e->word], 1, __ATOMIC_SEQ_CST);
+        if (!e->filling)
+            __atomic_store_n(&r->words[e->word], 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&r->lock);
 }
 
