@@ -36,6 +36,7 @@
 
 #include "bench/common.h"
 #include "bench/tcp.h"
+#include "proto/net.h"
 
 #define STREAM_TOTAL ((size_t)512 << 20)
 #define RELAY_STREAM_TOTAL ((size_t)64 << 20)
@@ -193,7 +194,7 @@ int main(int argc, char **argv)
         if (fd < 0)
             die("baseline: accept: %s", strerror(errno));
         close(ls);
-        tcp_tune(fd);
+        net_tune(fd);
         tcp_peer(fd);
     }
     bool relay = argc > 1;
@@ -204,7 +205,7 @@ int main(int argc, char **argv)
         int fd = accept(ls, NULL, NULL);
         if (fd < 0)
             _exit(1);
-        tcp_tune(fd);
+        net_tune(fd);
         close(ls);
         tcp_peer(fd);
     }

@@ -18,7 +18,7 @@ $(BENCH_BIN): $(BENCH_DIR)/bench.o $(BENCH_DIR)/common.o $(BENCH_DIR)/tcp.o $(PR
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64/stubs -lcuda -Wl,-Bstatic -llz4 -Wl,-Bdynamic
 
-$(BENCH_BASE): $(BENCH_DIR)/baseline.o $(BENCH_DIR)/common.o $(BENCH_DIR)/tcp.o
+$(BENCH_BASE): $(BENCH_DIR)/baseline.o $(BENCH_DIR)/common.o $(BENCH_DIR)/tcp.o $(PROTO_LIB)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^
 

@@ -10,13 +10,7 @@
 #include <unistd.h>
 
 #include "bench/common.h"
-
-void tcp_tune(int fd)
-{
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-}
+#include "proto/net.h"
 
 void tcp_put_all(int fd, const void *p, size_t n)
 {
@@ -103,7 +97,7 @@ int tcp_connect(uint16_t port)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa))
         die("tcp: connect to 127.0.0.1:%u: %s", (unsigned)port, strerror(errno));
-    tcp_tune(fd);
+    net_tune(fd);
     return fd;
 }
 

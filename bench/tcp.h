@@ -14,8 +14,6 @@
 /* A ping-pong message. */
 #define TCP_MSG 32
 
-/* rig's socket options (proto/net.c net_tune): TCP_NODELAY, SO_KEEPALIVE. */
-void tcp_tune(int fd);
 /* Whole writes and reads; any failure dies naming it. */
 void tcp_put_all(int fd, const void *p, size_t n);
 void tcp_get_all(int fd, void *p, size_t n);

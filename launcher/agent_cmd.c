@@ -25,6 +25,7 @@
 #include "agent/agent.h"
 #include "launcher/launcher.h"
 #include "proto/key.h"
+#include "proto/net.h"
 
 #define AGENT_ARGS_MAX 64
 
@@ -180,17 +181,10 @@ static int srun_route_address(char out[static INET6_ADDRSTRLEN + 2], rig_why *wh
     } else {
         return why_set(why, RIG_E_INVALID, "SLURM_LAUNCH_NODE_IPADDR '%.60s' is not an IP address", launch);
     }
-    int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&ss, len) < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return why_set(why, RIG_E_IO, "no route to the srun node %s: %s", launch, strerror(e));
-    }
-    close(fd);
     char host[INET6_ADDRSTRLEN];
-    const void *addr = ss.ss_family == AF_INET ? (const void *)&a4->sin_addr : (const void *)&a6->sin6_addr;
-    inet_ntop(ss.ss_family, addr, host, sizeof host);
+    rig_why w = { "" };
+    if (net_source_toward((struct sockaddr *)&ss, len, host, &w) < 0)
+        return why_set(why, RIG_E_IO, "no route to the srun node %s: %s", launch, w.text);
     snprintf(out, INET6_ADDRSTRLEN + 2, ss.ss_family == AF_INET6 ? "[%s]" : "%s", host);
     return 0;
 }

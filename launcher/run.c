@@ -30,6 +30,7 @@
 #include "launcher/targets.h"
 #include "proto/key.h"
 #include "proto/names.h"
+#include "proto/net.h"
 
 static const char usage[] =
     "Usage: rig run [--on NAMES] [--gpus N [--min-memory SIZE]] [--retries N] [--rig PATH]\n"
@@ -492,23 +493,15 @@ static int address_toward(const char *address, char *out, size_t cap, char *why,
         snprintf(why, why_cap, "%s: %s", a.host, gai_strerror(rc));
         return -1;
     }
-    struct sockaddr_storage me;
-    socklen_t len = sizeof me;
-    int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    bool ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
-              getsockname(fd, (struct sockaddr *)&me, &len) == 0;
-    int e = errno;
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(res);
     char host[INET6_ADDRSTRLEN];
-    const void *in = me.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&me)->sin6_addr
-                                              : (const void *)&((struct sockaddr_in *)&me)->sin_addr;
-    if (!ok || !inet_ntop(me.ss_family, in, host, sizeof host)) {
-        snprintf(why, why_cap, "no route to %s: %s", a.host, strerror(ok ? errno : e));
+    bool v6 = res->ai_family == AF_INET6;
+    rc = net_source_toward(res->ai_addr, (unsigned)res->ai_addrlen, host, &w);
+    freeaddrinfo(res);
+    if (rc < 0) {
+        snprintf(why, why_cap, "no route to %s: %s", a.host, w.text);
         return -1;
     }
-    snprintf(out, cap, me.ss_family == AF_INET6 ? "[%s]:0" : "%s:0", host);
+    snprintf(out, cap, v6 ? "[%s]:0" : "%s:0", host);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +21,26 @@ void net_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+int net_source_toward(const struct sockaddr *to, unsigned len, char host[static 46], rig_why *why)
+{
+    struct sockaddr_storage me;
+    memset(&me, 0, sizeof me);
+    socklen_t mlen = sizeof me;
+    int fd = socket(to->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, to, (socklen_t)len) < 0 || getsockname(fd, (struct sockaddr *)&me, &mlen) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return why_set(why, RIG_E_IO, "%s", strerror(e));
+    }
+    close(fd);
+    const void *in = me.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&me)->sin6_addr
+                                              : (const void *)&((struct sockaddr_in *)&me)->sin_addr;
+    if (!inet_ntop(me.ss_family, in, host, 46))
+        return why_set(why, RIG_E_IO, "%s", strerror(errno));
+    return RIG_OK;
 }
 
 static void format_address(const names_address *a, char *out, size_t cap)

@@ -2,8 +2,8 @@
  * driver says (softgpu's share the process's memory; a GPU host's as its
  * driver reports): the agent answers, and enables access on its driver.
  * Devices of different agents, or a proxy and a local device, are never
- * peers here (bytes between them go through the program, or the rails of
- * issue 16). Request layouts (proto/records.def; answers: u8 0, u32
+ * peers here (bytes between two agents' devices go on the rails,
+ * shim/rail.c; between a proxy and a local device, through the program). Request layouts (proto/records.def; answers: u8 0, u32
  * CUresult, outputs):
  *   cuDeviceCanAccessPeer    u32 device, u32 peer            -> i32
  *   cuDeviceGetP2PAttribute  u32 attribute, u32 src, u32 dst -> i32

@@ -303,6 +303,38 @@ Test(compress, lying_zero_words)
 
 /* ---- the decision ---- */
 
+/* The choice between methods from fixed speeds, whatever this machine's:
+ * each method's copy runs at the slowest of its coding and the link
+ * carrying its ratio. */
+Test(compress, decision_from_given_speeds)
+{
+    rng = test_seed() | 1;
+    size_t len = (size_t)4 << 20;
+    uint8_t *zeros = make(ZEROS, len), *sparse = make(SPARSE, len), *random = make(RANDOM, len);
+    /* A fast link, zero words fast: they win (LZ4 decodes below the link). */
+    compress_rates r = { .link_bps = 3e9, .compress_bps = 1e9, .decompress_bps = 2e9, .zeros_compress_bps = 10e9,
+                         .zeros_decompress_bps = 10e9 };
+    compress_verdict v = compress_decide(sparse, len, &r);
+    cr_assert(v.pays && v.method == COMPRESS_ZEROS, "pays %d method %u", v.pays, v.method);
+    cr_assert(v.ratio > 5 && v.ratio < 8, "zero words' ratio on 1 float in 8: %g", v.ratio);
+    cr_assert(!compress_decide(random, len, &r).pays);
+    /* The same link without zero words: LZ4 cannot beat it, so no. */
+    r.zeros_compress_bps = r.zeros_decompress_bps = 0;
+    v = compress_decide(sparse, len, &r);
+    cr_assert(!v.pays && v.method == COMPRESS_RAW);
+    /* A slow link, zero words slow: the better ratio wins, zero words on
+     * sparse floats (6.4 against LZ4's 4.6), LZ4 on all zeros. */
+    r = (compress_rates){ .link_bps = 1e6, .compress_bps = 1e9, .decompress_bps = 2e9, .zeros_compress_bps = 5e8,
+                          .zeros_decompress_bps = 5e8 };
+    v = compress_decide(sparse, len, &r);
+    cr_assert(v.pays && v.method == COMPRESS_ZEROS, "sparse floats: method %u", v.method);
+    v = compress_decide(zeros, len, &r);
+    cr_assert(v.pays && v.method == COMPRESS_LZ4, "zeros: method %u", v.method);
+    free(zeros);
+    free(sparse);
+    free(random);
+}
+
 Test(compress, decision)
 {
     rng = test_seed() | 1;
