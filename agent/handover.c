@@ -39,6 +39,9 @@ uint8_t *job_buffer(uint8_t **buf, size_t *cap, size_t need)
     uint8_t *p = realloc(*buf, need);
     if (!p)
         return NULL;
+    /* Its new pages touched now, not in a compression's timing (a fresh
+     * page can cost tens of microseconds in a VM). */
+    memset(p + *cap, 0, need - *cap);
     *buf = p;
     *cap = need;
     return p;
@@ -76,8 +79,9 @@ static int inflate_into(job *j, const copy_htod_head *c, void *data, rig_why *wh
  * header and head, then the rest. The data of a lone host-to-device copy
  * goes into a page-locked staging buffer, which the device copies from
  * asynchronously, with no copy through pageable memory on the way (the
- * driver would otherwise stage it itself); a compressed chunk is read into
- * the job's buffer and decoded into the staging buffer. */
+ * driver would otherwise stage it itself). A compressed chunk read in
+ * order onto an idle stream is decoded into the device memory itself; any
+ * other is read whole and decoded when replayed (replay_record). */
 int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, bool in_order, rig_why *why)
 {
     int rc = conn_recv_split(&j->c, f, FRAME_HANDOVER, STAGED_HEAD, CONN_READ_BUF, deadline, idle_ms, why);
@@ -101,7 +105,7 @@ int handover_recv(job *j, frame *f, int64_t deadline, int idle_ms, bool in_order
         /* Everything before it is done and nothing after it replays until
          * it is in: the bytes may land in the device memory itself. */
         in_place = true;
-    } else if (htod) {
+    } else if (htod && c.chunk.method == COMPRESS_RAW) {
         /* The pool's buffers are allocated in the first device's context
          * (a staging_get that finds none allocates here). */
         static __thread bool has_context;
@@ -270,9 +274,19 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         }
         if (c.chunk.method == COMPRESS_RAW)
             return d->fn_cuMemcpyHtoDAsync_v2(c.dst, c.data, c.data_len, rs);
-        /* Decoded into a staging buffer, which the marker gives back. */
         if (!s)
             return CUDA_ERROR_INVALID_VALUE;
+        /* On an idle stream decoded into the device memory itself, sparing
+         * a pass through staging; else into a staging buffer, which the
+         * marker gives back. */
+        void *at = job_stream_idle(j, s) ? job_device_bytes(j, s->device, c.dst, c.chunk.original) : NULL;
+        if (at) {
+            if (compress_body_decode(&c.chunk, c.data, at, c.chunk.original, &why) < 0) {
+                job_fail(j, "controller: cuMemcpyHtoDAsync_v2 to %#llx: %s", (unsigned long long)c.dst, why.text);
+                return CUDA_ERROR_INVALID_VALUE;
+            }
+            return CUDA_SUCCESS;
+        }
         if ((rc = staging_get(j->b, c.chunk.original, staging)))
             return rc;
         *staging_len = c.chunk.original;

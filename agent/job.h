@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "agent/agent.h"
+#include "proto/compress.h"
 #include "proto/key.h"
 #include "proto/records.h"
 #include "proto/wire.h"
@@ -80,6 +81,7 @@ struct job {
     uint8_t *packed_out;
     size_t packed_out_cap;
     int64_t compress_paused_until_ms;  /* the sender's: compressing did not keep up; raw until then */
+    compress_pace compress_pace;       /* ... whether it keeps up, piece after piece */
     uint8_t *packed_in;
     size_t packed_in_cap;
 };

@@ -218,7 +218,7 @@ static void send_bytes(job *j, const note *n, const uint8_t *word)
         rig_why why = { "" };
         int64_t t0 = now_ns();
         int rc = out ? compress_chunk(n->staging, n->len, method, out, j->packed_out_cap, &got, &why) : -1;
-        if (out && !compress_kept_up(n->len, (double)(now_ns() - t0) * 1e-9, link))
+        if (out && compress_pace_note(&j->compress_pace, n->len, (double)(now_ns() - t0) * 1e-9, link))
             j->compress_paused_until_ms = deadline_now_ms() + COMPRESS_PAUSE_MS;
         if (rc == 0 && out[0] != COMPRESS_RAW && compress_header_read(out, &h, &why) == 0)
             data = out + COMPRESS_HEADER_SIZE;

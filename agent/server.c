@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "proto/compress.h"
 #include "proto/deadline.h"
 #include "proto/fdio.h"
 #include "proto/frame.h"
@@ -684,6 +685,9 @@ int agent_main(int argc, char **argv)
         fprintf(stderr, "rig-agent: %s\n", strerror(errno));
         goto out;
     }
+    /* Measured once here: every worker forked from the listener inherits
+     * the speeds, so no job's first copy into the program pays for them. */
+    compress_machine();
     printf("rig-agent: %s\n", announced);
     printf(addr.ipv6 ? "listening on [%s]:%u\n" : "listening on %s:%u\n", addr.host, port);
     fflush(stdout);

@@ -7,6 +7,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <tmmintrin.h>
+#define ZW_VECTORS 1
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,10 +38,14 @@ static double now_s(void)
  * LZ4 runs at a tenth of it. */
 #define ZW_BLOCK 32
 
+/* The vector encoder stores 16 bytes where it may keep only 4: room for
+ * its last store past the end. */
+#define ZW_SLACK 16
+
 static size_t zeros_bound(size_t len)
 {
     size_t words = len / 4;
-    return 4 * ((words + ZW_BLOCK - 1) / ZW_BLOCK) + 4 * words + len % 4;
+    return 4 * ((words + ZW_BLOCK - 1) / ZW_BLOCK) + 4 * words + len % 4 + ZW_SLACK;
 }
 
 /* The bits set in x, in a few instructions: __builtin_popcount is a call
@@ -74,11 +82,110 @@ static uint32_t nonzero_words(const uint8_t *block, size_t n)
     return mask;
 }
 
+/* ---- zero words with SSSE3 shuffles: four words at a time, no branch per
+ * word (the scalar loops mispredict on every block of random sparsity).
+ * For each 4-bit mask of which of four words are stored: the shuffle that
+ * packs them to the front, the one that spreads them back, and their
+ * count. Chosen at run time: the build assumes plain x86-64. */
+#if defined(ZW_VECTORS)
+static uint8_t zw_pack[16][16] __attribute__((aligned(16)));
+static uint8_t zw_spread[16][16] __attribute__((aligned(16)));
+static uint8_t zw_count[16];
+static bool zw_vectors;
+static pthread_once_t zw_once = PTHREAD_ONCE_INIT;
+
+static void zw_init(void)
+{
+    for (unsigned m = 0; m < 16; m++) {
+        unsigned k = 0;
+        memset(zw_pack[m], 0x80, 16);   /* 0x80: the shuffle writes a zero byte */
+        memset(zw_spread[m], 0x80, 16);
+        for (unsigned w = 0; w < 4; w++) {
+            if (!(m >> w & 1))
+                continue;
+            for (unsigned b = 0; b < 4; b++) {
+                zw_pack[m][4 * k + b] = (uint8_t)(4 * w + b);
+                zw_spread[m][4 * w + b] = (uint8_t)(4 * k + b);
+            }
+            k++;
+        }
+        zw_count[m] = (uint8_t)k;
+    }
+    __builtin_cpu_init();
+    zw_vectors = __builtin_cpu_supports("ssse3");
+}
+
+static bool zw_use_vectors(void)
+{
+    pthread_once(&zw_once, zw_init);
+    return __atomic_load_n(&zw_vectors, __ATOMIC_RELAXED);
+}
+
+/* Whole blocks of in into o; returns the end. Each store is 16 bytes
+ * wide: up to 12 past the words kept (ZW_SLACK). */
+__attribute__((target("ssse3"))) static uint8_t *zw_encode_blocks(const uint8_t *in, size_t blocks, uint8_t *o)
+{
+    const __m128i zero = _mm_setzero_si128();
+    for (size_t b = 0; b < blocks; b++, in += 4 * ZW_BLOCK) {
+        uint8_t *w = o + 4;
+        uint32_t mask = 0;
+        for (unsigned q = 0; q < ZW_BLOCK / 4; q++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + 16 * q));
+            unsigned m = ~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, zero))) & 0xfu;
+            __m128i packed = _mm_shuffle_epi8(v, _mm_load_si128((const __m128i *)(const void *)zw_pack[m]));
+            _mm_storeu_si128((__m128i *)(void *)w, packed);
+            w += 4 * zw_count[m];
+            mask |= (uint32_t)m << (4 * q);
+        }
+        wire_store_u32(o, mask);
+        o = w;
+    }
+    return o;
+}
+
+/* One whole block's words (k of them at body, with at least 16 bytes
+ * readable past them) spread into o's 128 bytes. */
+__attribute__((target("ssse3"))) static void zw_spread_block(const uint8_t *body, uint32_t mask, uint8_t *o)
+{
+    for (unsigned q = 0; q < ZW_BLOCK / 4; q++, mask >>= 4) {
+        unsigned m = mask & 0xfu;
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)body);
+        __m128i spread = _mm_shuffle_epi8(v, _mm_load_si128((const __m128i *)(const void *)zw_spread[m]));
+        _mm_storeu_si128((__m128i *)(void *)(o + 16 * q), spread);
+        body += 4 * zw_count[m];
+    }
+}
+#else
+static bool zw_use_vectors(void)
+{
+    return false;
+}
+#endif
+
+bool compress_vectors(bool on)
+{
+#if defined(ZW_VECTORS)
+    pthread_once(&zw_once, zw_init);
+    __atomic_store_n(&zw_vectors, on && __builtin_cpu_supports("ssse3"), __ATOMIC_RELAXED);
+#else
+    (void)on;
+#endif
+    return zw_use_vectors();
+}
+
 static size_t zeros_encode(const uint8_t *in, size_t len, uint8_t *out)
 {
     size_t words = len / 4;
     uint8_t *o = out;
-    for (size_t b = 0; b < words; b += ZW_BLOCK) {
+    size_t b = 0;
+#if defined(ZW_VECTORS)
+    if (zw_use_vectors()) {
+        size_t whole = words / ZW_BLOCK;
+        o = zw_encode_blocks(in, whole, o);
+        b = whole * ZW_BLOCK;
+    }
+#endif
+    for (; b < words; b += ZW_BLOCK) {
         size_t n = words - b < ZW_BLOCK ? words - b : ZW_BLOCK;
         const uint8_t *block = in + 4 * b;
         uint32_t mask = nonzero_words(block, n);
@@ -113,6 +220,13 @@ static int zeros_decode(const uint8_t *body, size_t stored, uint8_t *out, size_t
                            "compressed chunk: zeros body of %zu bytes ends in block %zu's %zu words", stored,
                            b / ZW_BLOCK, k);
         uint8_t *o = out + 4 * b;
+#if defined(ZW_VECTORS)
+        if (n == ZW_BLOCK && stored - at >= 4 * k + 16 && zw_use_vectors()) {
+            zw_spread_block(body + at, mask, o);
+            at += 4 * k;
+            continue;
+        }
+#endif
         if (n == ZW_BLOCK)
             memset(o, 0, 4 * ZW_BLOCK);   /* a constant length: stores in line, no call */
         else
@@ -254,6 +368,18 @@ double compress_link_rate(uint64_t measured)
 bool compress_kept_up(size_t len, double seconds, double link_bps)
 {
     return !(seconds > 0) || (double)len / seconds > PAYS_MARGIN * link_bps;
+}
+
+bool compress_pace_note(compress_pace *p, size_t len, double seconds, double link_bps)
+{
+    if (compress_kept_up(len, seconds, link_bps)) {
+        __atomic_store_n(&p->slow, 0, __ATOMIC_RELAXED);
+        return false;
+    }
+    if (__atomic_add_fetch(&p->slow, 1, __ATOMIC_RELAXED) < COMPRESS_SLOW_PIECES)
+        return false;
+    __atomic_store_n(&p->slow, 0, __ATOMIC_RELAXED);
+    return true;
 }
 
 static double min3(double a, double b, double c)

@@ -58,6 +58,11 @@ typedef struct compress_verdict {
  * largest of raw and each method's worst case. 0 when len > COMPRESS_CHUNK_MAX. */
 size_t compress_bound(size_t len);
 
+/* Turns the zero-words codec's vector paths (SSSE3, chosen at run time)
+ * on, where the CPU has them, or off; returns whether they are on. Both
+ * write and read the same bytes: for tests that compare them. */
+bool compress_vectors(bool on);
+
 /* Fills p[0..len) with floats of which about 7 in 8 are zero and the rest
  * random in [0, 1) from seed: what activations after a ReLU or a pruned
  * weight tensor look like (compress_measure, the bench, the tests). */
@@ -84,6 +89,20 @@ double compress_link_rate(uint64_t measured);
 bool compress_kept_up(size_t len, double seconds, double link_bps);
 /* How long a sender goes raw after compressing did not keep up. */
 #define COMPRESS_PAUSE_MS 1000
+
+/* Whether a sender's compressing keeps up, piece after piece: one slow
+ * piece is a preemption (two CPUs shared by program, agent and kernel
+ * lose one often), COMPRESS_SLOW_PIECES in a row a loaded machine. Zeroed
+ * to start; safe to share between threads. */
+typedef struct compress_pace {
+    unsigned slow;              /* pieces in a row that did not keep up */
+} compress_pace;
+#define COMPRESS_SLOW_PIECES 3
+
+/* Notes one piece (compress_kept_up's arguments); true when it makes
+ * COMPRESS_SLOW_PIECES in a row: the sender then goes raw for
+ * COMPRESS_PAUSE_MS, and the count starts again. */
+bool compress_pace_note(compress_pace *p, size_t len, double seconds, double link_bps);
 
 /* Decides from a sample (16 pieces of 1 KiB spread evenly over p[0..len),
  * or all of it when shorter) whether sending len bytes compressed beats

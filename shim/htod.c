@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "proto/compress.h"
@@ -27,6 +28,30 @@ static int64_t now_ns(void)
 static bool paused(agent_link *l)
 {
     return now_ns() < __atomic_load_n(&l->compress_paused_until_ns, __ATOMIC_RELAXED);
+}
+
+static void *measure_main(void *arg)
+{
+    (void)arg;
+    compress_machine();
+    return NULL;
+}
+
+static void start_measuring(void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* No thread: the first copy that compresses measures instead. */
+    pthread_create(&t, &attr, measure_main, NULL);
+    pthread_attr_destroy(&attr);
+}
+
+void shim_htod_measure_soon(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, start_measuring);
 }
 
 uint8_t shim_htod_compress(agent_link *l, proxy_obj *s, const void *src, size_t n, bool reads_program)
@@ -65,6 +90,10 @@ static uint8_t *thread_buffer(size_t need)
     pthread_setspecific(buf_key, b);
     if (!b)
         return NULL;
+    /* Its pages touched now: first touches are not compressing's time,
+     * which decides whether compressing keeps up (a fresh page can cost
+     * tens of microseconds in a VM). */
+    memset(b->bytes, 0, need);
     b->cap = need;
     return b->bytes;
 }
@@ -85,11 +114,11 @@ CUresult shim_htod_record(agent_link *l, proxy_obj *s, CUdeviceptr dst, const vo
         int64_t t0 = now_ns();
         int rc = compress_chunk(src, len, method, packed, compress_bound(len), &out, &why);
         double link = compress_link_rate(conn_link_rate(&l->c));
-        if (!compress_kept_up(len, (double)(now_ns() - t0) * 1e-9, link)) {
+        if (compress_pace_note(&l->compress_pace, len, (double)(now_ns() - t0) * 1e-9, link)) {
             __atomic_store_n(&l->compress_paused_until_ns, now_ns() + (int64_t)COMPRESS_PAUSE_MS * 1000000,
                              __ATOMIC_RELAXED);
-            shim_log(SHIM_LOG_DEBUG, "agent %s: compressing ran slower than the link (%.3g bytes/s); raw for %d ms",
-                     l->name, link, COMPRESS_PAUSE_MS);
+            shim_log(SHIM_LOG_DEBUG, "agent %s: compressing ran slower than the link (%.3g bytes/s) %d pieces in a row; raw for %d ms",
+                     l->name, link, COMPRESS_SLOW_PIECES, COMPRESS_PAUSE_MS);
         }
         if (rc == RIG_OK && packed[0] != COMPRESS_RAW) {
             rig_why bad = { "" };

@@ -25,6 +25,7 @@
 #include "proto/report.h"
 #include "proto/wire.h"
 #include "shim/decode.h"
+#include "shim/htod.h"
 #include "shim/log.h"
 
 #define UNREPORTED_LIMIT ((uint64_t)64 << 20)
@@ -1327,6 +1328,7 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
     pthread_detach(callbacks);
     l->receiver_started = true;
     register_link(l);
+    shim_htod_measure_soon();
     return 0;
 
 out:

@@ -2,7 +2,8 @@
  * random bytes and sparse floats at every length (tails of 1-3 bytes, short
  * last blocks); every truncation and bit flip of a compressed chunk is
  * refused or decodes to the right length inside its buffers; lying headers
- * and zero-word bodies are refused naming what; the decision says no for
+ * and zero-word bodies are refused naming what; zero words' vector and
+ * scalar paths write a reference's bytes; the decision says no for
  * random bytes, yes for zeros on a slow link, zero words for sparse floats
  * on a link faster than LZ4, no on a link faster than both; docs/wire.md's
  * chunk header is the code's. */
@@ -185,12 +186,91 @@ static void mutate(int kind, size_t len, uint8_t method)
 Test(compress, truncations_and_bit_flips_zeros) { rng = test_seed() | 1; mutate(ZEROS, 65536, COMPRESS_LZ4); }
 Test(compress, truncations_and_bit_flips_pattern) { rng = test_seed() | 1; mutate(PATTERN, 16384, COMPRESS_LZ4); }
 Test(compress, truncations_and_bit_flips_sparse) { rng = test_seed() | 1; mutate(SPARSE, 8192, COMPRESS_LZ4); }
-/* A short last block and a 3-byte tail. */
+/* A short last block and a 3-byte tail; the vector paths' reads ahead and
+ * the scalar loops both. */
 Test(compress, truncations_and_bit_flips_zero_words)
 {
     rng = test_seed() | 1;
-    mutate(SPARSE, 8192 + 40 + 3, COMPRESS_ZEROS);
-    mutate(ZEROS, 4096 + 1, COMPRESS_ZEROS);
+    for (int vectors = 1; vectors >= 0; vectors--) {
+        compress_vectors(vectors);
+        mutate(SPARSE, 8192 + 40 + 3, COMPRESS_ZEROS);
+        mutate(ZEROS, 4096 + 1, COMPRESS_ZEROS);
+    }
+}
+
+/* Zero words as docs/wire.md gives them, written the plainest way. */
+static size_t zero_words_reference(const uint8_t *in, size_t len, uint8_t *out)
+{
+    size_t words = len / 4, o = 0;
+    for (size_t b = 0; b < words; b += 32) {
+        size_t mask_at = o;
+        uint32_t mask = 0;
+        o += 4;
+        for (size_t i = b; i < words && i < b + 32; i++) {
+            if (!memcmp(in + 4 * i, "\0\0\0\0", 4))
+                continue;
+            mask |= 1u << (i - b);
+            memcpy(out + o, in + 4 * i, 4);
+            o += 4;
+        }
+        wire_store_u32(out + mask_at, mask);
+    }
+    memcpy(out + o, in + 4 * words, len % 4);
+    return o + len % 4;
+}
+
+/* The SSSE3 paths (where this CPU has them) and the scalar loops write the
+ * reference's bytes and read them back, at every density and at lengths
+ * around the block, the tail and the vector reads' reach. */
+Test(compress, zero_words_vector_and_scalar_paths_agree)
+{
+    rng = test_seed() | 1;
+    bool have = compress_vectors(true);
+    cr_log_info(have ? "zero words: SSSE3 and scalar paths compared" : "zero words: no SSSE3 here, scalar paths only");
+    static const size_t lens[] = { 1, 3, 4, 5, 60, 127, 128, 129, 131, 144, 147, 255, 256, 260, 268, 4096 + 3,
+                                   65536, 65536 + 12, (size_t)1 << 20 };
+    static const unsigned one_in[] = { 0, 1, 2, 8, 64 };   /* a word nonzero one in n; 0: none */
+    size_t most = (size_t)1 << 20, cap = compress_bound(most);
+    uint8_t *in = malloc(most), *ref = malloc(cap), *room = malloc(cap);
+    cr_assert(in && ref && room);
+    for (size_t d = 0; d < sizeof one_in / sizeof one_in[0]; d++) {
+        for (size_t i = 0; i < most; i += 4) {
+            uint32_t w = one_in[d] && next() % one_in[d] == 0 ? (uint32_t)next() | 1u << (next() % 32) : 0;
+            memcpy(in + i, &w, 4);
+        }
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+            size_t len = lens[k], want = zero_words_reference(in, len, ref);
+            for (int vectors = 1; vectors >= 0; vectors--) {
+                compress_vectors(vectors);
+                size_t n;
+                uint8_t *c = chunk_of(in, len, COMPRESS_ZEROS, &n);
+                if (want < len) {
+                    cr_assert_eq(c[0], COMPRESS_ZEROS, "%zu bytes, one in %u: went %u", len, one_in[d], c[0]);
+                    cr_assert_eq(n, COMPRESS_HEADER_SIZE + want, "%zu bytes, one in %u, vectors %d: %zu stored, not %zu",
+                                 len, one_in[d], vectors, n - COMPRESS_HEADER_SIZE, want);
+                    cr_assert(!memcmp(c + COMPRESS_HEADER_SIZE, ref, want),
+                              "%zu bytes, one in %u, vectors %d: other bytes than the reference", len, one_in[d], vectors);
+                } else {
+                    cr_assert_eq(c[0], COMPRESS_RAW, "%zu bytes, one in %u: %zu of zero words kept", len, one_in[d],
+                                 want);
+                }
+                /* Read back by both paths, from a chunk of exactly its size. */
+                for (int back = 1; back >= 0; back--) {
+                    compress_vectors(back);
+                    size_t consumed, got;
+                    rig_why why = { "" };
+                    memset(room, 0xa5, len);
+                    cr_assert_eq(decompress_chunk(c, n, room, len, &consumed, &got, &why), 0, "%s", why.text);
+                    cr_assert(got == len && !memcmp(room, in, len), "%zu bytes, one in %u: written with vectors %d, "
+                              "read with %d, came back different", len, one_in[d], vectors, back);
+                }
+                free(c);
+            }
+        }
+    }
+    free(in);
+    free(ref);
+    free(room);
 }
 
 static int read_header(uint8_t method, uint32_t original, uint32_t stored, rig_why *why)
@@ -435,4 +515,23 @@ Test(compress, kept_up_is_against_the_link_with_the_margin)
     cr_assert(!compress_kept_up(1 << 20, 0.01, 1e8));     /* 105 MB/s: under the 10% margin */
     cr_assert(!compress_kept_up(1 << 20, 0.1, 1e8));
     cr_assert(compress_kept_up(1 << 20, 0, 1e8));         /* too quick to time */
+}
+
+/* One slow piece is a preemption; COMPRESS_SLOW_PIECES in a row pause. */
+Test(compress, pace_pauses_after_slow_pieces_in_a_row)
+{
+    compress_pace p = { 0 };
+    for (int round = 0; round < 2; round++) {
+        for (int i = 1; i < COMPRESS_SLOW_PIECES; i++)
+            cr_assert(!compress_pace_note(&p, 1 << 20, 0.1, 1e8), "paused after %d slow pieces", i);
+        cr_assert(compress_pace_note(&p, 1 << 20, 0.1, 1e8), "not paused after %d slow pieces in a row",
+                  COMPRESS_SLOW_PIECES);
+    }
+    /* A piece that keeps up starts the count again. */
+    for (int i = 1; i < 2 * COMPRESS_SLOW_PIECES; i++) {
+        if (i % COMPRESS_SLOW_PIECES == 0)
+            cr_assert(!compress_pace_note(&p, 1 << 20, 0.001, 1e8));
+        else
+            cr_assert(!compress_pace_note(&p, 1 << 20, 0.1, 1e8), "paused at %d with a quick piece between", i);
+    }
 }
