@@ -8,7 +8,7 @@
 #include <emmintrin.h>
 #endif
 #if defined(__x86_64__) || defined(__i386__)
-#include <tmmintrin.h>
+#include <immintrin.h>
 #define ZW_VECTORS 1
 #endif
 #include <stdlib.h>
@@ -38,9 +38,9 @@ static double now_s(void)
  * LZ4 runs at a tenth of it. */
 #define ZW_BLOCK 32
 
-/* The vector encoder stores 16 bytes where it may keep only 4: room for
+/* The vector encoder stores 32 bytes where it may keep only 4: room for
  * its last store past the end. */
-#define ZW_SLACK 16
+#define ZW_SLACK 32
 
 static size_t zeros_bound(size_t len)
 {
@@ -82,37 +82,34 @@ static uint32_t nonzero_words(const uint8_t *block, size_t n)
     return mask;
 }
 
-/* ---- zero words with SSSE3 shuffles: four words at a time, no branch per
+/* ---- zero words with AVX2 permutes: eight words at a time, no branch per
  * word (the scalar loops mispredict on every block of random sparsity).
- * For each 4-bit mask of which of four words are stored: the shuffle that
- * packs them to the front, the one that spreads them back, and their
+ * For each 8-bit mask of which of eight words are stored: the permute
+ * that packs them to the front, the one that spreads them back, and their
  * count. Chosen at run time: the build assumes plain x86-64. */
 #if defined(ZW_VECTORS)
-static uint8_t zw_pack[16][16] __attribute__((aligned(16)));
-static uint8_t zw_spread[16][16] __attribute__((aligned(16)));
-static uint8_t zw_count[16];
+static uint32_t zw_pack[256][8] __attribute__((aligned(32)));
+static uint32_t zw_spread[256][8] __attribute__((aligned(32)));
+static uint8_t zw_count[256];
 static bool zw_vectors;
 static pthread_once_t zw_once = PTHREAD_ONCE_INIT;
 
 static void zw_init(void)
 {
-    for (unsigned m = 0; m < 16; m++) {
+    for (unsigned m = 0; m < 256; m++) {
         unsigned k = 0;
-        memset(zw_pack[m], 0x80, 16);   /* 0x80: the shuffle writes a zero byte */
-        memset(zw_spread[m], 0x80, 16);
-        for (unsigned w = 0; w < 4; w++) {
-            if (!(m >> w & 1))
-                continue;
-            for (unsigned b = 0; b < 4; b++) {
-                zw_pack[m][4 * k + b] = (uint8_t)(4 * w + b);
-                zw_spread[m][4 * w + b] = (uint8_t)(4 * k + b);
+        for (unsigned w = 0; w < 8; w++) {
+            zw_pack[m][w] = zw_spread[m][w] = 0;   /* lanes the mask leaves out: zeroed or past the end */
+            if (m >> w & 1) {
+                zw_pack[m][k] = w;
+                zw_spread[m][w] = k;
+                k++;
             }
-            k++;
         }
         zw_count[m] = (uint8_t)k;
     }
     __builtin_cpu_init();
-    zw_vectors = __builtin_cpu_supports("ssse3");
+    zw_vectors = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
 }
 
 static bool zw_use_vectors(void)
@@ -121,21 +118,21 @@ static bool zw_use_vectors(void)
     return __atomic_load_n(&zw_vectors, __ATOMIC_RELAXED);
 }
 
-/* Whole blocks of in into o; returns the end. Each store is 16 bytes
- * wide: up to 12 past the words kept (ZW_SLACK). */
-__attribute__((target("ssse3"))) static uint8_t *zw_encode_blocks(const uint8_t *in, size_t blocks, uint8_t *o)
+/* Whole blocks of in into o; returns the end. Each store is 32 bytes
+ * wide: up to 28 past the words kept (ZW_SLACK). */
+__attribute__((target("avx2"))) static uint8_t *zw_encode_blocks(const uint8_t *in, size_t blocks, uint8_t *o)
 {
-    const __m128i zero = _mm_setzero_si128();
+    const __m256i zero = _mm256_setzero_si256();
     for (size_t b = 0; b < blocks; b++, in += 4 * ZW_BLOCK) {
         uint8_t *w = o + 4;
         uint32_t mask = 0;
-        for (unsigned q = 0; q < ZW_BLOCK / 4; q++) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + 16 * q));
-            unsigned m = ~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, zero))) & 0xfu;
-            __m128i packed = _mm_shuffle_epi8(v, _mm_load_si128((const __m128i *)(const void *)zw_pack[m]));
-            _mm_storeu_si128((__m128i *)(void *)w, packed);
+        for (unsigned q = 0; q < ZW_BLOCK / 8; q++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(in + 32 * q));
+            unsigned m = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, zero))) & 0xffu;
+            __m256i order = _mm256_load_si256((const __m256i *)(const void *)zw_pack[m]);
+            _mm256_storeu_si256((__m256i *)(void *)w, _mm256_permutevar8x32_epi32(v, order));
             w += 4 * zw_count[m];
-            mask |= (uint32_t)m << (4 * q);
+            mask |= (uint32_t)m << (8 * q);
         }
         wire_store_u32(o, mask);
         o = w;
@@ -143,17 +140,35 @@ __attribute__((target("ssse3"))) static uint8_t *zw_encode_blocks(const uint8_t 
     return o;
 }
 
-/* One whole block's words (k of them at body, with at least 16 bytes
- * readable past them) spread into o's 128 bytes. */
-__attribute__((target("ssse3"))) static void zw_spread_block(const uint8_t *body, uint32_t mask, uint8_t *o)
+/* Whole blocks from body[*at..stored) into out, for as long as each block's
+ * words are there with 32 bytes readable past them (the loads' reach);
+ * returns the blocks done and moves *at past them. The scalar loop goes on
+ * from there, naming whatever is wrong. */
+__attribute__((target("avx2,popcnt"))) static size_t zw_decode_blocks(const uint8_t *body, size_t stored, size_t *at,
+                                                                       uint8_t *out, size_t blocks)
 {
-    for (unsigned q = 0; q < ZW_BLOCK / 4; q++, mask >>= 4) {
-        unsigned m = mask & 0xfu;
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)body);
-        __m128i spread = _mm_shuffle_epi8(v, _mm_load_si128((const __m128i *)(const void *)zw_spread[m]));
-        _mm_storeu_si128((__m128i *)(void *)(o + 16 * q), spread);
-        body += 4 * zw_count[m];
+    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    size_t b = 0, p = *at;
+    for (; b < blocks && stored - p >= 4; b++, out += 4 * ZW_BLOCK) {
+        uint32_t mask = wire_load_u32(body + p);
+        size_t k = (size_t)_mm_popcnt_u32(mask);
+        if (stored - p - 4 < 4 * k + 32)
+            break;
+        const uint8_t *w = body + p + 4;
+        for (unsigned q = 0; q < ZW_BLOCK / 8; q++, mask >>= 8) {
+            unsigned m = mask & 0xffu;
+            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)w);
+            __m256i order = _mm256_load_si256((const __m256i *)(const void *)zw_spread[m]);
+            /* All ones in the lanes the mask stores, zero in the others. */
+            __m256i kept = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)m), lane_bit), lane_bit);
+            _mm256_storeu_si256((__m256i *)(void *)(out + 32 * q),
+                                _mm256_and_si256(_mm256_permutevar8x32_epi32(v, order), kept));
+            w += 4 * zw_count[m];
+        }
+        p += 4 + 4 * k;
     }
+    *at = p;
+    return b;
 }
 #else
 static bool zw_use_vectors(void)
@@ -166,7 +181,8 @@ bool compress_vectors(bool on)
 {
 #if defined(ZW_VECTORS)
     pthread_once(&zw_once, zw_init);
-    __atomic_store_n(&zw_vectors, on && __builtin_cpu_supports("ssse3"), __ATOMIC_RELAXED);
+    __atomic_store_n(&zw_vectors, on && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"),
+                     __ATOMIC_RELAXED);
 #else
     (void)on;
 #endif
@@ -202,8 +218,12 @@ static size_t zeros_encode(const uint8_t *in, size_t len, uint8_t *out)
 
 static int zeros_decode(const uint8_t *body, size_t stored, uint8_t *out, size_t len, rig_why *why)
 {
-    size_t words = len / 4, at = 0;
-    for (size_t b = 0; b < words; b += ZW_BLOCK) {
+    size_t words = len / 4, at = 0, b = 0;
+#if defined(ZW_VECTORS)
+    if (zw_use_vectors())
+        b = ZW_BLOCK * zw_decode_blocks(body, stored, &at, out, words / ZW_BLOCK);
+#endif
+    for (; b < words; b += ZW_BLOCK) {
         size_t n = words - b < ZW_BLOCK ? words - b : ZW_BLOCK;
         if (stored - at < 4)
             return why_set(why, RIG_E_MALFORMED, "compressed chunk: zeros body of %zu bytes ends in block %zu's mask",
@@ -220,13 +240,6 @@ static int zeros_decode(const uint8_t *body, size_t stored, uint8_t *out, size_t
                            "compressed chunk: zeros body of %zu bytes ends in block %zu's %zu words", stored,
                            b / ZW_BLOCK, k);
         uint8_t *o = out + 4 * b;
-#if defined(ZW_VECTORS)
-        if (n == ZW_BLOCK && stored - at >= 4 * k + 16 && zw_use_vectors()) {
-            zw_spread_block(body + at, mask, o);
-            at += 4 * k;
-            continue;
-        }
-#endif
         if (n == ZW_BLOCK)
             memset(o, 0, 4 * ZW_BLOCK);   /* a constant length: stores in line, no call */
         else

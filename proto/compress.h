@@ -58,7 +58,7 @@ typedef struct compress_verdict {
  * largest of raw and each method's worst case. 0 when len > COMPRESS_CHUNK_MAX. */
 size_t compress_bound(size_t len);
 
-/* Turns the zero-words codec's vector paths (SSSE3, chosen at run time)
+/* Turns the zero-words codec's vector paths (AVX2, chosen at run time)
  * on, where the CPU has them, or off; returns whether they are on. Both
  * write and read the same bytes: for tests that compare them. */
 bool compress_vectors(bool on);

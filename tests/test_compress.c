@@ -219,14 +219,14 @@ static size_t zero_words_reference(const uint8_t *in, size_t len, uint8_t *out)
     return o + len % 4;
 }
 
-/* The SSSE3 paths (where this CPU has them) and the scalar loops write the
+/* The AVX2 paths (where this CPU has them) and the scalar loops write the
  * reference's bytes and read them back, at every density and at lengths
  * around the block, the tail and the vector reads' reach. */
 Test(compress, zero_words_vector_and_scalar_paths_agree)
 {
     rng = test_seed() | 1;
     bool have = compress_vectors(true);
-    cr_log_info(have ? "zero words: SSSE3 and scalar paths compared" : "zero words: no SSSE3 here, scalar paths only");
+    cr_log_info(have ? "zero words: AVX2 and scalar paths compared" : "zero words: no AVX2 here, scalar paths only");
     static const size_t lens[] = { 1, 3, 4, 5, 60, 127, 128, 129, 131, 144, 147, 255, 256, 260, 268, 4096 + 3,
                                    65536, 65536 + 12, (size_t)1 << 20 };
     static const unsigned one_in[] = { 0, 1, 2, 8, 64 };   /* a word nonzero one in n; 0: none */
