@@ -69,8 +69,8 @@ bool compress_vectors(bool on);
 void compress_sparse_floats(uint8_t *p, size_t len, uint64_t seed);
 
 /* Times LZ4 and zero words both ways on a few MiB of sparse floats (a
- * typical compressible tensor) and fills r's speeds; link_bps is left
- * alone. Takes tens of milliseconds: call once per process. */
+ * typical compressible tensor), per second of the calling thread's CPU
+ * time, and fills r's speeds; link_bps is left alone. Takes tens of milliseconds: call once per process. */
 int compress_measure(compress_rates *r, rig_why *why);
 
 /* This machine's speeds (compress_measure), measured on the first call of
