@@ -1,7 +1,9 @@
 // A sparse activation tensor (7 in 8 floats zero, as after a ReLU) and a
 // buffer of random words, each copied to the device with cudaMemcpy, passed
 // through a kernel (the tensor doubled, the words mixed with their index)
-// and copied back; checked element by element on the CPU. With "random" as
+// and copied back; checked element by element on the CPU; then the tensor
+// again, asynchronously behind a kernel writing the same buffer on one
+// stream, and back. With "random" as
 // its argument only the random words travel. Through an agent on a slow
 // link the tensor's bytes go compressed both ways and the random ones
 // raw (tests/test_remote.c reads the shim's RIG_STATS=1 line).
@@ -17,6 +19,15 @@ __global__ void twice(float *x, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] *= 2.0f;
+}
+
+// Writes v everywhere, passes times over: slow enough that a copy queued
+// behind it on its stream reaches the agent while it still runs.
+__global__ void fill_slowly(float *x, size_t n, float v, int passes)
+{
+    for (int p = 0; p < passes; p++)
+        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+            x[i] = v + (float)(passes - 1 - p);
 }
 
 __global__ void mix(unsigned *x, size_t n)
@@ -52,6 +63,27 @@ int main(int argc, char **argv)
                 printf("sparsecopy: element %zu is %g, expected %g\n", i, back[i], 2.0f * act[i]);
                 return 1;
             }
+        // The tensor again, asynchronously from page-locked memory behind a
+        // kernel still writing the same buffer on one stream: its bytes must
+        // land after the kernel's (the agent may not decode them into the
+        // device memory before the stream is idle).
+        float *pinned = nullptr;
+        CHECK(cudaMallocHost(&pinned, n * sizeof(float)));
+        memcpy(pinned, act.data(), n * sizeof(float));
+        cudaStream_t s;
+        CHECK(cudaStreamCreate(&s));
+        fill_slowly<<<64, 256, 0, s>>>(d, n, 7.0f, 4);
+        CHECK(cudaGetLastError());
+        CHECK(cudaMemcpyAsync(d, pinned, n * sizeof(float), cudaMemcpyHostToDevice, s));
+        CHECK(cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+        CHECK(cudaStreamSynchronize(s));
+        for (size_t i = 0; i < n; i++)
+            if (pinned[i] != act[i]) {
+                printf("sparsecopy: behind the kernel, element %zu is %g, expected %g\n", i, pinned[i], act[i]);
+                return 1;
+            }
+        CHECK(cudaStreamDestroy(s));
+        CHECK(cudaFreeHost(pinned));
         CHECK(cudaFree(d));
     }
     std::vector<unsigned> words(n), got(n);
