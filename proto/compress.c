@@ -359,20 +359,32 @@ int compress_measure(compress_rates *r, rig_why *why)
     return rc;
 }
 
-static compress_rates machine;
-static pthread_once_t machine_once = PTHREAD_ONCE_INIT;
-
-static void measure_machine(void)
-{
-    rig_why why = { "" };
-    if (compress_measure(&machine, &why) < 0)
-        machine = (compress_rates){ 0 };
-}
+/* The speeds once some thread has measured them. Any thread that needs
+ * them and finds none measures itself and publishes its result unless
+ * another got there first: a caller never waits on another thread's
+ * measurement (the shim's runs at idle priority, which a busy machine may
+ * starve). */
+static compress_rates *machine;
 
 compress_rates compress_machine(void)
 {
-    pthread_once(&machine_once, measure_machine);
-    compress_rates r = machine;
+    compress_rates *known = __atomic_load_n(&machine, __ATOMIC_ACQUIRE);
+    compress_rates r = { 0 };
+    if (known) {
+        r = *known;
+    } else {
+        rig_why why = { "" };
+        if (compress_measure(&r, &why) < 0)
+            r = (compress_rates){ 0 };
+        compress_rates *mine = malloc(sizeof *mine), *none = NULL;
+        if (mine) {
+            *mine = r;
+            if (!__atomic_compare_exchange_n(&machine, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                free(mine);
+                r = *none;   /* another thread's, already published */
+            }
+        }
+    }
     r.link_bps = 0;
     return r;
 }

@@ -73,9 +73,10 @@ void compress_sparse_floats(uint8_t *p, size_t len, uint64_t seed);
  * time, and fills r's speeds; link_bps is left alone. Takes tens of milliseconds: call once per process. */
 int compress_measure(compress_rates *r, rig_why *why);
 
-/* This machine's speeds (compress_measure), measured on the first call of
- * the process and remembered; all 0 when measuring failed (nothing is then
- * compressed). link_bps is 0. */
+/* This machine's speeds (compress_measure), measured by the first caller
+ * of the process (or by each caller until one has published its result:
+ * none waits for another's) and remembered; all 0 when measuring failed
+ * (nothing is then compressed). link_bps is 0. */
 compress_rates compress_machine(void);
 
 /* The link rate a sender decides with: RIG_LINK_RATE (bytes/s) when set to

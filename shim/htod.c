@@ -37,7 +37,8 @@ static void *measure_main(void *arg)
     /* On CPU time no one else wants: a program starting up, making its
      * first synchronous calls, does not share its CPUs with the
      * measurement (which counts its own CPU time, so it is not slowed). A
-     * copy that needs the speeds first waits, and frees its CPU for it. */
+     * copy that needs the speeds before they are in measures them itself
+     * rather than wait on this thread (compress_machine). */
     struct sched_param idle = { .sched_priority = 0 };
     pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
     compress_machine();

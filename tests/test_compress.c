@@ -8,6 +8,7 @@
  * on a link faster than LZ4, no on a link faster than both; docs/wire.md's
  * chunk header is the code's. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -515,6 +516,32 @@ Test(compress, kept_up_is_against_the_link_with_the_margin)
     cr_assert(!compress_kept_up(1 << 20, 0.01, 1e8));     /* 105 MB/s: under the 10% margin */
     cr_assert(!compress_kept_up(1 << 20, 0.1, 1e8));
     cr_assert(compress_kept_up(1 << 20, 0, 1e8));         /* too quick to time */
+}
+
+static void *machine_of_thread(void *out)
+{
+    *(compress_rates *)out = compress_machine();
+    return NULL;
+}
+
+/* Callers racing for the speeds each measure rather than wait on another
+ * and all come back with the one set published. */
+Test(compress, machine_speeds_race_to_one_value, .timeout = 30)
+{
+    enum { THREADS = 4 };
+    pthread_t t[THREADS];
+    compress_rates got[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, machine_of_thread, &got[i]), 0);
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_gt(got[i].zeros_compress_bps, 0, "thread %d measured nothing", i);
+        cr_assert_gt(got[i].decompress_bps, 0, "thread %d measured nothing", i);
+    }
+    /* A loser of the race returns the winner's, as every later call does. */
+    compress_rates a = compress_machine();
+    for (int i = 0; i < THREADS; i++)
+        cr_assert(!memcmp(&got[i], &a, sizeof a), "thread %d got speeds other than the published ones", i);
 }
 
 /* One slow piece is a preemption; COMPRESS_SLOW_PIECES in a row pause. */
