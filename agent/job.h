@@ -80,8 +80,7 @@ struct job {
      * (whichever thread reads holds it: one at a time). */
     uint8_t *packed_out;
     size_t packed_out_cap;
-    int64_t compress_paused_until_ms;  /* the sender's: compressing did not keep up; raw until then */
-    compress_pace compress_pace;       /* ... whether it keeps up, piece after piece */
+    compress_pace compress_pace;       /* the sender's: whether compressing keeps up, piece after piece */
     uint8_t *packed_in;
     size_t packed_in_cap;
 };

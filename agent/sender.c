@@ -208,7 +208,7 @@ static void send_bytes(job *j, const note *n, const uint8_t *word)
     compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };
     const void *data = n->staging;
     double link = n->len >= BYTES_COMPRESS_MIN ? compress_link_rate(conn_link_rate(&j->c)) : 0;
-    if (link > 0 && deadline_now_ms() >= j->compress_paused_until_ms) {
+    if (link > 0 && !compress_pace_paused(&j->compress_pace)) {
         compress_rates r = compress_machine();
         r.link_bps = link;
         uint8_t method = compress_decide(n->staging, n->len, &r).method;
@@ -218,8 +218,8 @@ static void send_bytes(job *j, const note *n, const uint8_t *word)
         rig_why why = { "" };
         int64_t t0 = now_ns();
         int rc = out ? compress_chunk(n->staging, n->len, method, out, j->packed_out_cap, &got, &why) : -1;
-        if (out && compress_pace_note(&j->compress_pace, n->len, (double)(now_ns() - t0) * 1e-9, link))
-            j->compress_paused_until_ms = deadline_now_ms() + COMPRESS_PAUSE_MS;
+        if (out)
+            compress_pace_note(&j->compress_pace, n->len, (double)(now_ns() - t0) * 1e-9, link);
         if (rc == 0 && out[0] != COMPRESS_RAW && compress_header_read(out, &h, &why) == 0)
             data = out + COMPRESS_HEADER_SIZE;
         else

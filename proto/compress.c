@@ -413,7 +413,14 @@ bool compress_pace_note(compress_pace *p, size_t len, double seconds, double lin
     if (__atomic_add_fetch(&p->slow, 1, __ATOMIC_RELAXED) < COMPRESS_SLOW_PIECES)
         return false;
     __atomic_store_n(&p->slow, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->paused_until_ns, (int64_t)(now_s() * 1e9) + (int64_t)COMPRESS_PAUSE_MS * 1000000,
+                     __ATOMIC_RELAXED);
     return true;
+}
+
+bool compress_pace_paused(const compress_pace *p)
+{
+    return (int64_t)(now_s() * 1e9) < __atomic_load_n(&p->paused_until_ns, __ATOMIC_RELAXED);
 }
 
 static double min3(double a, double b, double c)

@@ -93,17 +93,22 @@ bool compress_kept_up(size_t len, double seconds, double link_bps);
 
 /* Whether a sender's compressing keeps up, piece after piece: one slow
  * piece is a preemption (two CPUs shared by program, agent and kernel
- * lose one often), COMPRESS_SLOW_PIECES in a row a loaded machine. Zeroed
- * to start; safe to share between threads. */
+ * lose one often), COMPRESS_SLOW_PIECES in a row a loaded machine, and
+ * the sender goes raw for COMPRESS_PAUSE_MS. Zeroed to start; safe to
+ * share between threads. */
 typedef struct compress_pace {
     unsigned slow;              /* pieces in a row that did not keep up */
+    int64_t paused_until_ns;    /* CLOCK_MONOTONIC: raw until then */
 } compress_pace;
 #define COMPRESS_SLOW_PIECES 3
 
 /* Notes one piece (compress_kept_up's arguments); true when it makes
- * COMPRESS_SLOW_PIECES in a row: the sender then goes raw for
- * COMPRESS_PAUSE_MS, and the count starts again. */
+ * COMPRESS_SLOW_PIECES in a row: the pause then begins, and the count
+ * starts again. */
 bool compress_pace_note(compress_pace *p, size_t len, double seconds, double link_bps);
+
+/* True while a pause lasts: send raw. */
+bool compress_pace_paused(const compress_pace *p);
 
 /* Decides from a sample (16 pieces of 1 KiB spread evenly over p[0..len),
  * or all of it when shorter) whether sending len bytes compressed beats

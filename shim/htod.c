@@ -26,10 +26,6 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static bool paused(agent_link *l)
-{
-    return now_ns() < __atomic_load_n(&l->compress_paused_until_ns, __ATOMIC_RELAXED);
-}
 
 static void *measure_main(void *arg)
 {
@@ -65,7 +61,7 @@ void shim_htod_measure_soon(void)
 uint8_t shim_htod_compress(agent_link *l, proxy_obj *s, const void *src, size_t n, bool reads_program)
 {
     double link = compress_link_rate(conn_link_rate(&l->c));
-    if (n < HTOD_COMPRESS_MIN || !(link > 0) || paused(l))
+    if (n < HTOD_COMPRESS_MIN || !(link > 0) || compress_pace_paused(&l->compress_pace))
         return COMPRESS_RAW;
     if (reads_program && s && link_wait_program_writes(l, s) != CUDA_SUCCESS)
         return COMPRESS_RAW;   /* the job failed: the record reports it */
@@ -114,7 +110,8 @@ CUresult shim_htod_record(agent_link *l, proxy_obj *s, CUdeviceptr dst, const vo
     const void *data = src;
     /* A piece after compressing stopped keeping up goes raw. */
     bool compress = method != COMPRESS_RAW;
-    uint8_t *packed = compress && !paused(l) ? thread_buffer(compress_bound(len)) : NULL;
+    uint8_t *packed =
+        compress && !compress_pace_paused(&l->compress_pace) ? thread_buffer(compress_bound(len)) : NULL;
     if (packed) {
         /* compress_bound fits: the call cannot fail. */
         size_t out = 0;
@@ -122,12 +119,10 @@ CUresult shim_htod_record(agent_link *l, proxy_obj *s, CUdeviceptr dst, const vo
         int64_t t0 = now_ns();
         int rc = compress_chunk(src, len, method, packed, compress_bound(len), &out, &why);
         double link = compress_link_rate(conn_link_rate(&l->c));
-        if (compress_pace_note(&l->compress_pace, len, (double)(now_ns() - t0) * 1e-9, link)) {
-            __atomic_store_n(&l->compress_paused_until_ns, now_ns() + (int64_t)COMPRESS_PAUSE_MS * 1000000,
-                             __ATOMIC_RELAXED);
-            shim_log(SHIM_LOG_DEBUG, "agent %s: compressing ran slower than the link (%.3g bytes/s) %d pieces in a row; raw for %d ms",
+        if (compress_pace_note(&l->compress_pace, len, (double)(now_ns() - t0) * 1e-9, link))
+            shim_log(SHIM_LOG_DEBUG,
+                     "agent %s: compressing ran slower than the link (%.3g bytes/s) %d pieces in a row; raw for %d ms",
                      l->name, link, COMPRESS_SLOW_PIECES, COMPRESS_PAUSE_MS);
-        }
         if (rc == RIG_OK && packed[0] != COMPRESS_RAW) {
             rig_why bad = { "" };
             compress_header_read(packed, &h, &bad);

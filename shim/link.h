@@ -58,8 +58,7 @@ struct agent_link {
     uint8_t *batch;                  /* small handover records not yet sent */
     size_t batch_len;                /* under send_lock; read unlocked as a hint */
     int64_t last_flush_ns;
-    int64_t compress_paused_until_ns;     /* atomic: compressing did not keep up; raw until then */
-    compress_pace compress_pace;          /* ... whether it keeps up, piece after piece */
+    compress_pace compress_pace;          /* whether compressing keeps up, piece after piece */
     uint8_t *packed;                 /* compressed bytes frames land here (the baton's holder) */
     size_t packed_cap;
     /* statistics for RIG_STATS */

@@ -551,8 +551,11 @@ Test(compress, pace_pauses_after_slow_pieces_in_a_row)
     for (int round = 0; round < 2; round++) {
         for (int i = 1; i < COMPRESS_SLOW_PIECES; i++)
             cr_assert(!compress_pace_note(&p, 1 << 20, 0.1, 1e8), "paused after %d slow pieces", i);
+        cr_assert(!compress_pace_paused(&p), "paused before %d slow pieces in a row", COMPRESS_SLOW_PIECES);
         cr_assert(compress_pace_note(&p, 1 << 20, 0.1, 1e8), "not paused after %d slow pieces in a row",
                   COMPRESS_SLOW_PIECES);
+        cr_assert(compress_pace_paused(&p), "the pause did not begin");
+        p.paused_until_ns = 0;   /* as if COMPRESS_PAUSE_MS had passed */
     }
     /* A piece that keeps up starts the count again. */
     for (int i = 1; i < 2 * COMPRESS_SLOW_PIECES; i++) {
