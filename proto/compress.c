@@ -103,6 +103,12 @@ static uint8_t zw_count[256];
 static bool zw_vectors;
 static pthread_once_t zw_once = PTHREAD_ONCE_INIT;
 
+static bool cpu_has_vectors(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+}
+
 static void zw_init(void)
 {
     for (unsigned m = 0; m < 256; m++) {
@@ -117,8 +123,7 @@ static void zw_init(void)
         }
         zw_count[m] = (uint8_t)k;
     }
-    __builtin_cpu_init();
-    zw_vectors = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+    zw_vectors = cpu_has_vectors();
 }
 
 static bool zw_use_vectors(void)
@@ -190,8 +195,7 @@ bool compress_vectors(bool on)
 {
 #if defined(ZW_VECTORS)
     pthread_once(&zw_once, zw_init);
-    __atomic_store_n(&zw_vectors, on && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"),
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&zw_vectors, on && cpu_has_vectors(), __ATOMIC_RELAXED);
 #else
     (void)on;
 #endif

@@ -23,7 +23,7 @@ void net_tune(int fd)
     fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-int net_source_toward(const struct sockaddr *to, unsigned len, char host[static 46], rig_why *why)
+int net_source_toward(const struct sockaddr *to, unsigned len, char host[static INET6_ADDRSTRLEN], rig_why *why)
 {
     struct sockaddr_storage me;
     memset(&me, 0, sizeof me);
@@ -38,7 +38,7 @@ int net_source_toward(const struct sockaddr *to, unsigned len, char host[static 
     close(fd);
     const void *in = me.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&me)->sin6_addr
                                               : (const void *)&((struct sockaddr_in *)&me)->sin_addr;
-    if (!inet_ntop(me.ss_family, in, host, 46))
+    if (!inet_ntop(me.ss_family, in, host, INET6_ADDRSTRLEN))
         return why_set(why, RIG_E_IO, "%s", strerror(errno));
     return RIG_OK;
 }

@@ -3,6 +3,7 @@
 #ifndef RIG_PROTO_NET_H
 #define RIG_PROTO_NET_H
 
+#include <netinet/in.h>
 #include <stdint.h>
 
 #include "proto/error.h"
@@ -23,10 +24,9 @@ int net_connect(const names_address *addr, int timeout_ms, int *fd, rig_why *why
 /* TCP_NODELAY, keepalive, close-on-exec: small messages go out at once. */
 void net_tune(int fd);
 
-struct sockaddr;
 /* This machine's address (text, no brackets) that a connection to `to`
  * would leave from, found by a UDP connect (nothing is sent). Errors say
  * why there is no route. */
-int net_source_toward(const struct sockaddr *to, unsigned len, char host[static 46], rig_why *why);
+int net_source_toward(const struct sockaddr *to, unsigned len, char host[static INET6_ADDRSTRLEN], rig_why *why);
 
 #endif
