@@ -22,6 +22,15 @@
 #include "proto/job.h"
 #include "proto/text.h"
 
+void job_wake_all(job *j)
+{
+    pthread_cond_broadcast(&j->q_cond);
+    pthread_cond_broadcast(&j->send_cond);
+    pthread_cond_broadcast(&j->sent_cond);
+    pthread_cond_broadcast(&j->tick_cond);
+    pthread_cond_broadcast(&j->rd_cond);
+}
+
 void job_fail(job *j, const char *fmt, ...)
 {
     pthread_mutex_lock(&j->q_lock);
@@ -32,8 +41,7 @@ void job_fail(job *j, const char *fmt, ...)
         vsnprintf(j->cause, sizeof j->cause, fmt, ap);
         va_end(ap);
     }
-    pthread_cond_broadcast(&j->q_cond);
-    pthread_cond_broadcast(&j->rd_cond);
+    job_wake_all(j);
     pthread_mutex_unlock(&j->q_lock);
 }
 
@@ -206,6 +214,9 @@ job *job_new(backend *b, int fd, uint32_t index, char *why, size_t whylen)
     pthread_mutex_init(&j->output_lock, NULL);
     pthread_mutex_init(&j->q_lock, NULL);
     pthread_cond_init(&j->q_cond, NULL);
+    pthread_cond_init(&j->send_cond, NULL);
+    pthread_cond_init(&j->sent_cond, NULL);
+    pthread_cond_init(&j->tick_cond, NULL);
     pthread_cond_init(&j->rd_cond, NULL);
     return j;
 out:
@@ -221,7 +232,7 @@ int job_start_threads(job *j)
         pthread_create(&j->watcher, NULL, watch_main, j) != 0) {
         pthread_mutex_lock(&j->q_lock);
         j->stopping = true;
-        pthread_cond_broadcast(&j->q_cond);
+        job_wake_all(j);
         pthread_mutex_unlock(&j->q_lock);
         return -1;
     }
@@ -473,7 +484,7 @@ void job_free(job *j)
     rail_release(j);
     pthread_mutex_lock(&j->q_lock);
     j->stopping = true;
-    pthread_cond_broadcast(&j->q_cond);
+    job_wake_all(j);
     pthread_mutex_unlock(&j->q_lock);
     if (j->threads_started) {
         pthread_join(j->sender, NULL);
@@ -502,6 +513,9 @@ void job_free(job *j)
     pthread_mutex_destroy(&j->output_lock);
     pthread_mutex_destroy(&j->q_lock);
     pthread_cond_destroy(&j->q_cond);
+    pthread_cond_destroy(&j->send_cond);
+    pthread_cond_destroy(&j->sent_cond);
+    pthread_cond_destroy(&j->tick_cond);
     pthread_cond_destroy(&j->rd_cond);
     free(j);
 }

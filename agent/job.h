@@ -44,7 +44,13 @@ struct job {
     agent_pool *pools;            /* every memory pool, destroyed ones until their memory is back */
     int current;                  /* device whose primary context is current (job thread) */
     pthread_mutex_t q_lock;
-    pthread_cond_t q_cond;
+    /* One condition per kind of waiter, so a frame or a note wakes only
+     * the thread that acts on it (one shared condition woke four threads
+     * per frame, each taking q_lock to go back to sleep). */
+    pthread_cond_t q_cond;        /* the job thread: a frame in the inbox, the reader stopped or ended */
+    pthread_cond_t send_cond;     /* the sender: notes queued, a marker done sending, stopping */
+    pthread_cond_t sent_cond;     /* a wait for earlier words: the sender or a marker done sending */
+    pthread_cond_t tick_cond;     /* the beat and the watcher: a failure, stopping */
     note *q_head, *q_tail;
     note *live;                   /* notes given to the driver or queued, not yet sent */
     uint64_t pending_markers;
@@ -93,6 +99,9 @@ job *job_new(backend *b, int fd, uint32_t index, char *why, size_t whylen);
 int job_start_threads(job *j);
 /* Records the job's root cause (the first one wins) and wakes its threads. */
 void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Wakes every thread of the job that waits under q_lock (a failure,
+ * stopping); the caller holds q_lock. */
+void job_wake_all(job *j);
 bool job_failed(job *j);
 /* Sends one frame; a failed send fails the job. Never waits on the driver. */
 int job_send(job *j, frame_kind kind, const struct iovec *iov, int n);

@@ -32,6 +32,16 @@ static void word_of(const note *n, uint8_t out[static rec_word_size])
     rec_word_put(&w, &(rec_word){ .stream = n->stream, .value = n->value, .bytes = n->bytes });
 }
 
+/* A marker or the job thread sent a note itself: the sender may take
+ * what was queued meanwhile, and a wait for earlier words may go on. The
+ * caller holds q_lock. */
+static void done_sending(job *j)
+{
+    if (j->q_head)
+        pthread_cond_signal(&j->send_cond);
+    pthread_cond_broadcast(&j->sent_cond);
+}
+
 /* The marker's own send: when nothing is queued for the sender or being
  * sent by it, no device output waits, nobody else sends and the socket's
  * buffer surely takes the frames whole, the callback thread sends the
@@ -99,8 +109,7 @@ bool job_send_reached(job *j, note *n)
     bool sent = marker_send(j, n);
     pthread_mutex_lock(&j->q_lock);
     j->marker_sending = false;
-    if (j->q_head)
-        pthread_cond_broadcast(&j->q_cond);
+    done_sending(j);
     pthread_mutex_unlock(&j->q_lock);
     return sent;
 }
@@ -118,10 +127,9 @@ void CUDA_CB job_marker(void *arg)
         bool sent = marker_send(j, n);
         pthread_mutex_lock(&j->q_lock);
         j->marker_sending = false;
+        done_sending(j);
         if (sent) {
             j->pending_markers--;
-            if (j->q_head)
-                pthread_cond_broadcast(&j->q_cond);
             pthread_mutex_unlock(&j->q_lock);
             return;
         }
@@ -132,7 +140,7 @@ void CUDA_CB job_marker(void *arg)
     else
         j->q_head = n;
     j->q_tail = n;
-    pthread_cond_broadcast(&j->q_cond);
+    pthread_cond_signal(&j->send_cond);
     pthread_mutex_unlock(&j->q_lock);
 }
 
@@ -241,7 +249,7 @@ void job_send_in_place(job *j, note *n)
      * words go first, or the program would take this value for theirs. */
     while ((j->q_head || j->sending || j->marker_sending) && !j->failed) {
         struct timespec ts = deadline_timespec_in(100);
-        pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
+        pthread_cond_timedwait(&j->sent_cond, &j->q_lock, &ts);
     }
     bool failed = j->failed;
     if (!failed)
@@ -255,8 +263,7 @@ void job_send_in_place(job *j, note *n)
             send_bytes(j, n, word);
         pthread_mutex_lock(&j->q_lock);
         j->marker_sending = false;
-        if (j->q_head)
-            pthread_cond_broadcast(&j->q_cond);
+        done_sending(j);
         pthread_mutex_unlock(&j->q_lock);
     }
     note_free(j, n);
@@ -270,7 +277,7 @@ void *sender_main(void *arg)
     pthread_mutex_lock(&j->q_lock);
     for (;;) {
         while ((!j->q_head || j->marker_sending) && !j->stopping)
-            pthread_cond_wait(&j->q_cond, &j->q_lock);
+            pthread_cond_wait(&j->send_cond, &j->q_lock);
         note *batch = j->q_head;
         j->q_head = j->q_tail = NULL;
         j->sending = batch != NULL;
@@ -306,7 +313,7 @@ void *sender_main(void *arg)
         pthread_mutex_lock(&j->q_lock);
         j->sending = false;
         j->pending_markers -= count;
-        pthread_cond_broadcast(&j->q_cond);
+        pthread_cond_broadcast(&j->sent_cond);
     }
 }
 
@@ -319,7 +326,7 @@ void *beat_main(void *arg)
     pthread_mutex_lock(&j->q_lock);
     while (!j->stopping) {
         struct timespec ts = deadline_timespec_in(JOB_BEAT_MS / 4);
-        pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
+        pthread_cond_timedwait(&j->tick_cond, &j->q_lock, &ts);
         bool failed = j->failed, stopping = j->stopping;
         pthread_mutex_unlock(&j->q_lock);
         if (stopping)
@@ -375,7 +382,7 @@ void *watch_main(void *arg)
     pthread_mutex_lock(&j->q_lock);
     while (!j->stopping && !j->failed) {
         struct timespec ts = deadline_timespec_in(JOB_BEAT_MS / 2);
-        pthread_cond_timedwait(&j->q_cond, &j->q_lock, &ts);
+        pthread_cond_timedwait(&j->tick_cond, &j->q_lock, &ts);
         bool waiting = j->pending_markers > 0 && deadline_now_ms() - j->last_marker_ms >= JOB_BEAT_MS;
         if (j->stopping || j->failed || !waiting)
             continue;
