@@ -317,7 +317,11 @@ int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t ab
         int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
         if (rc < 0)
             return rc;
-        ssize_t got = read(c->fd, c->rbuf, CONN_READ_BUF);
+        /* Before a header is known, a read that may split takes little: a
+         * split frame's data then goes straight where it belongs (the
+         * caller's conn_recv_rest), not through rbuf and a copy. */
+        size_t room = kind && d->header_have < FRAME_HEADER_SIZE ? CONN_SPLIT_FIRST_READ : CONN_READ_BUF;
+        ssize_t got = read(c->fd, c->rbuf, room);
         if (got < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (got <= 0) {

@@ -12,6 +12,8 @@
 #include "proto/frame.h"
 
 #define CONN_READ_BUF (256 * 1024)
+/* What conn_recv_split reads at most before it knows a frame's header. */
+#define CONN_SPLIT_FIRST_READ (16 * 1024)
 #define CONN_IOV_MAX 16
 
 typedef struct conn {
