@@ -162,6 +162,7 @@ static void linger(agent_link *l)
 
 static CUresult send_frame(agent_link *l, frame_kind kind, const struct iovec *iov, int n);
 static CUresult flush_locked(agent_link *l);
+static CUresult settle_posted(agent_link *l, proxy_obj *s);
 
 static agent_link *registered[256];
 static size_t registered_count;
@@ -932,7 +933,7 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
     *out = NULL;
     *out_len = 0;
     int64_t start = now_ns();
-    CUresult failed = link_status(l);
+    CUresult failed = settle_posted(l, NULL);
     if (failed)
         return failed;
     pthread_mutex_lock(&l->send_lock);
@@ -976,6 +977,44 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
         return rc ? rc : CUDA_ERROR_DEVICE_UNAVAILABLE;
     *answer = p.answer;
     return read_answer(l, answer, out, out_len);
+}
+
+bool link_may_post(agent_link *l, proxy_obj *s)
+{
+    timeline *t = &s->u.stream.tl;
+    pthread_mutex_lock(&l->lock);
+    bool only_posted = l->posted_stream == s && __atomic_load_n(&t->submitted, __ATOMIC_ACQUIRE) == l->posted_value &&
+                       l->unreported_bytes == __atomic_load_n(&t->bytes_submitted, __ATOMIC_ACQUIRE) - t->bytes_reported;
+    bool may = !l->failed && (l->unreported_bytes == 0 || only_posted);
+    pthread_mutex_unlock(&l->lock);
+    return may;
+}
+
+CUresult link_post(agent_link *l, proxy_obj *s, uint64_t value)
+{
+    pthread_mutex_lock(&l->lock);
+    l->posted_stream = s;
+    l->posted_value = value;
+    pthread_mutex_unlock(&l->lock);
+    return link_flush(l);
+}
+
+/* Waits for the posted copy unless s is its stream (whose later work is
+ * ordered after it anyway). */
+static CUresult settle_posted(agent_link *l, proxy_obj *s)
+{
+    pthread_mutex_lock(&l->lock);
+    proxy_obj *p = l->posted_stream;
+    uint64_t v = l->posted_value;
+    pthread_mutex_unlock(&l->lock);
+    if (!p || p == s)
+        return CUDA_SUCCESS;
+    CUresult rc = link_wait(l, p, v);
+    pthread_mutex_lock(&l->lock);
+    if (rc == CUDA_SUCCESS && l->posted_stream == p && l->posted_value == v)
+        l->posted_stream = NULL;
+    pthread_mutex_unlock(&l->lock);
+    return rc;
 }
 
 bool link_reached(proxy_obj *stream, uint64_t value)
@@ -1042,7 +1081,7 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
             return rc;
     }
     size_t record = h->body_len + h->data_len;
-    CUresult failed = link_status(l);
+    CUresult failed = settle_posted(l, s);
     if (failed)
         return failed;
     /* The records the receiver needs, before anything is counted or sent. */
@@ -1142,8 +1181,11 @@ CUresult link_drop(agent_link *l, uint32_t op, uint64_t object)
     wire_writer w = wire_writer_init(body, sizeof body);
     rec_drop_put(&w, &(rec_drop){ .op = op, .object = object });
     struct iovec iov = { body, sizeof body };
+    CUresult rc = settle_posted(l, NULL);
+    if (rc)
+        return rc;
     pthread_mutex_lock(&l->send_lock);
-    CUresult rc = link_status(l);
+    rc = link_status(l);
     if (!rc)
         rc = flush_locked(l);
     if (!rc)

@@ -54,6 +54,11 @@ struct agent_link {
     int device_count;
     int first_device;                /* the program's ordinal of device 0 */
     uint64_t unreported_bytes;       /* handed over, not yet reached */
+    /* The last synchronous copy to the device that returned once its bytes
+     * were sent (link_post): work on any other stream, a request and a
+     * drop wait for it first. Under lock; NULL: none. */
+    proxy_obj *posted_stream;
+    uint64_t posted_value;
     uint64_t copy_bytes_pending;     /* copies into the program whose bytes are still to come */
     uint8_t *batch;                  /* small handover records not yet sent */
     size_t batch_len;                /* under send_lock; read unlocked as a hint */
@@ -122,6 +127,17 @@ CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value);
  * host function of on still runs before that value in the program, s's
  * words from after on count only once on got there. */
 void link_stream_depends(agent_link *l, proxy_obj *s, uint64_t after, proxy_obj *on, uint64_t value);
+
+/* Whether a synchronous copy to the device on stream s may return once its
+ * bytes are sent: nothing is outstanding on the link but earlier such
+ * copies on s, so the stream sync CUDA does before it has nothing to wait
+ * for. */
+bool link_may_post(agent_link *l, proxy_obj *s);
+/* Sends what is batched and remembers the copy that ended at value on s:
+ * it has returned, as CUDA's synchronous copy from pageable memory does
+ * once the bytes are staged (here: in the socket), and later work on
+ * other streams waits for it, as it would have waited for its return. */
+CUresult link_post(agent_link *l, proxy_obj *s, uint64_t value);
 
 /* True when the stream has reached value (no wait). */
 bool link_reached(proxy_obj *stream, uint64_t value);

@@ -396,9 +396,15 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
     proxy_obj *s;
     /* Managed and mapped memory: what the CPU wrote goes first, and what
      * the copy writes is the device's until the next touch (managed.c). */
+    bool posted = false;
     if (pd == PLACE_PROXY && ps == PLACE_HOST) {
         if (!(s = stream_for(h, per_thread, dst, &rc)) || (rc = shim_managed_before_access(s, dst, n)))
             return rc;
+        /* Synchronous, with nothing to wait for before it: it returns once
+         * the bytes are sent (docs/design.md "One copy"). Not into managed
+         * memory, which the program may touch next (managed.c). */
+        shim_managed_info m;
+        posted = wait && !shim_managed_find(dst, &m) && link_may_post(s->link, s);
         rc = copy_htod(s, dst, (const void *)(uintptr_t)src, n, &v);
         shim_managed_written(dst, n);
     } else if (pd == PLACE_HOST && ps == PLACE_PROXY) {
@@ -434,7 +440,9 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
         free(tmp);
         return rc;
     }
-    if (rc == CUDA_SUCCESS && wait)
+    if (rc == CUDA_SUCCESS && posted)
+        rc = link_post(s->link, s, v);
+    else if (rc == CUDA_SUCCESS && wait)
         rc = link_wait(s->link, s, v);
     return rc;
 }

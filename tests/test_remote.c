@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tests/harness.h"
+#include "tests/support.h"
 
 typedef struct case_t {
     char program[32];
@@ -86,6 +87,44 @@ ParameterizedTest(case_t *c, remote, program_runs_through_one_agent, .timeout = 
               r.output);
     program_result_free(&r);
     agent_stop(&a);
+}
+
+/* The programs that move bytes, through an agent that takes softgpu for a
+ * GPU's driver (its --driver is a link named libcuda.so.1): every copy then
+ * goes through page-locked staging and the driver's asynchronous copies, as
+ * on a GPU, where nothing is moved in place. copyorder's synchronous copies
+ * in return before their device copies end here; a kernel on another stream
+ * right after must still read their bytes. */
+ParameterizedTestParameters(remote, copies_take_the_gpu_path_intact)
+{
+    static case_t cases[] = {
+        { "copyorder", "static" }, { "copyorder", "ptds" }, { "sparsecopy", "static" },
+        { "bigcopy", "static" },   { "memcpyasync", "static" }, { "cubsort", "static" },
+    };
+    return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(case_t *c, remote, copies_take_the_gpu_path_intact, .timeout = 120)
+{
+    char dir[] = "/tmp/rig-gpu-path-XXXXXX", link[64], args[128];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(link, sizeof link, "%s/libcuda.so.1", dir);
+    cr_assert_eq(symlink(SHIM_BUILD "/libcudasoft.so", link), 0);
+    snprintf(args, sizeof args, "--driver %s", link);
+    agent_proc a;
+    agent_start(&a, NULL, args);
+    char *said = support_wait_file_text(a.log, "replaying on driver (", 10000);
+    cr_assert_not_null(said, "the agent did not take %s for a GPU's driver", link);
+    free(said);
+    program_result r = run_through(&a, 1, c->program, c->build, NULL);
+    char ok[64];
+    snprintf(ok, sizeof ok, "%s: ok", c->program);
+    cr_expect_eq(r.status, 0, "%s.%s exited %d:\n%s", c->program, c->build, r.status, r.output);
+    cr_expect(strstr(r.output, ok), "%s.%s did not say ok:\n%s", c->program, c->build, r.output);
+    program_result_free(&r);
+    agent_stop(&a);
+    unlink(link);
+    rmdir(dir);
 }
 
 Test(remote, device_properties_come_from_the_agent, .timeout = 60)

@@ -12,7 +12,12 @@
 //  - a pageable copy to the device, then a kernel on the same stream reading
 //    it, then a copy back: the kernel saw the new bytes;
 //  - a non-blocking stream's copy is not held behind the legacy stream's
-//    slow kernel (its bytes are right either way).
+//    slow kernel (its bytes are right either way);
+//  - synchronous copies in with nothing left to wait for, of 8 bytes to
+//    24 MiB, each returning once its bytes are sent (as CUDA's from
+//    pageable memory returns once they are staged): the source is
+//    overwritten at once, and a kernel on a non-blocking stream launched
+//    right after reads the bytes of the call, not older ones.
 // The legacy stream is named (cudaStreamLegacy), so the per-thread build
 // means the same. Every result is checked against the CPU.
 #include <cstdio>
@@ -45,6 +50,14 @@ __global__ void double_slow(const float *in, float *out, int n, int spins)
             y = y * 0.5f + x * 0.5f;   // stays x
         out[i] = 2.0f * y;
     }
+}
+
+// out[i] = 2 * in[i], from the end of the buffer first: a copy's last
+// piece is the one most likely still on its way.
+__global__ void double_from_end(const float *in, float *out, int n)
+{
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
+        out[n - 1 - k] = 2.0f * in[n - 1 - k];
 }
 
 static int wrong;
@@ -129,6 +142,25 @@ int main()
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaMemcpy(h, a, bytes, cudaMemcpyDeviceToHost));
     expect("the legacy kernel's bytes after it", h, n, filled, v + 5.0f);
+
+    // Synchronous copies in on an idle device, each followed at once by a
+    // kernel on a non-blocking stream and the program's next use of its
+    // buffer.
+    for (int round = 0; round < 21; round++) {
+        int m = round % 7 < 6 ? 2 << (3 * (round % 7)) : n;   // 2 floats to 64 Ki, then 6 Mi; three times
+        float w = v + 11.0f + (float)round;
+        CHECK(cudaDeviceSynchronize());   // a holds the last round's bytes
+        for (int i = 0; i < m; i++)
+            h[i] = filled(i, w);
+        CHECK(cudaMemcpy(a, h, (size_t)m * sizeof(float), cudaMemcpyHostToDevice));
+        for (int i = 0; i < m; i++)
+            h[i] = -1.0f;
+        double_from_end<<<64, 256, 0, free_running>>>(a, b, m);
+        CHECK(cudaGetLastError());
+        CHECK(cudaMemcpyAsync(pinned, b, (size_t)m * sizeof(float), cudaMemcpyDeviceToHost, free_running));
+        CHECK(cudaStreamSynchronize(free_running));
+        expect("a synchronous copy in, then a kernel on a non-blocking stream", pinned, m, doubled, w);
+    }
 
     CHECK(cudaStreamDestroy(blocking));
     CHECK(cudaStreamDestroy(free_running));
