@@ -405,6 +405,8 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
          * memory, which the program may touch next (managed.c). */
         shim_managed_info m;
         posted = wait && !shim_managed_find(dst, &m) && link_may_post(s->link, s);
+        if (posted)
+            shim_managed_synced(s->link);   /* its stream sync found the work done, as a wait would */
         rc = copy_htod(s, dst, (const void *)(uintptr_t)src, n, &v);
         shim_managed_written(dst, n);
     } else if (pd == PLACE_HOST && ps == PLACE_PROXY) {

@@ -12,11 +12,14 @@
 //  - memory both sides update in turn (the kernel adds, the CPU doubles);
 //  - several CPU threads writing inputs and reading results at once;
 //  - a host function reading what the kernel before it on its stream wrote;
-//  - cudaMemcpy and cudaMemset into and out of managed memory;
+//  - cudaMemcpy and cudaMemset into and out of managed memory; a
+//    synchronous copy of other memory as the synchronisation before the CPU
+//    reads what a kernel wrote;
 //  - cudaMemAdvise and cudaMemRangeGetAttribute, cudaMemPrefetchAsync,
 //    cudaStreamAttachMemAsync, cudaPointerGetAttributes;
 //  - __managed__ variables: one the CPU sets between launches and kernels
 //    read, one kernels count into and the CPU reads and resets.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -105,6 +108,29 @@ int main()
     CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, dev));
     EXPECT(managed == 1, "managed memory supported: %d", managed);
     printf("managed: concurrent managed access %d\n", concurrent);
+
+    // A synchronous copy to the device synchronises too (the stream sync
+    // CUDA does before it): a kernel writes managed memory and ends while
+    // the program makes no call; then a synchronous copy of other bytes
+    // in, and the CPU reads what the kernel wrote. First, while nothing
+    // on the stream has written program memory yet.
+    {
+        const size_t un = 4096;
+        unsigned *u, *dv, hv[64] = { 0 };
+        CHECK(cudaMallocManaged(&u, un * sizeof *u));
+        CHECK(cudaMalloc(&dv, sizeof hv));
+        for (size_t i = 0; i < un; i++)
+            u[i] = 1;
+        add<<<4, 256>>>(u, un, 5);
+        CHECK(cudaGetLastError());
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        CHECK(cudaMemcpy(dv, hv, sizeof hv, cudaMemcpyHostToDevice));
+        for (size_t i = 0; i < un; i++)
+            EXPECT(u[i] == 6u + (unsigned)i, "after a synchronous copy in, u[%zu] = %u, not %u", i, u[i],
+                   6u + (unsigned)i);
+        CHECK(cudaFree(dv));
+        CHECK(cudaFree(u));
+    }
 
     // Sizes: 1000 floats (not a page multiple), 300k floats (over 1 MiB).
     const int n = 1000, m = 300000;
