@@ -1000,7 +1000,7 @@ CUresult link_post(agent_link *l, proxy_obj *s, uint64_t value)
 }
 
 /* Waits for the posted copy unless s is its stream (whose later work is
- * ordered after it anyway). */
+ * ordered after it anyway); then the job's error, if it failed. */
 static CUresult settle_posted(agent_link *l, proxy_obj *s)
 {
     pthread_mutex_lock(&l->lock);
@@ -1008,7 +1008,7 @@ static CUresult settle_posted(agent_link *l, proxy_obj *s)
     uint64_t v = l->posted_value;
     pthread_mutex_unlock(&l->lock);
     if (!p || p == s)
-        return CUDA_SUCCESS;
+        return link_status(l);
     CUresult rc = link_wait(l, p, v);
     pthread_mutex_lock(&l->lock);
     if (rc == CUDA_SUCCESS && l->posted_stream == p && l->posted_value == v)
