@@ -22,7 +22,9 @@
 #include "proto/job.h"
 #include "proto/text.h"
 
-void job_wake_all(job *j)
+/* Wakes every thread of the job that waits under q_lock (a failure,
+ * stopping); the caller holds q_lock. */
+static void job_wake_all(job *j)
 {
     pthread_cond_broadcast(&j->q_cond);
     pthread_cond_broadcast(&j->send_cond);

@@ -99,9 +99,6 @@ job *job_new(backend *b, int fd, uint32_t index, char *why, size_t whylen);
 int job_start_threads(job *j);
 /* Records the job's root cause (the first one wins) and wakes its threads. */
 void job_fail(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Wakes every thread of the job that waits under q_lock (a failure,
- * stopping); the caller holds q_lock. */
-void job_wake_all(job *j);
 bool job_failed(job *j);
 /* Sends one frame; a failed send fails the job. Never waits on the driver. */
 int job_send(job *j, frame_kind kind, const struct iovec *iov, int n);

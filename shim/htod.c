@@ -26,7 +26,6 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-
 static void *measure_main(void *arg)
 {
     (void)arg;

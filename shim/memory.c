@@ -394,9 +394,9 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
     CUresult rc = CUDA_SUCCESS;
     uint64_t v = 0;
     proxy_obj *s;
+    bool posted = false;
     /* Managed and mapped memory: what the CPU wrote goes first, and what
      * the copy writes is the device's until the next touch (managed.c). */
-    bool posted = false;
     if (pd == PLACE_PROXY && ps == PLACE_HOST) {
         if (!(s = stream_for(h, per_thread, dst, &rc)) || (rc = shim_managed_before_access(s, dst, n)))
             return rc;
