@@ -100,24 +100,9 @@ static void measure_copies(int fd)
                     t_start = now_s();
                 else if (i > 0 && now_s() - t_start > budget)
                     break;
-                uint8_t cmd = dir ? 'g' : 's';
-                double t0 = now_s();
-                tcp_put_all(fd, &cmd, 1);
-                tcp_put_all(fd, &n, sizeof n);
-                for (uint64_t off = 0; off < n;) {
-                    size_t c = n - off < TCP_STREAM_WRITE ? (size_t)(n - off) : TCP_STREAM_WRITE;
-                    if (dir)
-                        tcp_get_all(fd, buf, c);
-                    else
-                        tcp_put_all(fd, buf, c);
-                    off += c;
-                }
-                if (!dir) {
-                    char ack;
-                    tcp_get_all(fd, &ack, 1);
-                }
+                double r = tcp_transfer_once(fd, buf, n, !dir);
                 if (i >= 0)
-                    gbs[got++] = (double)n / (now_s() - t0) / 1e9;
+                    gbs[got++] = r;
             }
             char name[64];
             snprintf(name, sizeof name, "tcp_%s_%s", dir ? "recv" : "send", sizes[k].name);

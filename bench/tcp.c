@@ -113,3 +113,24 @@ double tcp_stream_once(int fd, const uint8_t *buf, uint64_t total)
     tcp_get_all(fd, &k, 1);
     return (double)total / (now_s() - t0) / 1e9;
 }
+
+double tcp_transfer_once(int fd, uint8_t *buf, uint64_t n, bool send)
+{
+    uint8_t cmd = send ? 's' : 'g';
+    double t0 = now_s();
+    tcp_put_all(fd, &cmd, 1);
+    tcp_put_all(fd, &n, sizeof n);
+    for (uint64_t off = 0; off < n;) {
+        size_t c = n - off < TCP_STREAM_WRITE ? (size_t)(n - off) : TCP_STREAM_WRITE;
+        if (send)
+            tcp_put_all(fd, buf, c);
+        else
+            tcp_get_all(fd, buf, c);
+        off += c;
+    }
+    if (send) {
+        char ack;
+        tcp_get_all(fd, &ack, 1);
+    }
+    return (double)n / (now_s() - t0) / 1e9;
+}

@@ -6,6 +6,7 @@
 #ifndef RIG_BENCH_TCP_H
 #define RIG_BENCH_TCP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,5 +30,9 @@ int tcp_connect(uint16_t port);
 /* total bytes one way to the peer in TCP_STREAM_WRITE writes of buf, and
  * its byte back: the rate in GB/s. */
 double tcp_stream_once(int fd, const uint8_t *buf, uint64_t total);
+/* One synchronous transfer of n bytes, as a copy makes it: to the peer and
+ * its byte back (send), or asked for and read (!send), through buf of
+ * TCP_STREAM_WRITE bytes: the rate in GB/s. */
+double tcp_transfer_once(int fd, uint8_t *buf, uint64_t n, bool send);
 
 #endif
