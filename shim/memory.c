@@ -660,46 +660,62 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
     CUresult rc = CUDA_SUCCESS;
     proxy_obj *s;
     uint64_t dext = dpitch * (rows - 1) + w, sext = spitch * (rows - 1) + w;
-    uint8_t body[rec_copy_2d_size];
-    wire_writer bw = wire_writer_init(body, sizeof body);
-    uint64_t v = 0;
-    if (pd == PLACE_PROXY && ps == PLACE_HOST) {
-        if (!(s = stream_for(h, per_thread, dst, &rc)) || (rc = shim_managed_before_access(s, dst, dext)))
-            return rc;
-        /* The rows are read now: earlier work writing them goes first. */
-        if ((rc = link_wait_program_writes(s->link, s)))
-            return rc;
-        /* Rows are packed here so the wire carries no gaps. */
-        uint8_t *packed = malloc(w * rows);
-        if (!packed)
-            return shim_nomem("%zu bytes of packed rows of a 2-D copy", w * rows);
-        for (size_t r = 0; r < rows; r++)
-            memcpy(packed + r * w, (const uint8_t *)(uintptr_t)src + r * spitch, w);
-        rec_copy_2d_put(&bw, &(rec_copy_2d){ .direction = REC_COPY_TO_DEVICE, .dst = dst, .dst_pitch = dpitch,
-                                             .src_pitch = w, .width = w, .height = rows });
-        handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off,
-                        .data = packed, .data_len = w * rows, .reads_program = true };
-        rc = link_handover(s->link, &ho, &v);
-        free(packed);
-    } else if (pd == PLACE_HOST && ps == PLACE_PROXY) {
-        if (!(s = stream_for(h, per_thread, src, &rc)) || (rc = shim_managed_before_access(s, src, sext)))
-            return rc;
-        rec_copy_2d_put(&bw, &(rec_copy_2d){ .direction = REC_COPY_TO_PROGRAM, .dst_pitch = w, .src = src,
-                                             .src_pitch = spitch, .width = w, .height = rows });
-        handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off,
-                        .dst = (void *)(uintptr_t)dst, .dst_len = w * rows, .dst_pitch = dpitch, .dst_width = w };
-        rc = link_handover(s->link, &ho, &v);
-    } else if (pd == PLACE_PROXY && ps == PLACE_PROXY) {
-        if (!(s = stream_for(h, per_thread, dst, &rc)) || (rc = shim_managed_before_access(s, dst, dext)) ||
-            (rc = shim_managed_before_access(s, src, sext)))
-            return rc;
-        rec_copy_2d_put(&bw, &(rec_copy_2d){ .direction = REC_COPY_DEVICE, .dst = dst, .dst_pitch = dpitch,
-                                             .src = src, .src_pitch = spitch, .width = w, .height = rows });
-        handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body, .body_len = bw.off };
-        rc = link_handover(s->link, &ho, &v);
-    } else {
+    bool to_device = pd == PLACE_PROXY && ps == PLACE_HOST, to_program = pd == PLACE_HOST && ps == PLACE_PROXY;
+    if (!to_device && !to_program && !(pd == PLACE_PROXY && ps == PLACE_PROXY))
         return CUDA_ERROR_NOT_SUPPORTED;
+    if (!(s = stream_for(h, per_thread, pd == PLACE_PROXY ? dst : src, &rc)) ||
+        (pd == PLACE_PROXY && (rc = shim_managed_before_access(s, dst, dext))) ||
+        (ps == PLACE_PROXY && (rc = shim_managed_before_access(s, src, sext))))
+        return rc;
+    /* The rows are read now: earlier work writing them goes first. */
+    if (to_device && (rc = link_wait_program_writes(s->link, s)))
+        return rc;
+    /* In bands of whole rows of COPY_PIECE_MAX at most, a row longer than
+     * that in pieces of its own: each band its own record (the agent takes
+     * a chunk at most), and the agent's copy of one band overlaps the
+     * transfer of the next, as a flat copy's pieces do. */
+    size_t band = w >= COPY_PIECE_MAX ? 1 : COPY_PIECE_MAX / w, piece_w = w > COPY_PIECE_MAX ? COPY_PIECE_MAX : w;
+    /* Rows are packed here so the wire carries no gaps (a band of one row,
+     * or of rows without gaps, goes from the program's memory itself). */
+    uint8_t *packed = NULL;
+    if (to_device && spitch != w && band > 1 && !(packed = malloc(band * w < w * rows ? band * w : w * rows)))
+        return shim_nomem("%zu bytes of packed rows of a 2-D copy", band * w);
+    uint64_t v = 0;
+    for (size_t y = 0; y < rows && rc == CUDA_SUCCESS; y += band) {
+        for (size_t x = 0; x < w && rc == CUDA_SUCCESS; x += piece_w) {
+            size_t ph = rows - y < band ? rows - y : band, pw = w - x < piece_w ? w - x : piece_w;
+            uint64_t sp = src + y * spitch + x, dp = dst + y * dpitch + x;
+            uint8_t body[rec_copy_2d_size];
+            wire_writer bw = wire_writer_init(body, sizeof body);
+            handover ho = { .op = CUDA_OP_cuMemcpy2DAsync_v2, .stream = s, .body = body };
+            if (to_device) {
+                const uint8_t *rows_at = (const uint8_t *)(uintptr_t)sp;
+                if (ph > 1 && spitch != pw) {
+                    for (size_t r = 0; r < ph; r++)
+                        memcpy(packed + r * pw, rows_at + r * spitch, pw);
+                    rows_at = packed;
+                }
+                rec_copy_2d_put(&bw, &(rec_copy_2d){ .direction = REC_COPY_TO_DEVICE, .dst = dp, .dst_pitch = dpitch,
+                                                     .src_pitch = pw, .width = pw, .height = ph });
+                ho.data = rows_at;
+                ho.data_len = pw * ph;
+                ho.reads_program = true;
+            } else if (to_program) {
+                rec_copy_2d_put(&bw, &(rec_copy_2d){ .direction = REC_COPY_TO_PROGRAM, .dst_pitch = pw, .src = sp,
+                                                     .src_pitch = spitch, .width = pw, .height = ph });
+                ho.dst = (void *)(uintptr_t)dp;
+                ho.dst_len = pw * ph;
+                ho.dst_pitch = dpitch;
+                ho.dst_width = pw;
+            } else {
+                rec_copy_2d_put(&bw, &(rec_copy_2d){ .direction = REC_COPY_DEVICE, .dst = dp, .dst_pitch = dpitch,
+                                                     .src = sp, .src_pitch = spitch, .width = pw, .height = ph });
+            }
+            ho.body_len = bw.off;
+            rc = link_handover(s->link, &ho, &v);
+        }
     }
+    free(packed);
     if (pd == PLACE_PROXY)
         shim_managed_written(dst, dext);
     if (rc == CUDA_SUCCESS && wait)
