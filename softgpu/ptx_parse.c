@@ -753,8 +753,10 @@ static ptx_sym *parse_param_decl(ptx_parser *p, ptx_sym_kind kind, uint32_t *siz
     parse_decl(p, &d);
     if (d.unsized)
         ptx_fail(p, CUDA_ERROR_NOT_SUPPORTED, d.name->line, "unsized parameter");
+    /* A kernel's parameters take 32764 bytes in all since CUDA 12.1 (one
+     * by-value struct may take them all); a call's take a param slot. */
     uint64_t sz = d.count * ptx_type_size(d.type);
-    if (sz > 4096)
+    if (sz > (kind == SYM_KPARAM ? 32764u : 1u << 16))
         ptx_fail(p, CUDA_ERROR_INVALID_PTX, d.name->line, "parameter too large");
     *size = (uint32_t)sz;
     *align = d.align ? d.align : 1;

@@ -5,7 +5,8 @@
 //    48 KiB default after cudaFuncSetAttribute(MaxDynamicSharedMemorySize),
 //    and static + dynamic shared together;
 //  - cudaLaunchKernel with an argument array, a kernel with many parameters
-//    of mixed sizes (char, short, double, a 40-byte struct by value);
+//    of mixed sizes (char, short, double, a 40-byte struct by value), and
+//    one with a struct of 32752 bytes by value;
 //  - cudaFuncGetAttributes and cudaOccupancyMaxActiveBlocksPerMultiprocessor;
 //  - launches the runtime must refuse (1025 threads per block, a zero grid,
 //    more dynamic shared memory than the device has): each returns an
@@ -82,6 +83,21 @@ struct Blob {
     short s;
     float f;
 };
+
+// A by-value table of 32752 bytes: with the pointer after it, the 32764
+// bytes of parameters CUDA 12.1 allows a kernel (softgpu once refused any
+// one parameter over 4 KiB).
+struct Table {
+    int v[8188];
+};
+
+__global__ void weigh(Table t, long long *out)
+{
+    long long sum = 0;
+    for (int k = threadIdx.x; k < 8188; k += blockDim.x)
+        sum += (long long)t.v[k] * (k + 1);
+    atomicAdd((unsigned long long *)out, (unsigned long long)sum);
+}
 
 __global__ void many(char c, short s, int i, long long ll, float f, double d, Blob b, const int *p, double *out)
 {
@@ -229,6 +245,20 @@ int main()
     for (int k = 0; k < 12; k++)
         EXPECT(hd[k] == want_d[k], "cudaLaunchKernel parameter %d arrived as %.17g, expected %.17g\n", k, hd[k],
                want_d[k]);
+
+    // --- a by-value parameter of 32752 bytes ---
+    static Table t;
+    long long want_sum = 0, got_sum = 0, *dsum;
+    for (int k = 0; k < 8188; k++) {
+        t.v[k] = (int)((k * 7919) % 20001) - 10000;
+        want_sum += (long long)t.v[k] * (k + 1);
+    }
+    CHECK(cudaMalloc(&dsum, sizeof *dsum));
+    CHECK(cudaMemset(dsum, 0, sizeof *dsum));
+    weigh<<<1, 128>>>(t, dsum);
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(&got_sum, dsum, sizeof got_sum, cudaMemcpyDeviceToHost));
+    EXPECT(got_sum == want_sum, "a 32752-byte parameter: weighed sum %lld, expected %lld\n", got_sum, want_sum);
 
     // --- attributes and occupancy ---
     cudaFuncAttributes fa;
