@@ -441,6 +441,10 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
 static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *staging, size_t staging_len,
                  bool inbound, bool in_place)
 {
+    /* A marker or a word sent now may be of a later value than in-place
+     * bytes still gathered: those go first. */
+    if (!in_place)
+        job_flush_in_place(j);
     note *n = note_new(j);
     if (!n) {
         if (staging && !in_place)
@@ -505,6 +509,7 @@ void replay_handover(job *j, const frame *f)
         records = STAGED_HEAD;
     }
     replay_records(j, f->payload, records, st.data || st.in_place ? &st : NULL, t, &nt);
+    job_flush_in_place(j);
     if (st.data)
         staging_put(j->b, st.data, st.len);
     for (size_t i = 0; i < nt && !job_failed(j); i++)
@@ -548,6 +553,10 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
         bool in_place = false;
         /* A staged copy's bytes came after its record; they count too. */
         size_t carried = st && (st->data || st->in_place) ? st->wire : 0;
+        /* In-place bytes gathered are device memory that anything but
+         * another copy out could change. */
+        if (op != CUDA_OP_cuMemcpyDtoHAsync_v2)
+            job_flush_in_place(j);
         CUresult rc = replay_record(j, op, s, stream, &r, st, &staging, &staging_len, &in_place);
         bool inbound = staging && op == CUDA_OP_cuMemcpyHtoDAsync_v2;
         if (!st || st->data || st->in_place)

@@ -84,6 +84,15 @@ int job_send2(job *j, frame_kind kind1, const struct iovec *iov1, int n1, frame_
     return sent(j, rc, &why);
 }
 
+int job_send_gather(job *j, conn_gather *g)
+{
+    rig_why why = { "" };
+    pthread_mutex_lock(&j->send_lock);
+    int rc = conn_gather_send(&j->c, g, deadline_after(JOB_STALL_MS), &why);
+    pthread_mutex_unlock(&j->send_lock);
+    return sent(j, rc, &why);
+}
+
 void job_send_abort(job *j)
 {
     forward_output(j);

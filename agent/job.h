@@ -11,6 +11,8 @@
 
 #include "agent/agent.h"
 #include "proto/compress.h"
+#include "proto/conn.h"
+#include "proto/copy.h"
 #include "proto/key.h"
 #include "proto/records.h"
 #include "proto/wire.h"
@@ -26,6 +28,16 @@ typedef struct note {
     bool inbound;         /* staging held a copy to the device: given back, not sent */
     bool in_place;        /* staging is the device memory itself: sent at once, never given back */
 } note;
+
+/* Small copies' bytes into the program gathered for one write with their
+ * words (sender.c): the notes, in order, whose memory the frames point
+ * into until the write. */
+typedef struct job_gather {
+    conn_gather g;
+    uint8_t heads[CONN_GATHER_FRAMES][COPY_BYTES_HEAD];
+    note *notes[CONN_GATHER_FRAMES];
+    int count;
+} job_gather;
 
 typedef struct agent_mesh agent_mesh;
 typedef struct agent_rails agent_rails;
@@ -89,6 +101,7 @@ struct job {
     compress_pace compress_pace;       /* the sender's: whether compressing keeps up, piece after piece */
     uint8_t *packed_in;
     size_t packed_in_cap;
+    job_gather in_place;          /* the job thread's in-place notes, written at job_flush_in_place */
 };
 
 /* ---- job.c ---- */
@@ -105,6 +118,8 @@ int job_send(job *j, frame_kind kind, const struct iovec *iov, int n);
 /* Two frames in one write (conn_sendv2), so the program wakes once. */
 int job_send2(job *j, frame_kind kind1, const struct iovec *iov1, int n1, frame_kind kind2,
               const struct iovec *iov2, int n2);
+/* The frames gathered in g in one write (conn_gather_send); empties g. */
+int job_send_gather(job *j, conn_gather *g);
 /* Sends the root cause once and ends our side of the connection. */
 void job_send_abort(job *j);
 CUresult job_use_device(job *j, int device);
@@ -282,8 +297,12 @@ void CUDA_CB job_marker(void *arg);
 bool job_send_reached(job *j, note *n);
 /* Sends an in-place note (its bytes read from device memory) from the job
  * thread, after every note the sender holds, before the job thread replays
- * anything that could change those bytes; frees the note. */
+ * anything that could change those bytes or send a later word; frees the
+ * note. A small one waits in j->in_place for the next: the job thread calls
+ * job_flush_in_place before any record but another copy into the program,
+ * and at the end of each frame, so a run of them costs one write. */
 void job_send_in_place(job *j, note *n);
+void job_flush_in_place(job *j);
 void *sender_main(void *arg);
 void *beat_main(void *arg);
 void *watch_main(void *arg);

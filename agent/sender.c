@@ -242,11 +242,52 @@ static void send_bytes(job *j, const note *n, const uint8_t *word)
         job_send(j, FRAME_BYTES, iov, 2);
 }
 
-void job_send_in_place(job *j, note *n)
+/* Adds a small copy's bytes to ga, raw (LZ4 saves less than a sample costs
+ * below BYTES_COMPRESS_MIN); false when full, one frame kept for the words. */
+static bool gather_bytes(job_gather *ga, note *n)
+{
+    if (ga->g.frames >= CONN_GATHER_FRAMES - 1)
+        return false;
+    uint8_t *head = ga->heads[ga->g.frames];
+    compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };
+    copy_bytes_write(head, n->stream, n->value, &h);
+    struct iovec iov[2] = { { head, COPY_BYTES_HEAD }, { n->staging, n->len } };
+    conn_gather_add(&ga->g, FRAME_BYTES, iov, 2);
+    ga->notes[ga->count++] = n;
+    return true;
+}
+
+/* Writes what ga gathered, with words (the words of ga's own notes, when
+ * with_words) as its last frame, then gives back the notes' buffers. */
+static void gather_flush(job *j, job_gather *ga, bool with_words)
+{
+    uint8_t words[CONN_GATHER_FRAMES * rec_word_size];
+    if (with_words && ga->count) {
+        for (int i = 0; i < ga->count; i++)
+            word_of(ga->notes[i], words + i * rec_word_size);
+        struct iovec iov = { words, (size_t)ga->count * rec_word_size };
+        conn_gather_add(&ga->g, FRAME_WORD, &iov, 1);
+    }
+    if (!job_failed(j))
+        job_send_gather(j, &ga->g);
+    else
+        conn_gather_init(&ga->g);
+    for (int i = 0; i < ga->count; i++) {
+        note *n = ga->notes[i];
+        if (!n->in_place)
+            staging_put(j->b, n->staging, n->len);
+        note_free(j, n);
+    }
+    ga->count = 0;
+}
+
+/* Claims the sending of words for the job thread, after every note the
+ * sender holds: their words may be of earlier values of the same stream,
+ * and go first, or the program would take a later value for theirs. False
+ * once the job failed. */
+static bool claim_words(job *j)
 {
     pthread_mutex_lock(&j->q_lock);
-    /* The sender's notes may hold earlier values of this stream: their
-     * words go first, or the program would take this value for theirs. */
     while ((j->q_head || j->sending || j->marker_sending) && !j->failed) {
         struct timespec ts = deadline_timespec_in(100);
         pthread_cond_timedwait(&j->sent_cond, &j->q_lock, &ts);
@@ -255,16 +296,48 @@ void job_send_in_place(job *j, note *n)
     if (!failed)
         j->marker_sending = true;
     pthread_mutex_unlock(&j->q_lock);
-    if (!failed) {
+    return !failed;
+}
+
+static void release_words(job *j)
+{
+    pthread_mutex_lock(&j->q_lock);
+    j->marker_sending = false;
+    done_sending(j);
+    pthread_mutex_unlock(&j->q_lock);
+}
+
+void job_flush_in_place(job *j)
+{
+    job_gather *ga = &j->in_place;
+    if (!ga->count)
+        return;
+    if (claim_words(j)) {
+        forward_output(j);
+        gather_flush(j, ga, true);
+        release_words(j);
+    } else {
+        gather_flush(j, ga, true);   /* gives the notes back, sends nothing */
+    }
+}
+
+void job_send_in_place(job *j, note *n)
+{
+    if (n->len < BYTES_COMPRESS_MIN) {
+        if (!gather_bytes(&j->in_place, n)) {
+            job_flush_in_place(j);
+            gather_bytes(&j->in_place, n);
+        }
+        return;
+    }
+    job_flush_in_place(j);
+    if (claim_words(j)) {
         forward_output(j);
         uint8_t word[rec_word_size];
         word_of(n, word);
         if (!job_failed(j))
             send_bytes(j, n, word);
-        pthread_mutex_lock(&j->q_lock);
-        j->marker_sending = false;
-        done_sending(j);
-        pthread_mutex_unlock(&j->q_lock);
+        release_words(j);
     }
     note_free(j, n);
 }
@@ -274,6 +347,7 @@ void job_send_in_place(job *j, note *n)
 void *sender_main(void *arg)
 {
     job *j = arg;
+    job_gather sends = { .count = 0 };
     pthread_mutex_lock(&j->q_lock);
     for (;;) {
         while ((!j->q_head || j->marker_sending) && !j->stopping)
@@ -292,23 +366,35 @@ void *sender_main(void *arg)
             count++;
         uint8_t *words = malloc(count * rec_word_size);
         wire_writer w = wire_writer_init(words, words ? count * rec_word_size : 0);
+        /* Small copies' bytes go gathered, many to a write; a larger one
+         * (which may compress) after those before it. */
         for (note *n = batch; n;) {
-            if (n->staging) {
-                if (!n->inbound && !job_failed(j))
-                    send_bytes(j, n, NULL);
-                staging_put(j->b, n->staging, n->len);
-            }
             rec_word_put(&w, &(rec_word){ .stream = n->stream, .value = n->value, .bytes = n->bytes });
             note *next = n->next;
-            note_free(j, n);
+            if (n->staging && !n->inbound && !job_failed(j) && n->len < BYTES_COMPRESS_MIN) {
+                if (!gather_bytes(&sends, n)) {
+                    gather_flush(j, &sends, false);
+                    gather_bytes(&sends, n);
+                }
+            } else {
+                if (n->staging && !n->inbound && !job_failed(j)) {
+                    gather_flush(j, &sends, false);
+                    send_bytes(j, n, NULL);
+                }
+                if (n->staging)
+                    staging_put(j->b, n->staging, n->len);
+                note_free(j, n);
+            }
             n = next;
         }
         if (!words)
             job_fail(j, "agent: out of memory for the words of %zu values", count);
-        else if (count && !job_failed(j)) {
-            struct iovec iov = { words, w.off };
-            job_send(j, FRAME_WORD, &iov, 1);
+        struct iovec iov = { words, w.off };
+        if (words && count && !conn_gather_add(&sends.g, FRAME_WORD, &iov, 1)) {
+            gather_flush(j, &sends, false);
+            conn_gather_add(&sends.g, FRAME_WORD, &iov, 1);
         }
+        gather_flush(j, &sends, false);
         free(words);
         pthread_mutex_lock(&j->q_lock);
         j->sending = false;

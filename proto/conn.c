@@ -167,6 +167,38 @@ int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t
     return rc < 0 ? rc : send_pieces(c, kind, v, at, 1, deadline, why);
 }
 
+void conn_gather_init(conn_gather *g)
+{
+    g->at = g->frames = 0;
+    g->bytes = 0;
+    g->last = FRAME_BYTES;
+}
+
+bool conn_gather_add(conn_gather *g, frame_kind kind, const struct iovec *iov, int n)
+{
+    if (g->frames == CONN_GATHER_FRAMES || n < 0 || n > CONN_GATHER_PIECES)
+        return false;
+    uint8_t *header = g->header[g->frames];
+    uint64_t len = 0;
+    g->v[g->at++] = (struct iovec){ header, FRAME_HEADER_SIZE };
+    for (int i = 0; i < n; i++) {
+        g->v[g->at++] = iov[i];
+        len += iov[i].iov_len;
+    }
+    frame_header_encode(header, kind, len);
+    g->frames++;
+    g->bytes += FRAME_HEADER_SIZE + len;
+    g->last = kind;
+    return true;
+}
+
+int conn_gather_send(conn *c, conn_gather *g, int64_t deadline, rig_why *why)
+{
+    int rc = g->frames ? send_pieces(c, g->last, g->v, g->at, g->frames, deadline, why) : 0;
+    conn_gather_init(g);
+    return rc;
+}
+
 int conn_sendv2(conn *c, frame_kind kind1, const struct iovec *iov1, int n1, frame_kind kind2,
                 const struct iovec *iov2, int n2, int64_t deadline, rig_why *why)
 {

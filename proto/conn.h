@@ -4,6 +4,7 @@
 #ifndef RIG_PROTO_CONN_H
 #define RIG_PROTO_CONN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -47,6 +48,29 @@ int conn_send(conn *c, frame_kind kind, const void *p, size_t len, int64_t deadl
  * them together: a copy's bytes and its word wake its reader once. */
 int conn_sendv2(conn *c, frame_kind kind1, const struct iovec *iov1, int n1, frame_kind kind2,
                 const struct iovec *iov2, int n2, int64_t deadline, rig_why *why);
+
+/* Many small frames gathered for one write: a run of copies' bytes and
+ * their words costs one system call, not one each. Add frames while
+ * conn_gather_add says there is room (each of at most
+ * CONN_GATHER_PIECES pieces), then conn_gather_send; the pieces' memory
+ * must live until then. */
+#define CONN_GATHER_FRAMES 64
+#define CONN_GATHER_PIECES 2
+typedef struct conn_gather {
+    struct iovec v[CONN_GATHER_FRAMES * (CONN_GATHER_PIECES + 1)];
+    uint8_t header[CONN_GATHER_FRAMES][FRAME_HEADER_SIZE];
+    int at, frames;
+    frame_kind last;
+    uint64_t bytes;
+} conn_gather;
+
+void conn_gather_init(conn_gather *g);
+/* Adds frame (kind, iov[0..n)); false when it holds CONN_GATHER_FRAMES or
+ * n is more than CONN_GATHER_PIECES. */
+bool conn_gather_add(conn_gather *g, frame_kind kind, const struct iovec *iov, int n);
+/* Writes the frames gathered (none: nothing) and empties g; conn_sendv's
+ * results. */
+int conn_gather_send(conn *c, conn_gather *g, int64_t deadline, rig_why *why);
 
 /* Receives the next whole frame (the caller owns out->payload). RIG_E_CLOSED
  * when the peer ends the stream between frames, and also mid-frame (why says

@@ -437,11 +437,10 @@ static void *callbacks_main(void *arg)
  * the caller holds l->lock. */
 static uint64_t first_copy_locked(agent_link *l, uint64_t id)
 {
-    uint64_t first = 0;
     for (pending_copy *c = l->copies; c; c = c->next)
-        if (c->stream == id && (!first || c->value < first))
-            first = c->value;
-    return first;
+        if (c->stream == id)
+            return c->value;
+    return 0;
 }
 
 static void apply_words(agent_link *l, const frame *f)
@@ -589,11 +588,13 @@ static void apply_bytes(agent_link *l, const frame *f)
         return;
     }
     pthread_mutex_lock(&l->lock);
-    pending_copy **pp = &l->copies, *c = NULL;
-    for (; *pp; pp = &(*pp)->next)
+    pending_copy **pp = &l->copies, *c = NULL, *prev = NULL;
+    for (; *pp; prev = *pp, pp = &(*pp)->next)
         if ((*pp)->stream == b.stream && (*pp)->value == b.value) {
             c = *pp;
             *pp = c->next;
+            if (l->copies_last == c)
+                l->copies_last = prev;
             break;
         }
     pthread_mutex_unlock(&l->lock);
@@ -1124,8 +1125,13 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
         return rc;
     }
     if (c) {
-        *c = (pending_copy){ l->copies, s->id, v, h->dst, h->dst_len, h->dst_pitch, h->dst_width };
-        l->copies = c;
+        /* Appended: values grow in this order on each stream. */
+        *c = (pending_copy){ NULL, s->id, v, h->dst, h->dst_len, h->dst_pitch, h->dst_width };
+        if (l->copies_last)
+            l->copies_last->next = c;
+        else
+            l->copies = c;
+        l->copies_last = c;
         l->copy_bytes_pending += h->dst_len;
     }
     if (hp) {

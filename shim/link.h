@@ -29,7 +29,9 @@ struct agent_link {
     pthread_mutex_t lock;            /* answers, timelines, failure */
     pthread_cond_t changed;
     pending_answer *answers_head, *answers_tail;
-    pending_copy *copies;            /* bytes expected for program memory */
+    /* Bytes expected for program memory, oldest first: they come in that
+     * order on each stream, so a search from the head stops at once. */
+    pending_copy *copies, *copies_last;
     pending_host *hosts;             /* host functions waiting for a word */
     struct completion *cb_head, *cb_tail;  /* words waiting for host functions */
     pthread_cond_t cb_ready;

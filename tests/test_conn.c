@@ -195,6 +195,49 @@ Test(conn, two_frames_in_one_write, .timeout = 20)
     conn_close(&b);
 }
 
+/* A gather holds CONN_GATHER_FRAMES frames at most; they arrive in the
+ * order added, each whole, and an empty gather sends nothing. */
+Test(conn, gathered_frames_arrive_in_order, .timeout = 20)
+{
+    conn a, b;
+    pair(&a, &b);
+    conn_gather *g = malloc(sizeof *g);
+    conn_gather_init(g);
+    rig_why why = { "" };
+    cr_assert_eq(conn_gather_send(&a, g, deadline_after(2000), &why), 0);
+    cr_assert_eq(a.frames_sent, 0);
+    static uint8_t data[CONN_GATHER_FRAMES][300];
+    uint8_t head[CONN_GATHER_FRAMES][4];
+    for (int k = 0; k < CONN_GATHER_FRAMES; k++) {
+        memset(head[k], k, sizeof head[k]);
+        for (size_t i = 0; i < sizeof data[k]; i++)
+            data[k][i] = (uint8_t)(i * 3 + (size_t)k);
+        /* Lengths differ, so a frame read against the wrong header shows. */
+        struct iovec iov[2] = { { head[k], sizeof head[k] }, { data[k], sizeof data[k] - (size_t)k } };
+        cr_assert(conn_gather_add(g, k % 2 ? FRAME_WORD : FRAME_BYTES, iov, k == 5 ? 1 : 2), "frame %d", k);
+    }
+    struct iovec one = { data[0], 1 };
+    cr_assert_not(conn_gather_add(g, FRAME_BYTES, &one, 1), "a frame past CONN_GATHER_FRAMES");
+    cr_assert_eq(conn_gather_send(&a, g, deadline_after(2000), &why), 0, "%s", why.text);
+    cr_assert_eq(a.frames_sent, CONN_GATHER_FRAMES);
+    for (int k = 0; k < CONN_GATHER_FRAMES; k++) {
+        frame f;
+        cr_assert_eq(conn_recv(&b, &f, deadline_after(2000), -1, &why), 0, "%s", why.text);
+        cr_assert_eq(f.kind, k % 2 ? FRAME_WORD : FRAME_BYTES, "frame %d", k);
+        size_t want = sizeof head[k] + (k == 5 ? 0 : sizeof data[k] - (size_t)k);
+        cr_assert_eq(f.len, want, "frame %d: %zu bytes", k, (size_t)f.len);
+        cr_assert(memcmp(f.payload, head[k], sizeof head[k]) == 0, "frame %d", k);
+        cr_assert(k == 5 || memcmp(f.payload + sizeof head[k], data[k], want - sizeof head[k]) == 0, "frame %d", k);
+        frame_release(&f);
+    }
+    /* Emptied: it takes frames again. */
+    cr_assert_eq(g->frames, 0);
+    cr_assert(conn_gather_add(g, FRAME_BYTES, &one, 1));
+    free(g);
+    conn_close(&a);
+    conn_close(&b);
+}
+
 /* The peer of conn_link_rate's test: reads what it is sent at about rate
  * bytes/s, in 64 KiB steps, until it has total bytes. */
 typedef struct slow_reader {
