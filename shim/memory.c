@@ -22,6 +22,10 @@
 #include "shim/proxy.h"
 #include "shim/streams.h"
 
+/* cuda.h maps this name onto its newest version; here it names its own
+ * symbol, the 12.8 form with failIdx. */
+#undef cuMemcpyBatchAsync
+
 /* ---- allocation ---- */
 
 static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out, bool in_graph)
@@ -598,6 +602,74 @@ SHIM_EXPORT(cuMemcpyPeerAsync_ptsz)
         return SHIM_LOCAL(cuMemcpyPeerAsync_ptsz);
     return copy_peer(dstDevice, srcDevice, ByteCount, hStream, true, false);
 }
+
+/* ---- batches ---- */
+
+/* cuMemcpyBatchAsync (CUDA 12.8): each copy as cuMemcpyAsync makes it, in
+ * the batch's order, on the stream (CUDA promises no order within a batch,
+ * so this one is allowed). Every source order is kept: a copy from the
+ * program reads its bytes in the call, which "during the call" asks and the
+ * others allow. *local: the batch touches no proxy, so the local driver
+ * takes it whole. failIdx (the 12.8 form's): the copy that failed, SIZE_MAX
+ * for a fault of the batch itself. */
+static CUresult copy_batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                           CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, size_t *fail, CUstream h,
+                           bool per_thread, bool *local)
+{
+    *local = false;
+    if (fail)
+        *fail = SIZE_MAX;
+    if (!dsts || !srcs || !sizes || !attrs || !idxs || count == 0 || nattrs == 0 || nattrs > count)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < nattrs; k++) {
+        CUmemcpySrcAccessOrder o = attrs[k].srcAccessOrder;
+        if ((k == 0 ? idxs[0] != 0 : idxs[k] <= idxs[k - 1]) || idxs[k] >= count ||
+            (o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o != CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&
+             o != CU_MEMCPY_SRC_ACCESS_ORDER_ANY))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    bool proxies = false;
+    for (size_t i = 0; i < count && !proxies; i++)
+        proxies = involves_proxy(dsts[i], srcs[i]);
+    proxy_obj *s;
+    CUresult rc;
+    int k = shim_stream(h, per_thread, &s, &rc);
+    if (k < 0)
+        return rc;
+    if (!proxies && k == 0) {
+        *local = true;
+        return CUDA_SUCCESS;
+    }
+    /* Not the legacy NULL stream, as CUDA says. */
+    if (h == CU_STREAM_LEGACY || (!h && !per_thread))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        if (sizes[i] == 0)
+            continue;
+        rc = involves_proxy(dsts[i], srcs[i]) ? copy_unified(dsts[i], srcs[i], sizes[i], h, per_thread, false)
+                                              : copy_host(dsts[i], srcs[i], sizes[i]);
+        if (rc) {
+            if (fail)
+                *fail = i;
+            return rc;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+#define BATCH_EXPORT(sym, fail, per_thread)                                     \
+    SHIM_EXPORT(sym)                                                            \
+    {                                                                           \
+        bool local;                                                             \
+        CUresult rc_ = copy_batch(dsts, srcs, sizes, count, attrs, attrIdxs, numAttrs, fail, hStream, \
+                                  per_thread, &local);                          \
+        return local ? SHIM_LOCAL(sym) : rc_;                                   \
+    }
+
+BATCH_EXPORT(cuMemcpyBatchAsync, failIdx, false)
+BATCH_EXPORT(cuMemcpyBatchAsync_ptsz, failIdx, true)
+BATCH_EXPORT(cuMemcpyBatchAsync_v2, NULL, false)
+BATCH_EXPORT(cuMemcpyBatchAsync_v2_ptsz, NULL, true)
 
 /* ---- 2D copies ---- */
 

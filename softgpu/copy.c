@@ -123,8 +123,10 @@ static CUresult device_ok(CUdeviceptr p, size_t n, int dev)
 
 enum dir { HTOD, DTOH, DTOD, ANY };
 
-static CUresult copy(enum dir d, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
-                     bool async, bool ptds)
+/* take_source: an asynchronous copy reads a host source in the call, as a
+ * batch's "during the call" source order asks (pinned memory too). */
+static CUresult copy_from(enum dir d, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, bool async,
+                          bool ptds, bool take_source)
 {
     struct CUstream_st *s;
     SOFT_TRY(soft_stream_get(h, ptds, &s));
@@ -143,12 +145,19 @@ static CUresult copy(enum dir d, CUdeviceptr dst, CUdeviceptr src, size_t n, CUs
     if (async) {
         /* Pageable host memory: read it now, or write it before returning,
          * as the driver does. */
-        if ((d == HTOD || d == ANY) && !src_dev && !pinned(sp, n))
+        /* (Page-locked memory is in the table, so a unified copy takes it
+         * for the device's: it is asked by name.) */
+        if ((d == HTOD || d == ANY) && (take_source ? !src_dev || pinned(sp, n) : !src_dev && !pinned(sp, n)))
             stage = true;
         if ((d == DTOH || d == ANY) && !dst_dev && !pinned(dp, n))
             wait = true;
     }
     return submit_copy(s, dp, sp, n, dst_dev, src_dev, stage, wait, async);
+}
+
+static CUresult copy(enum dir d, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, bool async, bool ptds)
+{
+    return copy_from(d, dst, src, n, h, async, ptds, false);
 }
 
 #define H(p) ((CUdeviceptr)(uintptr_t)(p))
@@ -186,6 +195,62 @@ SOFT_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t
 { return copy(ANY, dst, src, ByteCount, hStream, true, false); }
 SOFT_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
 { return copy(ANY, dst, src, ByteCount, hStream, true, true); }
+
+/* cuMemcpyBatchAsync: the batch's copies in order on the stream (CUDA
+ * promises none within a batch). A copy from the host reads it on the
+ * stream's worker, in stream order, which every source order allows but
+ * "during the call": that one is read before the call returns, into a
+ * buffer the copy owns (submit_copy's staging). */
+static CUresult copy_batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                           CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, size_t *fail, CUstream h,
+                           bool ptds)
+{
+    if (fail)
+        *fail = SIZE_MAX;
+    SOFT_TRY(soft_check_init());
+    if (!dsts || !srcs || !sizes || !attrs || !idxs || count == 0 || nattrs == 0 || nattrs > count ||
+        h == CU_STREAM_LEGACY || (!h && !ptds))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < nattrs; k++) {
+        CUmemcpySrcAccessOrder o = attrs[k].srcAccessOrder;
+        if ((k == 0 ? idxs[0] != 0 : idxs[k] <= idxs[k - 1]) || idxs[k] >= count ||
+            (o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o != CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&
+             o != CU_MEMCPY_SRC_ACCESS_ORDER_ANY))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    size_t a = 0;
+    for (size_t i = 0; i < count; i++) {
+        while (a + 1 < nattrs && idxs[a + 1] <= i)
+            a++;
+        CUresult rc = sizes[i] == 0 ? CUDA_SUCCESS
+                    : attrs[a].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL
+                        ? copy_from(ANY, dsts[i], srcs[i], sizes[i], h, true, ptds, true)
+                        : copy(ANY, dsts[i], srcs[i], sizes[i], h, true, ptds);
+        if (rc) {
+            if (fail)
+                *fail = i;
+            return rc;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+SOFT_API CUresult CUDAAPI cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                             CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                             size_t *failIdx, CUstream hStream)
+{ return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                                  CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                                  size_t *failIdx, CUstream hStream)
+{ return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, true); }
+SOFT_API CUresult CUDAAPI cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                                CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                                CUstream hStream)
+{ return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, false); }
+SOFT_API CUresult CUDAAPI cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                                     size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
+                                                     size_t numAttrs, CUstream hStream)
+{ return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, true); }
 
 static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
                      CUstream h, bool async, bool ptds)

@@ -29,7 +29,7 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
         BUILDS("atomics"), BUILDS("defaultstream"), BUILDS("entrypoint"), BUILDS("hostfunc"),
         BUILDS("int64"), BUILDS("mathfn"), BUILDS("matmul"), BUILDS("memops"), BUILDS("printf"),
         BUILDS("reduce"), BUILDS("refusals"), BUILDS("reset"), BUILDS("generic"), BUILDS("errors"),
-        BUILDS("bigcopy"), BUILDS("bigcopy2d"), BUILDS("swapblocks"), BUILDS("threads"), BUILDS("launch"), BUILDS("jitlink"),
+        BUILDS("bigcopy"), BUILDS("bigcopy2d"), BUILDS("swapblocks"), BUILDS("memcpybatch"), BUILDS("threads"), BUILDS("launch"), BUILDS("jitlink"),
         BUILDS("mallocasync"), BUILDS("profiler"), BUILDS("coop"), BUILDS("capturequery"),
         BUILDS("managed"), BUILDS("zerocopy"),
         BUILDS("graphs"), BUILDS("torchgraph"), BUILDS("graphbuild"), BUILDS("graphattr"), BUILDS("graphuser"),
@@ -99,7 +99,7 @@ ParameterizedTestParameters(remote, copies_take_the_gpu_path_intact)
 {
     static case_t cases[] = {
         { "copyorder", "static" }, { "copyorder", "ptds" }, { "sparsecopy", "static" },
-        { "bigcopy", "static" },   { "bigcopy2d", "static" }, { "swapblocks", "static" },
+        { "bigcopy", "static" },   { "bigcopy2d", "static" }, { "swapblocks", "static" }, { "memcpybatch", "static" },
         { "memcpyasync", "static" }, { "cubsort", "static" },
         { "memops", "static" },    { "graphs", "static" },    { "hostfunc", "static" },
         { "defaultstream", "static" }, { "streams", "static" }, { "threads", "static" },
