@@ -332,14 +332,35 @@ typedef struct stream_dep {
     uint64_t value;
 } stream_dep;
 
+/* Where the oldest host function of stream id waits in l->hosts (NULL:
+ * none), and the one before it. A stream's come in the order of their
+ * values, so nothing past it is due earlier: a search for one due stops
+ * here instead of walking thousands. Under l->lock. */
+static pending_host **first_host_locked(agent_link *l, uint64_t id, pending_host **before)
+{
+    pending_host *prev = NULL;
+    for (pending_host **pp = &l->hosts; *pp; prev = *pp, pp = &(*pp)->next)
+        if ((*pp)->stream == id) {
+            if (before)
+                *before = prev;
+            return pp;
+        }
+    return NULL;
+}
+
+/* Whether a host function of stream id is due at or before value. */
+static bool host_due_locked(agent_link *l, uint64_t id, uint64_t value)
+{
+    pending_host **pp = first_host_locked(l, id, NULL);
+    return pp && (*pp)->value <= value;
+}
+
 void link_stream_depends(agent_link *l, proxy_obj *s, uint64_t after, proxy_obj *on, uint64_t value)
 {
     pthread_mutex_lock(&l->lock);
     /* Only a host function still to run in the program can hold on back
      * here; the agent's own ordering covers everything else. */
-    bool held = on->u.stream.deferred > 0;
-    for (pending_host *h = l->hosts; h && !held; h = h->next)
-        held = h->stream == on->id && h->value <= value;
+    bool held = on->u.stream.deferred > 0 || host_due_locked(l, on->id, value);
     stream_dep *d = held ? malloc(sizeof *d) : NULL;
     if (d) {
         *d = (stream_dep){ s->u.stream.deps, after, on, value };
@@ -387,14 +408,16 @@ static void *callbacks_main(void *arg)
     for (;;) {
         /* The first word whose stream has no earlier one queued and waits
          * for no other stream (held_locked) goes next. */
-        completion **cp = NULL;
+        completion **cp = NULL, *before = NULL;
         while (!cp) {
-            for (completion **pp = &l->cb_head; *pp && !cp; pp = &(*pp)->next) {
+            for (completion **pp = &l->cb_head, *prev = NULL; *pp && !cp; prev = *pp, pp = &(*pp)->next) {
                 bool earlier = false;
                 for (completion *e = l->cb_head; e != *pp && !earlier; e = e->next)
                     earlier = e->stream == (*pp)->stream;
-                if (!earlier && !held_locked((*pp)->stream, (*pp)->value))
+                if (!earlier && !held_locked((*pp)->stream, (*pp)->value)) {
                     cp = pp;
+                    before = prev;
+                }
             }
             if (cp || (!l->cb_head && l->cb_stop))
                 break;
@@ -404,20 +427,16 @@ static void *callbacks_main(void *arg)
             break;   /* link_open failed */
         completion *c = *cp;
         *cp = c->next;
-        l->cb_tail = NULL;
-        for (completion *e = l->cb_head; e; e = e->next)
-            l->cb_tail = e;
+        if (l->cb_tail == c)
+            l->cb_tail = before;
         uint64_t id = c->stream->id;
         for (;;) {
-            pending_host **pp = &l->hosts, *h = NULL;
-            for (; *pp; pp = &(*pp)->next)
-                if ((*pp)->stream == id && (*pp)->value <= c->value) {
-                    h = *pp;
-                    *pp = h->next;
-                    break;
-                }
-            if (!h)
+            pending_host *prev = NULL, **pp = first_host_locked(l, id, &prev), *h = pp ? *pp : NULL;
+            if (!h || h->value > c->value)
                 break;
+            *pp = h->next;
+            if (l->hosts_last == h)
+                l->hosts_last = prev;
             pthread_mutex_unlock(&l->lock);
             /* What the stream's work wrote before it, the function sees. */
             shim_managed_synced(l);
@@ -475,9 +494,7 @@ static void apply_words(agent_link *l, const frame *f)
         pthread_mutex_lock(&l->lock);
         /* Host functions up to this value run before the value counts as
          * reached, so a sync after it sees their effects. */
-        bool defer = s->u.stream.deferred > 0 || held_locked(s, value);
-        for (pending_host *h = l->hosts; h && !defer; h = h->next)
-            defer = h->stream == id && h->value <= value;
+        bool defer = s->u.stream.deferred > 0 || held_locked(s, value) || host_due_locked(l, id, value);
         completion *c = defer ? malloc(sizeof *c) : NULL;
         if (defer && !c) {
             /* Reaching the value now would run ahead of its host functions. */
@@ -918,12 +935,7 @@ static bool stream_done(agent_link *l, const void *arg)
 static bool stream_may_read(agent_link *l, const void *arg)
 {
     const stream_goal *g = arg;
-    if (g->stream->u.stream.deferred > 0)
-        return false;
-    for (pending_host *h = l->hosts; h; h = h->next)
-        if (h->stream == g->stream->id && h->value <= g->value)
-            return false;
-    return true;
+    return g->stream->u.stream.deferred == 0 && !host_due_locked(l, g->stream->id, g->value);
 }
 
 CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answer, const uint8_t **out,
@@ -1137,10 +1149,11 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
     if (hp) {
         *hp = (pending_host){ NULL, s->id, v, h->host_fn, h->host_data };
         /* Appended, so host functions of one stream run in order. */
-        pending_host **pp = &l->hosts;
-        while (*pp)
-            pp = &(*pp)->next;
-        *pp = hp;
+        if (l->hosts_last)
+            l->hosts_last->next = hp;
+        else
+            l->hosts = hp;
+        l->hosts_last = hp;
     }
     if (s)
         l->unreported_bytes += record;

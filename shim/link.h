@@ -32,7 +32,7 @@ struct agent_link {
     /* Bytes expected for program memory, oldest first: they come in that
      * order on each stream, so a search from the head stops at once. */
     pending_copy *copies, *copies_last;
-    pending_host *hosts;             /* host functions waiting for a word */
+    pending_host *hosts, *hosts_last;  /* host functions waiting for a word, oldest first */
     struct completion *cb_head, *cb_tail;  /* words waiting for host functions */
     pthread_cond_t cb_ready;
     bool cb_stop;                    /* link_open failed: the host-function thread ends */
