@@ -51,6 +51,10 @@ static CUresult proxy_alloc(proxy_obj *ctx, size_t size, CUdeviceptr *out, bool 
     if (rc)
         return rc;
     rc = link_request(d->link, &iov, 1, &f, &o, &n);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && shim_pool_release_kept(NULL, true) == CUDA_SUCCESS) {
+        frame_release(&f);
+        rc = link_request(d->link, &iov, 1, &f, &o, &n);   /* pool blocks kept for reuse were what it lacked */
+    }
     if (rc != CUDA_SUCCESS)
         shim_alloc_unreserve();
     if (rc == CUDA_SUCCESS) {
@@ -143,6 +147,10 @@ SHIM_EXPORT(cuMemGetInfo_v2)
     if (!ctx)
         return SHIM_LOCAL(cuMemGetInfo_v2);
     shim_device *d = shim_device_at(ctx->device);
+    /* Pool blocks the program freed count as the pool's, not its. */
+    CUresult kept = shim_pool_release_kept(NULL, true);
+    if (kept)
+        return kept;
     uint8_t body[8];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, CUDA_OP_cuMemGetInfo_v2);

@@ -3,10 +3,12 @@
  * agent keeps its blocks inside the job's pointer window. Allocating is a
  * request (the program gets the pointer at once, as the driver returns it);
  * cuMemFreeAsync is a handover on the stream, so the memory goes back to
- * the pool when the agent's stream reaches it. A device's default pool is
+ * the pool when the agent's stream reaches it, except that a block freed on
+ * a stream is first kept for the next allocation of its size there (below). A device's default pool is
  * made on the agent when first used; its current pool is the shim's to
  * remember. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proto/cuda_ops.h"
@@ -86,6 +88,206 @@ static shim_device *proxy_device(CUdevice dev)
     return d && d->proxy && dev < SHIM_DEVICES_MAX ? d : NULL;
 }
 
+/* ---- reuse on the same stream ----
+ *
+ * A stream-ordered allocation may take memory freed earlier on the same
+ * stream at once: the free is behind everything before it. So a pool
+ * block the program frees waits here (kept), still an in-use block on the
+ * agent, and an allocation of the same size from the same pool on that
+ * stream takes it without a round trip, as a loop of cudaMallocAsync and
+ * cudaFreeAsync of the same tensors does. At most KEEP_MAX blocks and
+ * KEEP_BYTES are kept; past that the oldest's free goes to the agent, on
+ * its stream, later in that stream's order than the program freed it
+ * (which only holds the memory longer). Whatever reads the pool's state,
+ * trims or destroys it, destroys a stream, asks the device's free memory
+ * or finds the pool full hands the kept frees over first (release_kept). */
+#define KEEP_MAX 256
+#define KEEP_BYTES ((uint64_t)256 << 20)
+#define BLOCK_BUCKETS 1024
+
+/* A block this shim allocated from a pool, by pointer. */
+typedef struct pool_block {
+    struct pool_block *next;   /* in its bucket */
+    uint64_t ptr, size;
+    proxy_obj *pool;
+} pool_block;
+
+typedef struct kept_block {
+    struct kept_block *next;
+    pool_block *b;
+    proxy_obj *stream;         /* where the program freed it */
+} kept_block;
+
+static pthread_mutex_t reuse_lock = PTHREAD_MUTEX_INITIALIZER;
+static pool_block *blocks[BLOCK_BUCKETS];
+static kept_block *kept_head, *kept_tail;
+static size_t kept_count;
+static uint64_t kept_bytes;
+
+static pool_block **block_slot_locked(uint64_t ptr)
+{
+    pool_block **pp = &blocks[(ptr >> 8) % BLOCK_BUCKETS];
+    while (*pp && (*pp)->ptr != ptr)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* Remembers a pool allocation; without memory it is only not reused. */
+static void note_block(uint64_t ptr, uint64_t size, proxy_obj *pool)
+{
+    pool_block *b = malloc(sizeof *b);
+    if (!b)
+        return;
+    *b = (pool_block){ NULL, ptr, size, pool };
+    pthread_mutex_lock(&reuse_lock);
+    pool_block **pp = &blocks[(ptr >> 8) % BLOCK_BUCKETS];
+    b->next = *pp;
+    *pp = b;
+    pthread_mutex_unlock(&reuse_lock);
+}
+
+/* Forgets the block at ptr (freed for good); no-op when not a pool's. */
+static void forget_block(uint64_t ptr)
+{
+    pthread_mutex_lock(&reuse_lock);
+    pool_block **pp = block_slot_locked(ptr), *b = *pp;
+    if (b)
+        *pp = b->next;
+    pthread_mutex_unlock(&reuse_lock);
+    free(b);
+}
+
+/* Hands the free of ptr over on stream s: the agent's pool takes the block
+ * back when s reaches it (*value, when asked). */
+static CUresult hand_free(uint64_t ptr, proxy_obj *s, uint64_t *value)
+{
+    uint8_t body[rec_free_async_size];
+    wire_writer w = wire_writer_init(body, sizeof body);
+    rec_free_async_put(&w, &(rec_free_async){ .pointer = ptr });
+    handover ho = { .op = CUDA_OP_cuMemFreeAsync, .stream = s, .body = body, .body_len = w.off };
+    return link_handover(s->link, &ho, value);
+}
+
+/* Takes the kept blocks of pool (NULL: any) freed on stream (NULL: any)
+ * off the list and hands their frees over; with wait, returns once their
+ * streams reached them, so the agent's pool holds them as the program's
+ * frees promised (its figures, a trim, an allocation that lacked them). */
+static CUresult release_kept(proxy_obj *pool, proxy_obj *stream, bool wait)
+{
+    kept_block *out = NULL;
+    pthread_mutex_lock(&reuse_lock);
+    for (kept_block **kp = &kept_head, *prev = NULL; *kp;) {
+        kept_block *k = *kp;
+        if ((pool && k->b->pool != pool) || (stream && k->stream != stream)) {
+            prev = k;
+            kp = &k->next;
+            continue;
+        }
+        *kp = k->next;
+        if (kept_tail == k)
+            kept_tail = prev;
+        kept_count--;
+        kept_bytes -= k->b->size;
+        k->next = out;
+        out = k;
+    }
+    pthread_mutex_unlock(&reuse_lock);
+    CUresult rc = CUDA_SUCCESS;
+    struct { proxy_obj *s; uint64_t value; } last[KEEP_MAX + 1];
+    size_t nlast = 0;
+    while (out) {
+        kept_block *k = out;
+        out = k->next;
+        uint64_t ptr = k->b->ptr, v = 0;
+        CUresult r = hand_free(ptr, k->stream, &v);
+        if (r && !rc)
+            rc = r;
+        size_t i = 0;
+        while (i < nlast && last[i].s != k->stream)
+            i++;
+        if (i == nlast && nlast < sizeof last / sizeof last[0])
+            last[nlast++] = (typeof(last[0])){ k->stream, v };
+        else if (i < nlast && v > last[i].value)
+            last[i].value = v;
+        forget_block(ptr);
+        free(k);
+    }
+    for (size_t i = 0; wait && !rc && i < nlast; i++)
+        rc = link_wait(last[i].s->link, last[i].s, last[i].value);
+    return rc;
+}
+
+/* The program freed ptr on s: kept for a later allocation there when it is
+ * a live pool's block (true); the oldest kept goes to the agent when the
+ * list is full. */
+static bool keep_block(uint64_t ptr, proxy_obj *s)
+{
+    kept_block *k = malloc(sizeof *k), *evict = NULL;
+    if (!k)
+        return false;
+    pthread_mutex_lock(&reuse_lock);
+    pool_block *b = *block_slot_locked(ptr);
+    bool ok = b && __atomic_load_n(&b->pool->type, __ATOMIC_ACQUIRE) == PROXY_POOL && b->pool->link == s->link;
+    if (ok) {
+        *k = (kept_block){ NULL, b, s };
+        if (kept_tail)
+            kept_tail->next = k;
+        else
+            kept_head = k;
+        kept_tail = k;
+        kept_count++;
+        kept_bytes += b->size;
+        if (kept_count > KEEP_MAX || kept_bytes > KEEP_BYTES) {
+            evict = kept_head;
+            kept_head = evict->next;
+            if (!kept_head)
+                kept_tail = NULL;
+            kept_count--;
+            kept_bytes -= evict->b->size;
+        }
+    }
+    pthread_mutex_unlock(&reuse_lock);
+    if (!ok) {
+        free(k);
+        return false;
+    }
+    if (evict) {
+        uint64_t p = evict->b->ptr;
+        hand_free(p, evict->stream, NULL);   /* a failure is the link's, which the next call reports */
+        forget_block(p);
+        free(evict);
+    }
+    return true;
+}
+
+/* A kept block of pool freed on s of exactly size, taken (its pointer), or
+ * 0. */
+static uint64_t take_kept(proxy_obj *pool, proxy_obj *s, uint64_t size)
+{
+    uint64_t ptr = 0;
+    pthread_mutex_lock(&reuse_lock);
+    for (kept_block **kp = &kept_head, *prev = NULL; *kp; prev = *kp, kp = &(*kp)->next) {
+        kept_block *k = *kp;
+        if (k->b->pool != pool || k->stream != s || k->b->size != size)
+            continue;
+        *kp = k->next;
+        if (kept_tail == k)
+            kept_tail = prev;
+        kept_count--;
+        kept_bytes -= size;
+        ptr = k->b->ptr;
+        free(k);
+        break;
+    }
+    pthread_mutex_unlock(&reuse_lock);
+    return ptr;
+}
+
+CUresult shim_pool_release_kept(proxy_obj *stream, bool wait)
+{
+    return release_kept(NULL, stream, wait);
+}
+
 /* ---- allocation ---- */
 
 static CUresult alloc_from(proxy_obj *pool, proxy_obj *s, size_t size, CUdeviceptr *dptr)
@@ -102,10 +304,17 @@ static CUresult alloc_from(proxy_obj *pool, proxy_obj *s, size_t size, CUdevicep
     wire_put_u64(&w, size);
     uint64_t p = 0;
     agent_link *l = pool->link;
-    CUresult rc = shim_alloc_reserve();
-    if (rc)
+    CUresult rc = link_status(l);
+    if (rc || (rc = shim_alloc_reserve()))
         return rc;
+    if ((p = take_kept(pool, s, size))) {
+        shim_alloc_add_reserved(p, size, pool->device);
+        *dptr = p;
+        return CUDA_SUCCESS;
+    }
     rc = pool_request(l, body, w.off, &p);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && release_kept(NULL, NULL, true) == CUDA_SUCCESS)
+        rc = pool_request(l, body, w.off, &p);   /* the kept blocks were what it lacked */
     if (rc) {
         shim_alloc_unreserve();
         return rc;
@@ -116,6 +325,7 @@ static CUresult alloc_from(proxy_obj *pool, proxy_obj *s, size_t size, CUdevicep
                               (unsigned long long)p, size);
     }
     shim_alloc_add_reserved(p, size, pool->device);
+    note_block(p, size, pool);
     *dptr = p;
     return CUDA_SUCCESS;
 }
@@ -224,11 +434,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool per_thread)
     int owner;
     if (!shim_alloc_remove(dptr, &size, &owner))
         return CUDA_ERROR_INVALID_VALUE;
-    uint8_t body[rec_free_async_size];
-    wire_writer w = wire_writer_init(body, sizeof body);
-    rec_free_async_put(&w, &(rec_free_async){ .pointer = dptr });
-    handover ho = { .op = CUDA_OP_cuMemFreeAsync, .stream = s, .body = body, .body_len = w.off };
-    return link_handover(s->link, &ho, NULL);
+    if ((rc = link_status(s->link)) || keep_block(dptr, s))
+        return rc;
+    forget_block(dptr);
+    return hand_free(dptr, s, NULL);
 }
 
 SHIM_EXPORT(cuMemFreeAsync)
@@ -270,6 +479,7 @@ SHIM_EXPORT(cuMemPoolDestroy)
     if (current[p->device] == p)
         current[p->device] = NULL;
     pthread_mutex_unlock(&lock);
+    release_kept(p, NULL, false);
     /* The slot stays taken: the agent may still hold its memory. */
     __atomic_store_n(&p->type, PROXY_FREE, __ATOMIC_RELEASE);
     return link_drop(p->link, CUDA_OP_cuMemPoolDestroy, p->id);
@@ -295,6 +505,9 @@ SHIM_EXPORT(cuMemPoolSetAttribute)
     if (!value || !known_attribute(attr))
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t v = int_attribute(attr) ? (uint64_t)(*(int *)value != 0) : *(cuuint64_t *)value;
+    CUresult rc = release_kept(p, NULL, true);
+    if (rc)
+        return rc;
     uint8_t body[24];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, CUDA_OP_cuMemPoolSetAttribute);
@@ -311,14 +524,17 @@ SHIM_EXPORT(cuMemPoolGetAttribute)
         return shim_is_proxy_handle(pool) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuMemPoolGetAttribute);
     if (!value || !known_attribute(attr))
         return CUDA_ERROR_INVALID_VALUE;
+    /* The pool's figures count kept blocks as free, as the driver would. */
+    CUresult rc = release_kept(p, NULL, true);
+    if (rc)
+        return rc;
     uint8_t body[16];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, CUDA_OP_cuMemPoolGetAttribute);
     wire_put_u64(&w, p->id);
     wire_put_u32(&w, (uint32_t)attr);
     uint64_t v = 0;
-    CUresult rc = pool_request(p->link, body, w.off, &v);
-    if (rc)
+    if ((rc = pool_request(p->link, body, w.off, &v)))
         return rc;
     if (int_attribute(attr)) {
         if (v > 1)
@@ -335,6 +551,9 @@ SHIM_EXPORT(cuMemPoolTrimTo)
     proxy_obj *p = arena_get(pool, PROXY_POOL);
     if (!p)
         return shim_is_proxy_handle(pool) ? CUDA_ERROR_INVALID_VALUE : SHIM_LOCAL(cuMemPoolTrimTo);
+    CUresult rc = release_kept(p, NULL, true);
+    if (rc)
+        return rc;
     uint8_t body[20];
     wire_writer w = wire_writer_init(body, sizeof body);
     wire_put_u32(&w, CUDA_OP_cuMemPoolTrimTo);

@@ -214,6 +214,11 @@ void shim_alloc_add_reserved(uint64_t base, uint64_t size, int device);
 bool shim_alloc_add(uint64_t base, uint64_t size, int device);
 bool shim_alloc_remove(uint64_t base, uint64_t *size, int *device);
 bool shim_alloc_find(uint64_t p, uint64_t *base, uint64_t *size, int *device);
+/* Hands over the frees of the pool blocks the shim keeps for reuse that
+ * were freed on stream (NULL: every stream), with wait until the streams
+ * reached them (mempool.c): before a stream goes, before the device's free
+ * memory is asked, when an allocation found none. */
+CUresult shim_pool_release_kept(proxy_obj *stream, bool wait);
 
 /* ---- managed.c: managed and mapped host memory on proxies ---- */
 typedef struct shim_managed_info {

@@ -181,6 +181,8 @@ static CUresult stream_destroy(proxy_obj *s)
     shim_device *d = shim_device_at(s->device);
     if (s == d->null_stream || s->u.stream.per_thread)
         return CUDA_ERROR_INVALID_HANDLE;
+    /* Blocks kept for reuse on it are freed on it, before it goes. */
+    shim_pool_release_kept(s, false);
     live_remove(s);
     /* The agent destroys it once the work already handed over is done, as
      * CUDA does; the id stays reserved until then on its side. */

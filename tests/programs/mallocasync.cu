@@ -13,7 +13,17 @@
 //    in use, and the default pool (threshold 0) holds nothing after a
 //    synchronize;
 //  - the device's current pool set to the created one (cudaDeviceSetMemPool)
-//    serves cudaMallocAsync, and goes back to the default when destroyed.
+//    serves cudaMallocAsync, and goes back to the default when destroyed;
+//  - 200 rounds of allocate, fill, copy out and free of one size on one
+//    stream (each round may get the last one's memory at once), with a
+//    kernel sometimes still writing the memory when it is freed, and the
+//    same beside it on another stream (which must not get that memory
+//    before the kernel is done); then the default pool holds nothing, also
+//    after a stream freed on and destroyed.
+//
+// Through an agent each cudaMallocAsync was once a round trip (250 us per
+// allocate-and-free); the shim now keeps a block freed on a stream for the
+// next allocation of its size there.
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -35,6 +45,15 @@ __global__ void fill(unsigned *x, int n, unsigned seed)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         x[i] = (unsigned)i * 2654435761u ^ seed;
+}
+
+// Writes x over and over: a kernel still running when its memory is freed
+// on its stream.
+__global__ void churn(unsigned *x, int n, int times)
+{
+    for (int t = 0; t < times; t++)
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+            x[i] = 0xdead0000u + (unsigned)t;
 }
 
 __global__ void mix(const unsigned *x, unsigned *y, int n, unsigned k)
@@ -150,10 +169,60 @@ int main()
     CHECK(cudaDeviceGetMemPool(&cur, dev));
     EXPECT(cur == def, "the current pool is the default again");
 
+    // A loop of same-size allocations on one stream, as a framework's
+    // allocator makes them (the next round may get this round's memory at
+    // once), and beside it allocations on b while a's kernel still writes
+    // memory a freed (b must not get it before a is done with it).
+    const int m = 4096, rounds = 200;
+    unsigned *outs, *outs_b;
+    CHECK(cudaMallocHost(&outs, (size_t)rounds * m * sizeof *outs));
+    CHECK(cudaMallocHost(&outs_b, (size_t)rounds * m * sizeof *outs_b));
+    for (int r = 0; r < rounds; r++) {
+        unsigned *t, *u;
+        CHECK(cudaMallocAsync(&t, m * sizeof *t, a));
+        fill<<<8, 128, 0, a>>>(t, m, (unsigned)r * 7919u);
+        CHECK(cudaMemcpyAsync(outs + (size_t)r * m, t, m * sizeof *t, cudaMemcpyDeviceToHost, a));
+        if (r % 20 == 0)
+            churn<<<8, 128, 0, a>>>(t, m, 50);
+        CHECK(cudaFreeAsync(t, a));
+        CHECK(cudaMallocAsync(&u, m * sizeof *u, b));
+        fill<<<8, 128, 0, b>>>(u, m, (unsigned)r * 104729u);
+        CHECK(cudaMemcpyAsync(outs_b + (size_t)r * m, u, m * sizeof *u, cudaMemcpyDeviceToHost, b));
+        CHECK(cudaFreeAsync(u, b));
+    }
+    CHECK(cudaDeviceSynchronize());
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < m; i++) {
+            unsigned want = (unsigned)i * 2654435761u ^ (unsigned)r * 7919u;
+            unsigned want_b = (unsigned)i * 2654435761u ^ (unsigned)r * 104729u;
+            EXPECT(outs[(size_t)r * m + i] == want, "loop on a, round %d: [%d] = %#x, want %#x", r, i,
+                   outs[(size_t)r * m + i], want);
+            EXPECT(outs_b[(size_t)r * m + i] == want_b, "loop on b, round %d: [%d] = %#x, want %#x", r, i,
+                   outs_b[(size_t)r * m + i], want_b);
+        }
+    // Everything freed: the pool's figures say so after a synchronize.
+    EXPECT(attr(def, cudaMemPoolAttrUsedMemCurrent) == 0, "default pool used %llu after the loop",
+           attr(def, cudaMemPoolAttrUsedMemCurrent));
+    EXPECT(attr(def, cudaMemPoolAttrReservedMemCurrent) == 0, "default pool reserved %llu after the loop",
+           attr(def, cudaMemPoolAttrReservedMemCurrent));
+    CHECK(cudaFreeHost(outs));
+    CHECK(cudaFreeHost(outs_b));
+
+    // A stream destroyed after freeing on it: the memory is the pool's again.
+    cudaStream_t c;
+    CHECK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
+    unsigned *z;
+    CHECK(cudaMallocAsync(&z, m * sizeof *z, c));
+    CHECK(cudaFreeAsync(z, c));
+    CHECK(cudaStreamDestroy(c));
+    CHECK(cudaDeviceSynchronize());
+    EXPECT(attr(def, cudaMemPoolAttrUsedMemCurrent) == 0, "default pool used %llu after the stream went",
+           attr(def, cudaMemPoolAttrUsedMemCurrent));
+
     CHECK(cudaEventDestroy(filled));
     CHECK(cudaStreamDestroy(a));
     CHECK(cudaStreamDestroy(b));
     free(host);
-    printf("mallocasync: ok %d rounds, pool reuse and trim\n", 4);
+    printf("mallocasync: ok %d rounds, pool reuse and trim, %d rounds of reuse on a stream\n", 4, rounds);
     return 0;
 }
