@@ -118,6 +118,7 @@ static CUresult proxy_free(CUdeviceptr p, bool in_graph)
         return unsafe;
     if (!shim_alloc_remove(p, &size, &device))
         return CUDA_ERROR_INVALID_VALUE;
+    shim_pool_forget(p);
     shim_device *d = shim_device_at(device);
     return link_drop(d->link, CUDA_OP_cuMemFree_v2, p);
 }
@@ -403,6 +404,10 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
     if (n == 0)
         return CUDA_SUCCESS;
     place pd = where(dst), ps = where(src);
+    /* NULL is no program memory: the driver refuses it (a copy into it
+     * would have bytes come back that no pending copy expects). */
+    if ((pd == PLACE_HOST && !dst) || (ps == PLACE_HOST && !src))
+        return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = CUDA_SUCCESS;
     uint64_t v = 0;
     proxy_obj *s;
@@ -538,6 +543,8 @@ static CUresult copy_host(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     if (!shim_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
+    if (n && (!dst || !src))
+        return CUDA_ERROR_INVALID_VALUE;   /* as the driver says; never a crash */
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
 }
@@ -737,6 +744,8 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
         return CUDA_ERROR_INVALID_VALUE;
     size_t spitch = c->srcPitch ? c->srcPitch : w, dpitch = c->dstPitch ? c->dstPitch : w;
     place pd = where(dst), ps = where(src);
+    if ((pd == PLACE_HOST && !dst) || (ps == PLACE_HOST && !src))
+        return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = CUDA_SUCCESS;
     proxy_obj *s;
     uint64_t dext = dpitch * (rows - 1) + w, sext = spitch * (rows - 1) + w;

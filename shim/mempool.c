@@ -283,6 +283,11 @@ static uint64_t take_kept(proxy_obj *pool, proxy_obj *s, uint64_t size)
     return ptr;
 }
 
+void shim_pool_forget(uint64_t ptr)
+{
+    forget_block(ptr);
+}
+
 CUresult shim_pool_release_kept(proxy_obj *stream, bool wait)
 {
     return release_kept(NULL, stream, wait);

@@ -219,6 +219,8 @@ bool shim_alloc_find(uint64_t p, uint64_t *base, uint64_t *size, int *device);
  * reached them (mempool.c): before a stream goes, before the device's free
  * memory is asked, when an allocation found none. */
 CUresult shim_pool_release_kept(proxy_obj *stream, bool wait);
+/* A pool block freed with cuMemFree: no longer one to keep. */
+void shim_pool_forget(uint64_t ptr);
 
 /* ---- managed.c: managed and mapped host memory on proxies ---- */
 typedef struct shim_managed_info {

@@ -1,8 +1,8 @@
 // Errors through the runtime, as CUDA reports them:
 //  - errors that are not sticky: cudaSetDevice on a device that does not
 //    exist (cudaErrorInvalidDevice), cudaMalloc of 1 PiB (cudaErrorMemory-
-//    Allocation), cudaFree of a pointer never allocated (cudaErrorInvalid-
-//    Value); cudaGetLastError returns the last one once, then cudaSuccess,
+//    Allocation), cudaMemcpy to or from NULL and cudaFree of a pointer
+//    never allocated (cudaErrorInvalidValue); cudaGetLastError returns the last one once, then cudaSuccess,
 //    and the device goes on working (a kernel after them is checked);
 //  - a device-side assert() that fails in one thread of one block: the
 //    synchronize returns cudaErrorAssert, which is sticky (cudaGetLastError
@@ -95,6 +95,28 @@ int main()
     void *huge = nullptr;
     e = cudaMalloc(&huge, (size_t)1 << 50);
     EXPECT(e == cudaErrorMemoryAllocation, "cudaMalloc(1 PiB): %s\n", cudaGetErrorName(e));
+    // A copy with a NULL side (through an agent without a local driver the
+    // default kind once crashed the program: the shim took it for a copy
+    // between two host pointers and moved the bytes itself).
+    // A copy from the device into NULL, or a 2-D one, once failed the whole
+    // job ("16 bytes ... a copy this job did not ask for").
+    static const cudaMemcpyKind kinds[] = { cudaMemcpyHostToDevice, cudaMemcpyDefault };
+    for (cudaMemcpyKind k : kinds) {
+        e = cudaMemcpy(nullptr, h, 16, k);
+        EXPECT(e == cudaErrorInvalidValue, "cudaMemcpy to NULL (kind %d): %s\n", (int)k, cudaGetErrorName(e));
+        e = cudaMemcpy(h, nullptr, 16, k == cudaMemcpyDefault ? k : cudaMemcpyDeviceToHost);
+        EXPECT(e == cudaErrorInvalidValue, "cudaMemcpy from NULL (kind %d): %s\n", (int)k, cudaGetErrorName(e));
+        e = cudaMemcpy(nullptr, d, 16, k == cudaMemcpyDefault ? k : cudaMemcpyDeviceToHost);
+        EXPECT(e == cudaErrorInvalidValue, "cudaMemcpy from the device to NULL (kind %d): %s\n", (int)k,
+               cudaGetErrorName(e));
+        e = cudaMemcpy(d, nullptr, 16, k);
+        EXPECT(e == cudaErrorInvalidValue, "cudaMemcpy from NULL to the device (kind %d): %s\n", (int)k,
+               cudaGetErrorName(e));
+    }
+    e = cudaMemcpy2D(nullptr, 8, d, 8, 8, 2, cudaMemcpyDeviceToHost);
+    EXPECT(e == cudaErrorInvalidValue, "cudaMemcpy2D from the device to NULL: %s\n", cudaGetErrorName(e));
+    e = cudaMemcpy2D(d, 8, nullptr, 8, 8, 2, cudaMemcpyHostToDevice);
+    EXPECT(e == cudaErrorInvalidValue, "cudaMemcpy2D from NULL to the device: %s\n", cudaGetErrorName(e));
     e = cudaFree((char *)d + 12345678);
     EXPECT(e == cudaErrorInvalidValue, "cudaFree of a pointer never allocated: %s\n", cudaGetErrorName(e));
     e = cudaGetLastError();
@@ -107,7 +129,7 @@ int main()
     for (int i = 0; i < n; i++)
         EXPECT(h[i] == (i - 7) * (i - 7), "after the refused calls: x[%d] = %d, expected %d\n", i, h[i],
                (i - 7) * (i - 7));
-    printf("refused: cudaSetDevice, 1 PiB cudaMalloc, a stray cudaFree; the device still works\n");
+    printf("refused: cudaSetDevice, 1 PiB cudaMalloc, copies with NULL, a stray cudaFree; the device still works\n");
 
     // --- a device-side assert: one element is negative ---
     h[0] = 0;

@@ -6,7 +6,7 @@
 // The sources of the copies read during the call are overwritten right
 // after it returns, as CUDA allows. Bad batches
 // (no copies, attribute indices that do not start at 0 or do not rise, an
-// invalid source order, the legacy NULL stream) must be refused with
+// invalid source order, the legacy NULL stream, a NULL destination) must be refused with
 // cudaErrorInvalidValue. Checked word by word on the CPU against random data
 // (seed printed; SEED=N repeats a run).
 //
@@ -108,7 +108,11 @@ int main()
     size_t bad_start[2] = { 1, 100 }, bad_order[2] = { 0, 0 };
     cudaMemcpyAttributes invalid = attrs[0];
     invalid.srcAccessOrder = cudaMemcpySrcAccessOrderInvalid;
+    void *null_first[2] = { nullptr, dev };
+    void *null_srcs[2] = { back, back };
+    size_t null_sizes[2] = { 16, 16 };
     struct { const char *what; cudaError_t got; } refused[] = {
+        { "a NULL destination", cudaMemcpyBatchAsync(null_first, null_srcs, null_sizes, 2, attrs, one, 1, st) },
         { "no copies", cudaMemcpyBatchAsync(dsts, srcs, szs, 0, attrs, idxs, 1, st) },
         { "first index 1", cudaMemcpyBatchAsync(dsts, srcs, szs, n, attrs, bad_start, 2, st) },
         { "indices not rising", cudaMemcpyBatchAsync(dsts, srcs, szs, n, attrs, bad_order, 2, st) },
