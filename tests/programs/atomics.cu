@@ -107,26 +107,19 @@ __global__ void scalars(const int *in, const float *f, int n, Totals *t, unsigne
         cas_add(&t->dsum_shared, block_sum);
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 int main()
 {
     unsigned seed = run_seed(nullptr);
-    rng = seed;
+    seed_rng(seed);
     const int n = 20011, block = 128, blocks = (n + block - 1) / block;
     const unsigned wrap_limit = 997;
     int *in = (int *)malloc(n * sizeof(int));
     float *f = (float *)malloc(n * sizeof(float));
     for (int i = 0; i < n; i++) {
         // skewed, so some bins are hot: contention on the same address
-        unsigned r = next32();
+        unsigned r = seed_next32();
         in[i] = (r & 1) ? (int)(r >> 1) % 10000 : (int)((r >> 1) % 7) * BINS;
-        f[i] = (float)((int)(next32() % 257) - 128) / 16.0f;   // sums stay exact in float
+        f[i] = (float)((int)(seed_next32() % 257) - 128) / 16.0f;   // sums stay exact in float
     }
     int *din;
     float *df;

@@ -25,24 +25,17 @@ __global__ void mix(unsigned *x, size_t n, unsigned k)
         x[i] = (x[i] ^ (unsigned)i) + k;
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 int main()
 {
     unsigned seed = run_seed(nullptr);
-    rng = seed;
+    seed_rng(seed);
     const int nstreams = 3, rounds = 2;
     const size_t chunk = (24u << 20) / sizeof(unsigned);   // 24 MiB of words: 72 MiB at once
     unsigned *src, *dst;
     CHECK(cudaMallocHost(&src, nstreams * chunk * sizeof(unsigned)));
     CHECK(cudaMallocHost(&dst, nstreams * chunk * sizeof(unsigned)));
     for (size_t i = 0; i < nstreams * chunk; i++)
-        src[i] = next32();
+        src[i] = seed_next32();
     memset(dst, 0, nstreams * chunk * sizeof(unsigned));
     unsigned *dev;
     CHECK(cudaMalloc(&dev, nstreams * chunk * sizeof(unsigned)));
@@ -78,7 +71,7 @@ int main()
     const size_t big = (72u << 20) / sizeof(unsigned);
     unsigned *a = (unsigned *)malloc(big * sizeof(unsigned)), *b = (unsigned *)malloc(big * sizeof(unsigned));
     for (size_t i = 0; i < big; i++)
-        a[i] = next32();
+        a[i] = seed_next32();
     unsigned *d1, *d2;
     CHECK(cudaMalloc(&d1, big * sizeof(unsigned)));
     CHECK(cudaMalloc(&d2, big * sizeof(unsigned)));

@@ -29,13 +29,6 @@ __global__ void scale(float *p, size_t pitch, int w, int h)
     }
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 static int wrong;
 
 static void expect(bool ok, const char *what, size_t y, size_t x, double got, double want)
@@ -47,13 +40,13 @@ static void expect(bool ok, const char *what, size_t y, size_t x, double got, do
 int main()
 {
     unsigned seed = run_seed(nullptr);
-    rng = seed;
+    seed_rng(seed);
 
     // The image: host rows of W floats every HP, device rows at its pitch.
     const size_t W = 3000, H = 2000, HP = 3100, OP = 3050;
     float *in = (float *)malloc(sizeof(float) * HP * H), *out = (float *)malloc(sizeof(float) * OP * H);
     for (size_t i = 0; i < HP * H; i++)
-        in[i] = (float)(next32() % 100000) * 0.25f;
+        in[i] = (float)(seed_next32() % 100000) * 0.25f;
     for (size_t i = 0; i < OP * H; i++)
         out[i] = -1.0f;
     float *img, *img2;
@@ -89,7 +82,7 @@ int main()
     const size_t LW = (5u << 20) + 12, LR = 5, LHP = LW + 4096, LOP = LW + 100;
     unsigned char *lin = (unsigned char *)malloc(LHP * LR), *lout = (unsigned char *)malloc(LOP * LR);
     for (size_t i = 0; i < LHP * LR; i++)
-        lin[i] = (unsigned char)next32();
+        lin[i] = (unsigned char)seed_next32();
     memset(lout, 0xee, LOP * LR);
     unsigned char *lrows;
     size_t lpitch;

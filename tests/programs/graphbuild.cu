@@ -48,13 +48,6 @@ __global__ void scale(unsigned *y, int n, unsigned k)
         y[i] = y[i] * k + (unsigned)i;
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 struct bufs {
     unsigned *x, *x2, *y, *y2;
     unsigned *out;       // the program's memory, written by the graph
@@ -150,7 +143,7 @@ static void expect(const char *what, const unsigned *got, const std::vector<unsi
 int main()
 {
     unsigned seed = run_seed("graphbuild");
-    rng = seed;
+    seed_rng(seed);
     const size_t bytes = N * sizeof(unsigned);
     bufs b;
     CHECK(cudaMalloc(&b.x, bytes));
@@ -165,10 +158,10 @@ int main()
     cudaStream_t s;
     CHECK(cudaStreamCreate(&s));
     for (int i = 0; i < N; i++)
-        hx2[i] = next32();
+        hx2[i] = seed_next32();
     CHECK(cudaMemcpy(b.x2, hx2.data(), bytes, cudaMemcpyHostToDevice));
 
-    unsigned v0 = next32(), k = next32() | 1u;
+    unsigned v0 = seed_next32(), k = seed_next32() | 1u;
     built g = build(b, v0, k, false);
     size_t nodes = 0, roots = 0;
     CHECK(cudaGraphGetNodes(g.g, NULL, &nodes));
@@ -238,7 +231,7 @@ int main()
     cudaGraphExec_t cexec;
     CHECK(cudaGraphInstantiate(&cexec, clone, 0));
     for (int i = 0; i < N; i++)
-        hx[i] = next32();
+        hx[i] = seed_next32();
     CHECK(cudaMemcpy(b.x, hx.data(), bytes, cudaMemcpyHostToDevice));
     CHECK(cudaGraphLaunch(cexec, s));
     CHECK(cudaStreamSynchronize(s));
@@ -253,7 +246,7 @@ int main()
     // Each launch reads the inputs copied just before it and writes out.
     for (int l = 0; l < LAUNCHES; l++) {
         for (int i = 0; i < N; i++)
-            hx[i] = next32();
+            hx[i] = seed_next32();
         CHECK(cudaMemcpyAsync(b.x, hx.data(), bytes, cudaMemcpyHostToDevice, s));
         CHECK(cudaGraphLaunch(exec, s));
         CHECK(cudaStreamSynchronize(s));
@@ -284,7 +277,7 @@ int main()
     CHECK(cudaGraphNodeSetEnabled(exec, g.last_add, 1));
 
     // The whole executable from a graph of the same shape, new constants.
-    unsigned v1 = next32(), k1 = next32() | 1u;
+    unsigned v1 = seed_next32(), k1 = seed_next32() | 1u;
     built g2 = build(b, v1, k1, false);
     cudaGraphExecUpdateResultInfo info;
     CHECK(cudaGraphExecUpdate(exec, g2.g, &info));
@@ -295,7 +288,7 @@ int main()
     expect("after cudaGraphExecUpdate", out, want);
 
     // Another shape: refused, the executable unchanged.
-    built g3 = build(b, next32(), next32(), true);
+    built g3 = build(b, seed_next32(), seed_next32(), true);
     cudaError_t e = cudaGraphExecUpdate(exec, g3.g, &info);
     WANT(e == cudaErrorGraphExecUpdateFailure && info.result == cudaGraphExecUpdateErrorTopologyChanged,
          "an update from another shape: %s, result %d", cudaGetErrorName(e), (int)info.result);
@@ -315,7 +308,7 @@ int main()
     CHECK(cudaGraphInstantiate(&exec, d.g, 0));
     for (int l = 0; l < LAUNCHES; l++) {
         for (int i = 0; i < N; i++)
-            hx[i] = next32();
+            hx[i] = seed_next32();
         CHECK(cudaMemcpyAsync(b.x, hx.data(), bytes, cudaMemcpyHostToDevice, s));
         CHECK(cudaGraphLaunch(exec, s));
         CHECK(cudaMemcpyAsync(out, b.y2, bytes, cudaMemcpyDeviceToHost, s));

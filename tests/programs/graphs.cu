@@ -72,13 +72,6 @@ __global__ void times(unsigned *v, int n, unsigned k)
         v[i] = k * (unsigned)i;
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 static void CUDART_CB count(void *p)
 {
     ++*(volatile int *)p;
@@ -88,9 +81,9 @@ static int captured(unsigned seed)
 {
     unsigned *hx = new unsigned[N], *hy = new unsigned[N], *hu = new unsigned[N], *hz = new unsigned[N], *out;
     for (int i = 0; i < N; i++) {
-        hx[i] = next32();
-        hy[i] = next32();
-        hu[i] = next32();
+        hx[i] = seed_next32();
+        hy[i] = seed_next32();
+        hu[i] = seed_next32();
     }
     unsigned *x, *y, *z, *u;
     CHECK(cudaMalloc(&u, N * sizeof *u));
@@ -108,7 +101,7 @@ static int captured(unsigned seed)
     CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
     static int calls = 0;
-    const unsigned k = next32() | 1u;
+    const unsigned k = seed_next32() | 1u;
 
     cudaStreamCaptureStatus st;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -227,7 +220,7 @@ static int explicit_graph(unsigned seed)
     CHECK(cudaMalloc(&v, N * sizeof *v));
     CHECK(cudaMallocHost(&out, N * sizeof *out));
     int n = N;
-    unsigned a = next32(), k = next32();
+    unsigned a = seed_next32(), k = seed_next32();
     static int calls = 0;
 
     cudaGraph_t g;
@@ -282,7 +275,7 @@ static int explicit_graph(unsigned seed)
     WANT(calls == LAUNCHES, "the host node ran %d times, want %d", calls, LAUNCHES);
 
     // A new multiplier for the times node, in the executable graph only.
-    unsigned k2 = next32();
+    unsigned k2 = seed_next32();
     void *times2_args[] = { &v, &n, &k2 };
     cudaKernelNodeParams tp2 = kernel_params((void *)times, times2_args);
     CHECK(cudaGraphExecKernelNodeSetParams(ge, times_k, &tp2));
@@ -307,7 +300,7 @@ static int explicit_graph(unsigned seed)
 int main()
 {
     unsigned seed = run_seed(nullptr);
-    rng = seed;
+    seed_rng(seed);
     int bad = captured(seed);
     bad += explicit_graph(seed);
     if (bad) {

@@ -29,21 +29,14 @@ __global__ void busy(unsigned *p, int rounds)
     p[blockIdx.x * blockDim.x + threadIdx.x] = x;
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 int main()
 {
     unsigned seed = run_seed(nullptr);
-    rng = seed;
+    seed_rng(seed);
     const int n = 300;
     size_t sizes[n], offs[n], total = 0;
     for (int i = 0; i < n; i++) {
-        sizes[i] = i % 50 == 7 ? 0 : (size_t)(next32() % 9000) + 1;   // a few empty copies too
+        sizes[i] = i % 50 == 7 ? 0 : (size_t)(seed_next32() % 9000) + 1;   // a few empty copies too
         offs[i] = total;
         total += (sizes[i] + 255) / 256 * 256;
     }
@@ -53,7 +46,7 @@ int main()
     CHECK(cudaMalloc(&dev, total));
     CHECK(cudaMalloc(&dev2, total));
     for (size_t i = 0; i < total; i++)
-        pinned[i] = pageable[i] = (unsigned char)next32();
+        pinned[i] = pageable[i] = (unsigned char)seed_next32();
     unsigned char *want = (unsigned char *)malloc(total);
     memcpy(want, pinned, total);
     memset(back, 0, total);

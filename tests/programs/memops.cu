@@ -46,13 +46,6 @@ __global__ void bump_table(int k)
         table[i] = table[i] * 2 + k;
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 static int wrong;
 #define EXPECT(cond, ...)                  \
     do {                                   \
@@ -76,7 +69,7 @@ static const char *mtype(cudaMemoryType t)
 int main()
 {
     unsigned seed = run_seed(nullptr);
-    rng = seed;
+    seed_rng(seed);
     int dev = -1;
     CHECK(cudaGetDevice(&dev));
 
@@ -84,9 +77,9 @@ int main()
     float c[8];
     int t[300];
     for (int i = 0; i < 8; i++)
-        c[i] = (float)(next32() % 9) - 4.0f;
+        c[i] = (float)(seed_next32() % 9) - 4.0f;
     for (int i = 0; i < 300; i++)
-        t[i] = (int)(next32() % 1000);
+        t[i] = (int)(seed_next32() % 1000);
     size_t sz = 0;
     CHECK(cudaGetSymbolSize(&sz, table));
     EXPECT(sz == sizeof t, "cudaGetSymbolSize(table) %zu, expected %zu\n", sz, sizeof t);
@@ -106,7 +99,7 @@ int main()
     const int W = 37, H = 29, hp_in = 41, hp_out = 43;   // host pitches in floats
     float *hin = (float *)malloc(hp_in * H * sizeof(float)), *hout = (float *)malloc(hp_out * H * sizeof(float));
     for (int i = 0; i < hp_in * H; i++)
-        hin[i] = (i % hp_in) < W ? (float)(next32() % 2001) - 1000.0f : -7777.0f;
+        hin[i] = (i % hp_in) < W ? (float)(seed_next32() % 2001) - 1000.0f : -7777.0f;
     float *d1, *d2, *d3;
     size_t p1, p2, p3;
     CHECK(cudaMallocPitch(&d1, &p1, W * sizeof(float), H));

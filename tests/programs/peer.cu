@@ -32,13 +32,6 @@ __global__ void transform(unsigned *x, int n, unsigned k)
         x[i] = (x[i] ^ x[i] >> 7) * 2246822519u + k;
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 int main()
 {
     int count = 0;
@@ -48,7 +41,7 @@ int main()
         return 2;
     }
     unsigned seed = run_seed(nullptr);
-    rng = seed;
+    seed_rng(seed);
     for (int d = 0; d < 2; d++) {
         cudaDeviceProp p;
         CHECK(cudaGetDeviceProperties(&p, d));
@@ -62,7 +55,7 @@ int main()
     const int n = 20011;
     unsigned seeds[97];
     for (int i = 0; i < 97; i++)
-        seeds[i] = next32();
+        seeds[i] = seed_next32();
     unsigned *a0, *b0, *s0, *a1, *c1;
     cudaStream_t st0, st1;
     cudaEvent_t ev1;

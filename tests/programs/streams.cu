@@ -79,17 +79,10 @@ static void CUDART_CB gate(void *)
     }
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 int main()
 {
     unsigned seed = run_seed(nullptr);
-    rng = seed;
+    seed_rng(seed);
     int wrong = 0;
 #define EXPECT(cond, ...)                  \
     do {                                   \
@@ -107,7 +100,7 @@ int main()
     CHECK(cudaMalloc(&din, n * sizeof(int)));
     CHECK(cudaMalloc(&dout, n * sizeof(int)));
     for (int i = 0; i < n; i++) {
-        hin[i] = (int)(next32() % 1000000);
+        hin[i] = (int)(seed_next32() % 1000000);
         hout[i] = -1;
     }
     cudaStream_t st[nstreams];

@@ -22,13 +22,6 @@ __global__ void bump(unsigned *block, size_t words, unsigned k)
         block[i] = block[i] * 3u + k;
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 static int wrong;
 
 static int swap(size_t block_bytes, int blocks, cudaStream_t st[2])
@@ -40,7 +33,7 @@ static int swap(size_t block_bytes, int blocks, cudaStream_t st[2])
     CHECK(cudaMallocHost(&before, total));
     CHECK(cudaMalloc(&dev, total));
     for (size_t i = 0; i < total / sizeof(unsigned); i++)
-        host[i] = next32();
+        host[i] = seed_next32();
     memset(back, 0, total);
     memset(before, 0, total);
     // In: host block b to device block perm(b), alternating streams.
@@ -82,7 +75,7 @@ static int swap(size_t block_bytes, int blocks, cudaStream_t st[2])
 int main()
 {
     unsigned seed = run_seed(nullptr);
-    rng = seed;
+    seed_rng(seed);
     cudaStream_t st[2];
     for (int k = 0; k < 2; k++)
         CHECK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));

@@ -61,13 +61,6 @@ __global__ void combine(unsigned *out, const unsigned *v, const unsigned *z, con
         out[i] = v[i] + 3u * z[i] + c[i];
 }
 
-static unsigned long long rng;
-static unsigned next32()
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (unsigned)(rng >> 32);
-}
-
 // The caching allocator's rule: outside a capture, new blocks come from
 // cudaMalloc; during one, only from the graph's private pool.
 struct allocator {
@@ -123,7 +116,7 @@ __global__ void add_into(unsigned *out, const unsigned *a, int n)
 int main()
 {
     unsigned seed = run_seed("torchgraph");
-    rng = seed;
+    seed_rng(seed);
     const size_t bytes = N * sizeof(unsigned);
 
     cudaStream_t s, s2;
@@ -137,13 +130,13 @@ int main()
     unsigned *c = (unsigned *)a.alloc(bytes, s), *out = (unsigned *)a.alloc(bytes, s);
     std::vector<unsigned> hx(N), hw(N), hc(N), want(N), got(N);
     for (int i = 0; i < N; i++) {
-        hx[i] = next32();
-        hw[i] = next32();
-        hc[i] = next32();
+        hx[i] = seed_next32();
+        hw[i] = seed_next32();
+        hc[i] = seed_next32();
     }
     CHECK(cudaMemcpyAsync(w, hw.data(), bytes, cudaMemcpyHostToDevice, s));
     CHECK(cudaMemcpyAsync(c, hc.data(), bytes, cudaMemcpyHostToDevice, s));
-    const unsigned k = next32();
+    const unsigned k = seed_next32();
 
     // Warm-up on the side stream, as torch.cuda.graph() does before capture.
     unsigned *wy = (unsigned *)a.alloc(bytes, s), *wz = (unsigned *)a.alloc(bytes, s);
@@ -210,10 +203,10 @@ int main()
     // Replays, inputs changed between them outside the graph.
     for (int r = 0; r < REPLAYS; r++) {
         for (int i = 0; i < N; i++)
-            hx[i] = next32();
+            hx[i] = seed_next32();
         if (r % 10 == 3)
             for (int i = 0; i < N; i++)
-                hc[i] = next32();
+                hc[i] = seed_next32();
         CHECK(cudaMemcpyAsync(x, hx.data(), bytes, cudaMemcpyHostToDevice, s));
         if (r % 10 == 3)
             CHECK(cudaMemcpyAsync(c, hc.data(), bytes, cudaMemcpyHostToDevice, s));
