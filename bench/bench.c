@@ -324,6 +324,52 @@ static void copy_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host,
         *rate = med;
 }
 
+/* Many small asynchronous copies on one stream, then one synchronize, as
+ * a server swapping KV-cache blocks makes them: count copies of size bytes
+ * at scattered places, the rate over all of them (figure NAME), each
+ * sample with a TCP stream beside it. */
+static void small_copies_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host, size_t size, int count,
+                                double budget)
+{
+    enum { REPS = 15 };
+    static double gbs[REPS], beside[REPS];
+    static uint8_t *stream_buf;
+    if (tcp_peer_fd >= 0 && !stream_buf) {
+        if (!(stream_buf = malloc(TCP_STREAM_WRITE)))
+            die("no memory for the TCP stream's buffer");
+        memset(stream_buf, 2, TCP_STREAM_WRITE);
+    }
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    int got = 0;
+    double t_start = now_s();
+    for (int i = -1; i < REPS && (i < 1 || now_s() - t_start < budget); i++) {
+        double t0 = now_s();
+        for (int k = 0; k < count; k++) {
+            size_t at = (size_t)((k * 7919) % count) * size;
+            if (dir == 0)
+                CK(cuMemcpyHtoDAsync(d + at, host + (size_t)k * size, size, s));
+            else
+                CK(cuMemcpyDtoHAsync(host + (size_t)k * size, d + at, size, s));
+        }
+        CK(cuStreamSynchronize(s));
+        double t = now_s() - t0;
+        if (i < 0)
+            continue;
+        gbs[got] = (double)size * count / t / 1e9;
+        if (tcp_peer_fd >= 0)
+            beside[got] = tcp_stream_once(tcp_peer_fd, stream_buf, (uint64_t)64 << 20);
+        got++;
+    }
+    CK(cuStreamDestroy(s));
+    fig_print(name, "GB/s", gbs, (size_t)got);
+    if (tcp_peer_fd >= 0) {
+        char bname[96];
+        snprintf(bname, sizeof bname, "tcp_beside_%s", name);
+        fig_print(bname, "GB/s", beside, (size_t)got);
+    }
+}
+
 static void section_bw(void)
 {
     static const struct { size_t size; const char *name; int reps; } sizes[] = {
@@ -384,6 +430,11 @@ static void section_bw(void)
                 copy_figure(name, dir, d, host, mib64, 7, false, budget, NULL, 1);
             }
         }
+        /* 4000 asynchronous copies of 4 KiB from and to page-locked memory. */
+        if (h && max >= ((size_t)16 << 20) && (!only || strstr(only, "4KiBx4000")))
+            for (int dir = 0; dir < 2; dir++)
+                small_copies_figure(dir ? "dtoh_pinned_4KiBx4000_async" : "htod_pinned_4KiBx4000_async", dir, d, host,
+                                    (size_t)4 << 10, 4000, budget);
     }
     CK(cuMemHostUnregister(host));
     free(host);
