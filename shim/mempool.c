@@ -193,7 +193,12 @@ static CUresult release_kept(proxy_obj *pool, proxy_obj *stream, bool wait)
     }
     pthread_mutex_unlock(&reuse_lock);
     CUresult rc = CUDA_SUCCESS;
-    struct { proxy_obj *s; uint64_t value; } last[KEEP_MAX + 1];
+    /* Each stream's last free handed over: what a wait waits for. */
+    typedef struct {
+        proxy_obj *s;
+        uint64_t value;
+    } stream_mark;
+    stream_mark last[KEEP_MAX + 1];
     size_t nlast = 0;
     while (out) {
         kept_block *k = out;
@@ -206,7 +211,7 @@ static CUresult release_kept(proxy_obj *pool, proxy_obj *stream, bool wait)
         while (i < nlast && last[i].s != k->stream)
             i++;
         if (i == nlast && nlast < sizeof last / sizeof last[0])
-            last[nlast++] = (typeof(last[0])){ k->stream, v };
+            last[nlast++] = (stream_mark){ k->stream, v };
         else if (i < nlast && v > last[i].value)
             last[i].value = v;
         forget_block(ptr);
