@@ -390,10 +390,8 @@ void *sender_main(void *arg)
         if (!words)
             job_fail(j, "agent: out of memory for the words of %zu values", count);
         struct iovec iov = { words, w.off };
-        if (words && count && !conn_gather_add(&sends.g, FRAME_WORD, &iov, 1)) {
-            gather_flush(j, &sends, false);
-            conn_gather_add(&sends.g, FRAME_WORD, &iov, 1);
-        }
+        if (words && count)
+            conn_gather_add(&sends.g, FRAME_WORD, &iov, 1);   /* gather_bytes kept a frame for it */
         gather_flush(j, &sends, false);
         free(words);
         pthread_mutex_lock(&j->q_lock);

@@ -248,6 +248,19 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
         p[i] = (uint8_t)(x >> (8 * (i % 8)));
 }
 
+/* The buffer the TCP streams and transfers beside copies write from and
+ * read into, made on first use. */
+static uint8_t *tcp_buffer(void)
+{
+    static uint8_t *buf;
+    if (!buf) {
+        if (!(buf = malloc(TCP_STREAM_WRITE)))
+            die("no memory for the TCP stream's buffer");
+        memset(buf, 2, TCP_STREAM_WRITE);
+    }
+    return buf;
+}
+
 /* First touches are dear on some machines (a fresh page can cost tens of
  * microseconds in a nested VM), so one host buffer serves both kinds: it is
  * touched once, measured pageable, then page-locked with cuMemHostRegister
@@ -269,13 +282,8 @@ static void copy_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host,
                         double budget, double *rate, int run)
 {
     static double gbs[400], beside[400], same[400];
-    static uint8_t *stream_buf;
     bool tcp = tcp_peer_fd >= 0 && n >= ((size_t)1 << 20);
-    if (tcp && !stream_buf) {
-        if (!(stream_buf = malloc(TCP_STREAM_WRITE)))
-            die("no memory for the TCP stream's buffer");
-        memset(stream_buf, 2, TCP_STREAM_WRITE);
-    }
+    uint8_t *stream_buf = tcp ? tcp_buffer() : NULL;
     int warm = big ? 0 : reps > 10 ? reps / 10 : 1, got = 0, streams = 0;
     int every = n * (size_t)run < ((size_t)64 << 20) ? STREAM_EVERY : 1;
     /* Under 64 MiB TCP's own synchronous transfer of the size beside each
@@ -333,12 +341,7 @@ static void small_copies_figure(const char *name, int dir, CUdeviceptr d, uint8_
 {
     enum { REPS = 15 };
     static double gbs[REPS], beside[REPS];
-    static uint8_t *stream_buf;
-    if (tcp_peer_fd >= 0 && !stream_buf) {
-        if (!(stream_buf = malloc(TCP_STREAM_WRITE)))
-            die("no memory for the TCP stream's buffer");
-        memset(stream_buf, 2, TCP_STREAM_WRITE);
-    }
+    uint8_t *stream_buf = tcp_peer_fd >= 0 ? tcp_buffer() : NULL;
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     int got = 0;

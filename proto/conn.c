@@ -141,12 +141,12 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
     return 0;
 }
 
-/* Puts frame (kind, iov[0..n)) after the pieces v[0..*at), its header in
- * header. */
-static int add_frame(struct iovec *v, int *at, uint8_t *header, frame_kind kind, const struct iovec *iov, int n,
-                     rig_why *why)
+/* Puts frame (kind, iov[0..n)) after the pieces v[0..*at) of an array of
+ * cap, its header in header. */
+static int add_frame(struct iovec *v, int cap, int *at, uint8_t *header, frame_kind kind, const struct iovec *iov,
+                     int n, rig_why *why)
 {
-    if (n < 0 || *at + n + 1 > CONN_IOV_MAX)
+    if (n < 0 || *at + n + 1 > cap)
         return why_set(why, RIG_E_INVALID, "a frame of %d pieces", n);
     uint64_t len = 0;
     v[(*at)++] = (struct iovec){ header, FRAME_HEADER_SIZE };
@@ -163,31 +163,23 @@ int conn_sendv(conn *c, frame_kind kind, const struct iovec *iov, int n, int64_t
     uint8_t header[FRAME_HEADER_SIZE];
     struct iovec v[CONN_IOV_MAX];
     int at = 0;
-    int rc = add_frame(v, &at, header, kind, iov, n, why);
+    int rc = add_frame(v, CONN_IOV_MAX, &at, header, kind, iov, n, why);
     return rc < 0 ? rc : send_pieces(c, kind, v, at, 1, deadline, why);
 }
 
 void conn_gather_init(conn_gather *g)
 {
     g->at = g->frames = 0;
-    g->bytes = 0;
     g->last = FRAME_BYTES;
 }
 
 bool conn_gather_add(conn_gather *g, frame_kind kind, const struct iovec *iov, int n)
 {
-    if (g->frames == CONN_GATHER_FRAMES || n < 0 || n > CONN_GATHER_PIECES)
+    rig_why why;
+    if (g->frames == CONN_GATHER_FRAMES || n > CONN_GATHER_PIECES ||
+        add_frame(g->v, (int)(sizeof g->v / sizeof g->v[0]), &g->at, g->header[g->frames], kind, iov, n, &why) < 0)
         return false;
-    uint8_t *header = g->header[g->frames];
-    uint64_t len = 0;
-    g->v[g->at++] = (struct iovec){ header, FRAME_HEADER_SIZE };
-    for (int i = 0; i < n; i++) {
-        g->v[g->at++] = iov[i];
-        len += iov[i].iov_len;
-    }
-    frame_header_encode(header, kind, len);
     g->frames++;
-    g->bytes += FRAME_HEADER_SIZE + len;
     g->last = kind;
     return true;
 }
@@ -205,9 +197,9 @@ int conn_sendv2(conn *c, frame_kind kind1, const struct iovec *iov1, int n1, fra
     uint8_t header1[FRAME_HEADER_SIZE], header2[FRAME_HEADER_SIZE];
     struct iovec v[CONN_IOV_MAX];
     int at = 0;
-    int rc = add_frame(v, &at, header1, kind1, iov1, n1, why);
+    int rc = add_frame(v, CONN_IOV_MAX, &at, header1, kind1, iov1, n1, why);
     if (rc == 0)
-        rc = add_frame(v, &at, header2, kind2, iov2, n2, why);
+        rc = add_frame(v, CONN_IOV_MAX, &at, header2, kind2, iov2, n2, why);
     return rc < 0 ? rc : send_pieces(c, kind2, v, at, 2, deadline, why);
 }
 

@@ -61,7 +61,6 @@ typedef struct conn_gather {
     uint8_t header[CONN_GATHER_FRAMES][FRAME_HEADER_SIZE];
     int at, frames;
     frame_kind last;
-    uint64_t bytes;
 } conn_gather;
 
 void conn_gather_init(conn_gather *g);

@@ -376,6 +376,13 @@ static place where(CUdeviceptr p)
     return PLACE_HOST;
 }
 
+/* NULL is no program memory: the driver refuses a copy to or from it (and a
+ * copy into it would have bytes come back that no pending copy expects). */
+static bool null_program_side(place pd, uint64_t dst, place ps, uint64_t src)
+{
+    return (pd == PLACE_HOST && !dst) || (ps == PLACE_HOST && !src);
+}
+
 /* The stream a copy between proxy memory and anything else goes on: the
  * given one, or the default stream of the proxy device that p is on. */
 static proxy_obj *stream_for(CUstream h, bool per_thread, CUdeviceptr p, CUresult *rc)
@@ -404,9 +411,7 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h,
     if (n == 0)
         return CUDA_SUCCESS;
     place pd = where(dst), ps = where(src);
-    /* NULL is no program memory: the driver refuses it (a copy into it
-     * would have bytes come back that no pending copy expects). */
-    if ((pd == PLACE_HOST && !dst) || (ps == PLACE_HOST && !src))
+    if (null_program_side(pd, dst, ps, src))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = CUDA_SUCCESS;
     uint64_t v = 0;
@@ -744,7 +749,7 @@ static CUresult copy2d_now(const CUDA_MEMCPY2D *c, CUstream h, bool per_thread, 
         return CUDA_ERROR_INVALID_VALUE;
     size_t spitch = c->srcPitch ? c->srcPitch : w, dpitch = c->dstPitch ? c->dstPitch : w;
     place pd = where(dst), ps = where(src);
-    if ((pd == PLACE_HOST && !dst) || (ps == PLACE_HOST && !src))
+    if (null_program_side(pd, dst, ps, src))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = CUDA_SUCCESS;
     proxy_obj *s;
