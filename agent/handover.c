@@ -415,7 +415,11 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
         CUfunction f;
         if ((rc = job_function_on(j, fn, (int)v.device, &f)))
             return rc;
-        snprintf(j->last_kernel[v.device], sizeof j->last_kernel[v.device], "%s", fn->u.fn.name);
+        /* Copied only when the kernel changes: a loop of launches would
+         * pay a formatted copy each. */
+        char *last = j->last_kernel[v.device];
+        if (strncmp(last, fn->u.fn.name, sizeof j->last_kernel[v.device] - 1) != 0)
+            snprintf(last, sizeof j->last_kernel[v.device], "%s", fn->u.fn.name);
         size_t n = v.params_len, size = n;
         void *buffer = (void *)v.params;
         void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,

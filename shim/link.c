@@ -36,8 +36,9 @@
 /* Handover records smaller than BATCH_RECORD are gathered into one frame;
  * the batch goes out when it reaches BATCH_FLUSH bytes, when anything needs
  * an answer or a wait, when the program submits after a pause of
- * BATCH_PAUSE_NS (an isolated launch leaves at once), or at the keeper's
- * next 1 ms tick. */
+ * BATCH_PAUSE_NS or after a wait (an isolated launch leaves at once, and
+ * a launch-and-synchronize loop never wakes the keeper), or at the
+ * keeper's next 1 ms tick. */
 #define BATCH_CAP ((size_t)256 << 10)
 #define BATCH_FLUSH ((size_t)128 << 10)
 #define BATCH_RECORD ((size_t)16 << 10)
@@ -986,6 +987,7 @@ CUresult link_request(agent_link *l, const struct iovec *iov, int n, frame *answ
     }
     l->wait_ns += (uint64_t)(now_ns() - start);
     pthread_mutex_unlock(&l->lock);
+    __atomic_store_n(&l->waited, true, __ATOMIC_RELAXED);   /* the agent read all before the request */
     if (!p.done)
         return rc ? rc : CUDA_ERROR_DEVICE_UNAVAILABLE;
     *answer = p.answer;
@@ -1052,6 +1054,7 @@ CUresult link_wait(agent_link *l, proxy_obj *stream, uint64_t value)
     CUresult rc = l->failed ? l->failure : CUDA_SUCCESS;
     l->wait_ns += (uint64_t)(now_ns() - start);
     pthread_mutex_unlock(&l->lock);
+    __atomic_store_n(&l->waited, true, __ATOMIC_RELAXED);   /* the agent has caught up */
     if (rc == CUDA_SUCCESS)
         shim_managed_synced(l);
     return rc;
@@ -1183,7 +1186,8 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
             memcpy(at + sizeof head + h->body_len, h->data, h->data_len);
         __atomic_store_n(&l->batch_len, l->batch_len + sizeof head + record, __ATOMIC_RELEASE);
         rc = CUDA_SUCCESS;
-        if (l->batch_len >= BATCH_FLUSH || now_ns() - l->last_flush_ns > BATCH_PAUSE_NS)
+        if (l->batch_len >= BATCH_FLUSH || now_ns() - l->last_flush_ns > BATCH_PAUSE_NS ||
+            __atomic_exchange_n(&l->waited, false, __ATOMIC_RELAXED))
             rc = flush_locked(l);
         else if (l->batch_len == sizeof head + record)
             wake_keeper();   /* the first record left waiting */

@@ -65,6 +65,9 @@ struct agent_link {
     uint8_t *batch;                  /* small handover records not yet sent */
     size_t batch_len;                /* under send_lock; read unlocked as a hint */
     int64_t last_flush_ns;
+    /* A wait ended since the last flush (atomic): the agent has caught up,
+     * so the next record goes at once rather than waiting for company. */
+    bool waited;
     compress_pace compress_pace;          /* whether compressing keeps up, piece after piece */
     uint8_t *packed;                 /* compressed bytes frames land here (the baton's holder) */
     size_t packed_cap;
