@@ -42,6 +42,36 @@ static void done_sending(job *j)
     pthread_cond_broadcast(&j->sent_cond);
 }
 
+/* Sends a note's bytes (a copy into the program of at most
+ * MARKER_BYTES_MAX) and word in one write, then frees it; the caller holds
+ * send_lock. */
+static void send_note_locked(job *j, note *n)
+{
+    rig_why why = { "" };
+    uint8_t word[rec_word_size];
+    word_of(n, word);
+    struct iovec iov = { word, sizeof word };
+    int rc;
+    if (n->staging) {
+        /* One write: the program's reader wakes once for both. Raw: so
+         * small a copy gains nothing from LZ4. */
+        uint8_t head[COPY_BYTES_HEAD];
+        compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };
+        copy_bytes_write(head, n->stream, n->value, &h);
+        struct iovec bytes[2] = { { head, sizeof head }, { n->staging, n->len } };
+        rc = conn_sendv2(&j->c, FRAME_BYTES, bytes, 2, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
+    } else {
+        rc = conn_sendv(&j->c, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
+    }
+    if (rc == RIG_E_CLOSED)
+        job_fail(j, "controller: closed its connection");
+    else if (rc < 0)
+        job_fail(j, "controller: %s", why.text);
+    if (n->staging)
+        staging_put(j->b, n->staging, n->len);
+    note_free(j, n);
+}
+
 /* The marker's own send: when nothing is queued for the sender or being
  * sent by it, no device output waits, nobody else sends and the socket's
  * buffer surely takes the frames whole, the callback thread sends the
@@ -67,31 +97,9 @@ static bool marker_send(job *j, note *n)
         pthread_mutex_unlock(&j->output_lock);
         return false;
     }
-    rig_why why = { "" };
-    uint8_t word[rec_word_size];
-    word_of(n, word);
-    struct iovec iov = { word, sizeof word };
-    int rc;
-    if (n->staging) {
-        /* One write: the program's reader wakes once for both. Raw: so
-         * small a copy gains nothing from LZ4. */
-        uint8_t head[COPY_BYTES_HEAD];
-        compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n->len, .stored = (uint32_t)n->len };
-        copy_bytes_write(head, n->stream, n->value, &h);
-        struct iovec bytes[2] = { { head, sizeof head }, { n->staging, n->len } };
-        rc = conn_sendv2(&j->c, FRAME_BYTES, bytes, 2, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
-    } else {
-        rc = conn_sendv(&j->c, FRAME_WORD, &iov, 1, deadline_after(JOB_STALL_MS), &why);
-    }
+    send_note_locked(j, n);
     pthread_mutex_unlock(&j->send_lock);
     pthread_mutex_unlock(&j->output_lock);
-    if (rc == RIG_E_CLOSED)
-        job_fail(j, "controller: closed its connection");
-    else if (rc < 0)
-        job_fail(j, "controller: %s", why.text);
-    if (n->staging)
-        staging_put(j->b, n->staging, n->len);
-    note_free(j, n);
     return true;
 }
 
@@ -106,12 +114,18 @@ bool job_send_reached(job *j, note *n)
     }
     j->marker_sending = true;
     pthread_mutex_unlock(&j->q_lock);
-    bool sent = marker_send(j, n);
+    /* The job thread may wait on the socket, as it does for answers: the
+     * device output so far, then the word, without the marker's checks
+     * (three system calls more on the way of each synchronous wait). */
+    forward_output(j);
+    pthread_mutex_lock(&j->send_lock);
+    send_note_locked(j, n);
+    pthread_mutex_unlock(&j->send_lock);
     pthread_mutex_lock(&j->q_lock);
     j->marker_sending = false;
     done_sending(j);
     pthread_mutex_unlock(&j->q_lock);
-    return sent;
+    return true;
 }
 
 void CUDA_CB job_marker(void *arg)

@@ -303,39 +303,68 @@ void compress_sparse_floats(uint8_t *p, size_t len, uint64_t seed)
     }
 }
 
-enum { MEASURE_LEN = 4 << 20, MEASURE_CHUNK = 1 << 20, MEASURE_CHUNKS = MEASURE_LEN / MEASURE_CHUNK };
-#define MEASURE_S 0.02
+enum { MEASURE_LEN = 2 << 20, MEASURE_CHUNK = 1 << 20, MEASURE_CHUNKS = MEASURE_LEN / MEASURE_CHUNK };
+#define MEASURE_S 0.005
 
-/* Times method both ways on in[0..MEASURE_LEN), chunk by chunk the way
- * copies use it, for MEASURE_S each way: input bytes/s compressing, output
- * bytes/s decoding, both per second of this thread's CPU time. out holds MEASURE_CHUNKS chunks of
- * compress_bound(MEASURE_CHUNK). */
+/* One pass of method over in[0..MEASURE_LEN), chunk by chunk the way
+ * copies use it, into out (MEASURE_CHUNKS slots of
+ * compress_bound(MEASURE_CHUNK)); and one pass back into back. */
+static void compress_pass(uint8_t method, const uint8_t *in, uint8_t *out, size_t *len)
+{
+    size_t slot = compress_bound(MEASURE_CHUNK);
+    for (int c = 0; c < MEASURE_CHUNKS; c++)
+        compress_chunk(in + (size_t)c * MEASURE_CHUNK, MEASURE_CHUNK, method, out + (size_t)c * slot, slot, &len[c],
+                       NULL);
+}
+
+static bool decompress_pass(uint8_t method, const uint8_t *out, const size_t *len, uint8_t *back)
+{
+    size_t slot = compress_bound(MEASURE_CHUNK);
+    for (int c = 0; c < MEASURE_CHUNKS; c++) {
+        size_t consumed, got;
+        if (out[(size_t)c * slot] != method ||
+            decompress_chunk(out + (size_t)c * slot, len[c], back + (size_t)c * MEASURE_CHUNK, MEASURE_CHUNK,
+                             &consumed, &got, NULL) != RIG_OK)
+            return false;
+    }
+    return true;
+}
+
+/* Times method both ways: input bytes/s compressing, output bytes/s
+ * decoding, both per second of this thread's CPU time. */
 static int time_method(uint8_t method, const uint8_t *in, uint8_t *out, uint8_t *back, double *compress_bps,
                        double *decompress_bps, rig_why *why)
 {
     const char *name = method == COMPRESS_LZ4 ? "LZ4" : "zero words";
-    size_t slot = compress_bound(MEASURE_CHUNK), len[MEASURE_CHUNKS], done = 0;
-    double t0 = cpu_s(), t;
+    size_t len[MEASURE_CHUNKS];
+    /* One pass each way untimed: the first pays cold caches and the
+     * library's first call. Then the fastest of the passes in MEASURE_S:
+     * a pass the host preempted counts that time as this thread's CPU
+     * time too, and one such pass put LZ4's decoding at a tenth of its
+     * speed. */
+    compress_pass(method, in, out, len);
+    if (!decompress_pass(method, out, len, back))
+        return why_set(why, RIG_E_INVALID, "compress: %s does not decode its own output", name);
+    double start = cpu_s(), best = 0;
     do {
-        for (int c = 0; c < MEASURE_CHUNKS; c++)
-            compress_chunk(in + (size_t)c * MEASURE_CHUNK, MEASURE_CHUNK, method, out + (size_t)c * slot, slot,
-                           &len[c], NULL);
-        done += MEASURE_LEN;
-    } while ((t = cpu_s() - t0) < MEASURE_S);
-    *compress_bps = (double)done / t;
-    done = 0;
-    t0 = cpu_s();
+        double t0 = cpu_s();
+        compress_pass(method, in, out, len);
+        double t = cpu_s() - t0;
+        if (best == 0 || t < best)
+            best = t;
+    } while (cpu_s() - start < MEASURE_S);
+    *compress_bps = (double)MEASURE_LEN / (best > 0 ? best : 1e-9);
+    start = cpu_s();
+    best = 0;
     do {
-        for (int c = 0; c < MEASURE_CHUNKS; c++) {
-            size_t consumed, got;
-            if (out[(size_t)c * slot] != method ||
-                decompress_chunk(out + (size_t)c * slot, len[c], back + (size_t)c * MEASURE_CHUNK, MEASURE_CHUNK,
-                                 &consumed, &got, NULL) != RIG_OK)
-                return why_set(why, RIG_E_INVALID, "compress: %s does not decode its own output", name);
-        }
-        done += MEASURE_LEN;
-    } while ((t = cpu_s() - t0) < MEASURE_S);
-    *decompress_bps = (double)done / t;
+        double t0 = cpu_s();
+        if (!decompress_pass(method, out, len, back))
+            return why_set(why, RIG_E_INVALID, "compress: %s does not decode its own output", name);
+        double t = cpu_s() - t0;
+        if (best == 0 || t < best)
+            best = t;
+    } while (cpu_s() - start < MEASURE_S);
+    *decompress_bps = (double)MEASURE_LEN / (best > 0 ? best : 1e-9);
     if (memcmp(in, back, MEASURE_LEN) != 0)
         return why_set(why, RIG_E_INVALID, "compress: %s decodes its own output to other bytes", name);
     return RIG_OK;

@@ -5,7 +5,6 @@
 #include "shim/htod.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,37 +25,6 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void *measure_main(void *arg)
-{
-    (void)arg;
-    /* On CPU time no one else wants: a program starting up, making its
-     * first synchronous calls, does not share its CPUs with the
-     * measurement (which counts its own CPU time, so it is not slowed). A
-     * copy that needs the speeds before they are in measures them itself
-     * rather than wait on this thread (compress_machine). */
-    struct sched_param idle = { .sched_priority = 0 };
-    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
-    compress_machine();
-    return NULL;
-}
-
-static void start_measuring(void)
-{
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* No thread: the first copy that compresses measures instead. */
-    pthread_create(&t, &attr, measure_main, NULL);
-    pthread_attr_destroy(&attr);
-}
-
-void shim_htod_measure_soon(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, start_measuring);
-}
-
 uint8_t shim_htod_compress(agent_link *l, proxy_obj *s, const void *src, size_t n, bool reads_program)
 {
     double link = compress_link_rate(conn_link_rate(&l->c));
@@ -64,6 +32,10 @@ uint8_t shim_htod_compress(agent_link *l, proxy_obj *s, const void *src, size_t 
         return COMPRESS_RAW;
     if (reads_program && s && link_wait_program_writes(l, s) != CUDA_SUCCESS)
         return COMPRESS_RAW;   /* the job failed: the record reports it */
+    /* The first such copy measures this machine's speeds (some 30 ms),
+     * not a thread at startup: even at idle priority, one measuring beside
+     * a program's first synchronous calls made each of them 2-3 times
+     * slower on 2 vCPUs (docs/design.md "What a synchronous wait costs"). */
     compress_rates r = compress_machine();
     r.link_bps = link;
     return compress_decide(src, n, &r).method;

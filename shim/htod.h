@@ -11,11 +11,6 @@
 
 #include "shim/link.h"
 
-/* Measures this machine's compressing speeds (compress_machine) on a thread
- * of its own, once per process, so that no copy waits the tens of
- * milliseconds it takes. Called when a link opens. */
-void shim_htod_measure_soon(void);
-
 /* Decides once per copy whether the n bytes at src go compressed on l, and
  * how: the method for shim_htod_record (COMPRESS_RAW: not compressed).
  * Only when the link's rate is known (a slow link) does it look at the

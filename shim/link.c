@@ -792,6 +792,7 @@ static void wait_reading(agent_link *l, bool (*done)(agent_link *, const void *)
         pthread_mutex_lock(&l->lock);
         l->waiters--;
         l->reading = false;
+        l->last_read_ns = now_ns();
         /* Another waiter may take the baton over. */
         pthread_cond_broadcast(&l->changed);
     }
@@ -808,7 +809,10 @@ static void *receiver_main(void *arg)
     agent_link *l = arg;
     pthread_mutex_lock(&l->lock);
     while (!l->failed) {
-        if (l->reading || l->waiters) {
+        /* A thread that waited within the step will likely wait again
+         * soon (a loop of synchronous calls) and read its answer itself:
+         * polling meanwhile would only wake this thread beside it. */
+        if (l->reading || l->waiters || now_ns() - l->last_read_ns < RECEIVER_IDLE_MS * 1000000LL) {
             struct timespec until = deadline_timespec_in(RECEIVER_IDLE_MS);
             pthread_cond_timedwait(&l->rx_idle, &l->lock, &until);
             continue;
@@ -1393,7 +1397,6 @@ int link_open(agent_link *l, const char *name, const names_address *addr, uint32
     pthread_detach(callbacks);
     l->receiver_started = true;
     register_link(l);
-    shim_htod_measure_soon();
     return 0;
 
 out:
