@@ -792,7 +792,6 @@ static void wait_reading(agent_link *l, bool (*done)(agent_link *, const void *)
         pthread_mutex_lock(&l->lock);
         l->waiters--;
         l->reading = false;
-        l->last_read_ns = now_ns();
         /* Another waiter may take the baton over. */
         pthread_cond_broadcast(&l->changed);
     }
@@ -809,10 +808,7 @@ static void *receiver_main(void *arg)
     agent_link *l = arg;
     pthread_mutex_lock(&l->lock);
     while (!l->failed) {
-        /* A thread that waited within the step will likely wait again
-         * soon (a loop of synchronous calls) and read its answer itself:
-         * polling meanwhile would only wake this thread beside it. */
-        if (l->reading || l->waiters || now_ns() - l->last_read_ns < RECEIVER_IDLE_MS * 1000000LL) {
+        if (l->reading || l->waiters) {
             struct timespec until = deadline_timespec_in(RECEIVER_IDLE_MS);
             pthread_cond_timedwait(&l->rx_idle, &l->lock, &until);
             continue;

@@ -41,7 +41,6 @@ struct agent_link {
      * receiver does. Under lock. */
     bool reading;
     int waiters;                     /* program threads reading for their wait */
-    int64_t last_read_ns;            /* when a waiting thread last gave the socket back */
     bool rx_linger;                  /* a read failed: the receiver drains */
     pthread_cond_t rx_idle;
     pthread_t receiver;
