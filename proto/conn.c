@@ -2,11 +2,13 @@
 #include "proto/conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +25,12 @@ int conn_init(conn *c, int fd, uint64_t limit, rig_why *why)
     }
     frame_decoder_init(&c->dec, limit);
     c->last_send_ms = c->last_recv_ms = deadline_now_ms();
+    /* Only a blocking socket: a read on a non-blocking one would return
+     * at once and the wait would spin. */
+    struct timeval step = { 0, CONN_READ_STEP_MS * 1000 };
+    int flags = fcntl(fd, F_GETFL);
+    c->read_steps = flags >= 0 && !(flags & O_NONBLOCK) &&
+                    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &step, sizeof step) == 0;
     return 0;
 }
 
@@ -51,6 +59,17 @@ static int wait_fd(int fd, short events, int64_t deadline, const char *what, rig
             return why_set(why, RIG_E_TIMEOUT, "no progress for too long while %s", what);
         return 0;
     }
+}
+
+/* Before a read that may block until bound: a socket whose reads return
+ * within CONN_READ_STEP_MS is read at once when the bound is further off
+ * (a read that times out says EAGAIN, and the caller's loop comes back);
+ * else poll first, which honours the bound exactly. */
+static int wait_readable(const conn *c, int64_t bound, rig_why *why)
+{
+    if (c->read_steps && bound - deadline_now_ms() >= CONN_READ_STEP_MS)
+        return 0;
+    return wait_fd(c->fd, POLLIN, bound, "receiving", why);
 }
 
 /* Sends that paced fewer bytes than this say little of the link. */
@@ -261,6 +280,8 @@ int conn_recv_rest(conn *c, void *dst, size_t n, int64_t deadline, int idle_ms, 
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* Polled: this read does not wait, so it cannot take the
+             * poll's place. */
             int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
             if (rc < 0) {
                 c->dec.rest -= have;
@@ -309,7 +330,7 @@ int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t ab
         /* A large payload goes straight into its buffer, not through rbuf. */
         frame_decoder *d = &c->dec;
         if (d->header_have == FRAME_HEADER_SIZE && d->current.len - d->payload_have > CONN_READ_BUF) {
-            int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
+            int rc = wait_readable(c, recv_bound(c, deadline, idle_ms), why);
             if (rc < 0)
                 return rc;
             ssize_t got = read(c->fd, d->current.payload + d->payload_have,
@@ -338,7 +359,7 @@ int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t ab
             continue;
         }
         c->roff = c->rlen = 0;
-        int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
+        int rc = wait_readable(c, recv_bound(c, deadline, idle_ms), why);
         if (rc < 0)
             return rc;
         /* Before a header is known, a read that may split takes little: a

@@ -15,6 +15,10 @@
 #define CONN_READ_BUF (256 * 1024)
 /* What conn_recv_split reads at most before it knows a frame's header. */
 #define CONN_SPLIT_FIRST_READ (16 * 1024)
+/* A blocking socket's reads return within this (SO_RCVTIMEO), so a wait
+ * whose bound is further off reads at once instead of polling first: one
+ * system call on the way of each answer rather than two. */
+#define CONN_READ_STEP_MS 50
 #define CONN_IOV_MAX 16
 
 typedef struct conn {
@@ -31,6 +35,7 @@ typedef struct conn {
     uint64_t drain_bps[8];
     unsigned drains;           /* sends measured so (the ring's next slot, mod 8) */
     uint64_t link_bps;         /* atomic: read by threads that do not send */
+    bool read_steps;           /* reads block at most CONN_READ_STEP_MS (SO_RCVTIMEO) */
 } conn;
 
 /* Takes ownership of fd on success; limit is the largest payload accepted.
