@@ -293,7 +293,8 @@ void note_free(job *j, note *n);
 void CUDA_CB job_marker(void *arg);
 /* Sends a note whose stream already reached its value (and its bytes, at
  * most a marker's) from the job thread, which may wait on the socket,
- * when that cannot reorder words; true when sent (the note is freed). */
+ * when that cannot reorder words; true when it took the note (sent, or the
+ * job failed in the send; the note is freed). */
 bool job_send_reached(job *j, note *n);
 /* Sends an in-place note (its bytes read from device memory) from the job
  * thread, after every note the sender holds, before the job thread replays

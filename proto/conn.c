@@ -62,12 +62,13 @@ static int wait_fd(int fd, short events, int64_t deadline, const char *what, rig
 }
 
 /* Before a read that may block until bound: a socket whose reads return
- * within CONN_READ_STEP_MS is read at once when the bound is further off
- * (a read that times out says EAGAIN, and the caller's loop comes back);
- * else poll first, which honours the bound exactly. */
-static int wait_readable(const conn *c, int64_t bound, rig_why *why)
+ * within CONN_READ_STEP_MS is read at once when the bound is further off;
+ * else, and after a read that said EAGAIN (its step ran out, or the
+ * descriptor became non-blocking, which would spin), poll first, which
+ * honours the bound exactly. */
+static int wait_readable(const conn *c, int64_t bound, bool read_said_again, rig_why *why)
 {
-    if (c->read_steps && bound - deadline_now_ms() >= CONN_READ_STEP_MS)
+    if (c->read_steps && !read_said_again && bound - deadline_now_ms() >= CONN_READ_STEP_MS)
         return 0;
     return wait_fd(c->fd, POLLIN, bound, "receiving", why);
 }
@@ -315,6 +316,7 @@ int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t ab
     c->dec.split_kind = kind;
     c->dec.split_head = head;
     c->dec.split_above = above;
+    bool again = false;   /* the last read said EAGAIN */
     for (;;) {
         if (c->roff < c->rlen) {
             size_t used;
@@ -330,11 +332,12 @@ int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t ab
         /* A large payload goes straight into its buffer, not through rbuf. */
         frame_decoder *d = &c->dec;
         if (d->header_have == FRAME_HEADER_SIZE && d->current.len - d->payload_have > CONN_READ_BUF) {
-            int rc = wait_readable(c, recv_bound(c, deadline, idle_ms), why);
+            int rc = wait_readable(c, recv_bound(c, deadline, idle_ms), again, why);
             if (rc < 0)
                 return rc;
             ssize_t got = read(c->fd, d->current.payload + d->payload_have,
                                (size_t)(d->current.len - d->payload_have));
+            again = got < 0 && errno == EAGAIN;
             if (got < 0 && (errno == EINTR || errno == EAGAIN))
                 continue;
             if (got <= 0) {
@@ -359,7 +362,7 @@ int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t ab
             continue;
         }
         c->roff = c->rlen = 0;
-        int rc = wait_readable(c, recv_bound(c, deadline, idle_ms), why);
+        int rc = wait_readable(c, recv_bound(c, deadline, idle_ms), again, why);
         if (rc < 0)
             return rc;
         /* Before a header is known, a read that may split takes little: a
@@ -367,6 +370,7 @@ int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t ab
          * caller's conn_recv_rest), not through rbuf and a copy. */
         size_t room = kind && d->header_have < FRAME_HEADER_SIZE ? CONN_SPLIT_FIRST_READ : CONN_READ_BUF;
         ssize_t got = read(c->fd, c->rbuf, room);
+        again = got < 0 && errno == EAGAIN;
         if (got < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (got <= 0) {

@@ -32,7 +32,7 @@ uint8_t shim_htod_compress(agent_link *l, proxy_obj *s, const void *src, size_t 
         return COMPRESS_RAW;
     if (reads_program && s && link_wait_program_writes(l, s) != CUDA_SUCCESS)
         return COMPRESS_RAW;   /* the job failed: the record reports it */
-    /* The first such copy measures this machine's speeds (some 30 ms),
+    /* The first such copy measures this machine's speeds (35-50 ms here),
      * not a thread at startup: even at idle priority, one measuring beside
      * a program's first synchronous calls made each of them 2-3 times
      * slower on 2 vCPUs (docs/design.md "What a synchronous wait costs"). */

@@ -2,6 +2,7 @@
  * larger than the read buffer that is the last thing sent (it must not wait
  * for bytes that never come), and a peer's end is told apart from silence. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,53 @@ Test(conn, silence_and_close_are_told_apart, .timeout = 20)
     cr_assert(strstr(why.text, "middle of a frame"), "%s", why.text);
     conn_close(&a);
     conn_close(&b);
+}
+
+/* A blocking socket's reads step (SO_RCVTIMEO) instead of polling first:
+ * a frame that comes after a step has run out still arrives, a silent peer
+ * still ends the wait at its bound, not a step later or never, and a
+ * non-blocking descriptor is polled (stepping it would spin). */
+static void *send_late(void *arg)
+{
+    conn *a = arg;
+    usleep(3 * CONN_READ_STEP_MS * 1000);
+    conn_send(a, FRAME_WORD, "late", 4, deadline_after(2000), NULL);
+    return NULL;
+}
+
+Test(conn, stepped_reads_keep_their_bounds, .timeout = 20)
+{
+    conn a, b;
+    pair(&a, &b);
+    cr_assert(b.read_steps, "a loopback TCP socket should take SO_RCVTIMEO");
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, send_late, &a), 0);
+    frame f;
+    rig_why why = { "" };
+    cr_assert_eq(conn_recv(&b, &f, deadline_after(5000), -1, &why), 0, "%s", why.text);
+    cr_assert(f.kind == FRAME_WORD && f.len == 4 && memcmp(f.payload, "late", 4) == 0);
+    frame_release(&f);
+    pthread_join(t, NULL);
+    int64_t t0 = deadline_now_ms();
+    cr_assert_eq(conn_recv(&b, &f, deadline_after(6 * CONN_READ_STEP_MS), -1, &why), RIG_E_TIMEOUT, "%s", why.text);
+    int64_t took = deadline_now_ms() - t0;
+    cr_assert(took >= 6 * CONN_READ_STEP_MS - 5 && took < 6 * CONN_READ_STEP_MS + 500, "a %d ms bound took %lld ms",
+              6 * CONN_READ_STEP_MS, (long long)took);
+    conn_close(&a);
+    conn_close(&b);
+
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    cr_assert_eq(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
+    conn c;
+    cr_assert_eq(conn_init(&c, sv[1], 1 << 20, NULL), 0);
+    cr_assert_not(c.read_steps, "a non-blocking descriptor must be polled");
+    t0 = deadline_now_ms();
+    cr_assert_eq(conn_recv(&c, &f, deadline_after(4 * CONN_READ_STEP_MS), -1, &why), RIG_E_TIMEOUT, "%s", why.text);
+    took = deadline_now_ms() - t0;
+    cr_assert(took >= 4 * CONN_READ_STEP_MS - 5, "a non-blocking wait ended after %lld ms", (long long)took);
+    conn_close(&c);
+    close(sv[0]);
 }
 
 /* Split frames (how copies arrive straight in place): the head comes back
