@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "proto/conn.h"
 #include "proto/cuda_driver.h"
@@ -173,6 +174,25 @@ int agent_config_read(agent_config *c, const char *path, char *why, size_t whyle
  * status. */
 int agent_main(int argc, char **argv);
 
+/* ---- spawner.c: the process that forks workers and probes ---- */
+typedef struct spawner {
+    pid_t pid;
+    int requests;             /* a request and its descriptors; the child's pid back */
+    int exits;                /* "pid status" of each child that exited */
+    pthread_mutex_t lock;     /* one request at a time */
+} spawner;
+/* Forks the spawner; call it before the listener starts any thread. */
+int spawner_start(spawner *sp, const char *driver, const rig_key *key, char *why, size_t cap);
+/* A worker serving the proven connection conn_fd, saying how the job went
+ * on status_fd; returns its pid, or -1 with why. The descriptors stay the
+ * caller's to close. */
+pid_t spawner_worker(spawner *sp, int conn_fd, int status_fd, uint32_t index, char *why, size_t cap);
+/* A child writing what `rig-agent --probe --json` prints to out_fd. */
+pid_t spawner_probe(spawner *sp, int out_fd, char *why, size_t cap);
+/* One exit report from sp->exits: 1 with pid and wait status, 0 when none
+ * is waiting, -1 when the spawner is gone. */
+int spawner_exited(spawner *sp, pid_t *pid, int *status);
+
 /* ---- worker.c: one job in a process of its own ---- */
 typedef struct worker_args {
     int fd;                   /* the proven connection */
@@ -181,7 +201,7 @@ typedef struct worker_args {
     int status_fd;            /* lines to the listener: "ending", "ended TEXT" */
     const rig_key *key;       /* the job key (the listener's, in this copy of its memory) */
 } worker_args;
-/* In a fresh child of the listener: serves the job and exits. */
+/* In a fresh child of the spawner: serves the job and exits. */
 void worker_main(const worker_args *a) __attribute__((noreturn));
 
 /* ---- job.c ---- */

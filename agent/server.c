@@ -1,8 +1,9 @@
 /* The agent's command and its listener. The listener never loads a job's
  * driver state: each connection proves the job key on a thread of its own
  * (holding nothing meanwhile, named to no one), and a proven controller's
- * connection goes to a fresh worker process (worker.c) that serves that one
- * job and exits. So no stranger, abandoned job or endless kernel can keep
+ * connection goes to a fresh worker process (worker.c, forked by the
+ * spawner, spawner.c, which runs no thread) that serves that one job and
+ * exits. So no stranger, abandoned job or endless kernel can keep
  * the agent from serving the next controller. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -60,7 +61,8 @@ typedef struct worker_rec {
     int status_fd;
     uint64_t gen;              /* the claim it serves */
     char peer[128];
-    bool ending, told, killed;
+    bool ending, told, killed, exited;
+    int exit_status;           /* its wait status, once exited */
     int64_t ending_ms;
     char buf[8192];
     size_t len;
@@ -84,6 +86,7 @@ typedef struct listener {
     char handoff_peer[128];
     int proving;
     log_limit strangers;
+    spawner sp;
 } listener;
 
 typedef struct connection {
@@ -148,17 +151,11 @@ static void answer_status(listener *s, int fd)
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(p[0]);
-        FILE *out = fdopen(p[1], "w");
-        if (out) {
-            agent_probe(out, s->driver, true);
-            fclose(out);
-        }
-        _exit(0);
-    }
+    char spawn_why[200];
+    pid_t pid = spawner_probe(&s->sp, p[1], spawn_why, sizeof spawn_why);
     close(p[1]);
+    if (pid < 0)
+        agent_log("status: cannot start the probe: %s", spawn_why);
     /* This agent's own slot first (the probe sees every agent of the
      * machine), then the machine as the probe saw it. */
     static uint8_t buf[FRAME_HEADER_SIZE + STATUS_MAX];   /* one status at a time: under status_lock */
@@ -182,10 +179,7 @@ static void answer_status(listener *s, int fd)
             break;
         len += (size_t)r;
     }
-    close(p[0]);
-    if (pid > 0)
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+    close(p[0]);   /* the spawner reaps the probe */
     while (len > head && (buf[FRAME_HEADER_SIZE + len - 1] == '\n' || buf[FRAME_HEADER_SIZE + len - 1] == ' '))
         len--;
     if (len == head)
@@ -356,17 +350,15 @@ static void start_worker(listener *s)
     int st[2] = { -1, -1 };
     pid_t pid = -1;
     const char *why = "too many workers still ending";
-    if (w && pipe2(st, O_CLOEXEC) < 0)
+    if (w && pipe2(st, O_CLOEXEC) < 0) {
         why = strerror(errno);
-    else if (w) {
-        pid = fork();
-        if (pid == 0) {
-            close(st[0]);
-            worker_args a = { .fd = fd, .index = index, .driver = s->driver, .status_fd = st[1], .key = &s->key };
-            worker_main(&a);
-        }
+        w = NULL;
+    }
+    char spawn_why[200];
+    if (w) {
+        pid = spawner_worker(&s->sp, fd, st[1], index, spawn_why, sizeof spawn_why);
         if (pid < 0)
-            why = strerror(errno);
+            why = spawn_why;
         close(st[1]);
     }
     if (pid < 0) {
@@ -453,9 +445,9 @@ static void tend_workers(listener *s)
             kill(w->pid, SIGKILL);
             w->killed = true;
         }
-        int status;
-        if (w->status_fd >= 0 || waitpid(w->pid, &status, WNOHANG) != w->pid)
+        if (w->status_fd >= 0 || !w->exited)
             continue;
+        int status = w->exit_status;
         if (!w->told) {
             char text[200];
             if (WIFSIGNALED(status))
@@ -471,6 +463,25 @@ static void tend_workers(listener *s)
     }
 }
 
+/* Notes each worker the spawner reaped. Without the spawner no job can
+ * start again: the agent exits and says so, for its service manager to
+ * start it afresh. */
+static void children_exited(listener *s)
+{
+    pid_t pid;
+    int status, rc;
+    while ((rc = spawner_exited(&s->sp, &pid, &status)) > 0)
+        for (int i = 0; i < WORKERS_MAX; i++)
+            if (workers[i].pid == pid) {
+                workers[i].exited = true;
+                workers[i].exit_status = status;
+            }
+    if (rc < 0) {
+        agent_log("the agent's spawner process ended: no job can start; exiting");
+        _exit(1);   /* no exit handlers under threads that still run */
+    }
+}
+
 /* ---- the listener's loop ---- */
 
 static void serve(listener *s, int lfd)
@@ -478,11 +489,12 @@ static void serve(listener *s, int lfd)
     int64_t accept_again = 0;
     log_limit accept_errors = { 0 };
     for (;;) {
-        struct pollfd p[2 + WORKERS_MAX];
-        worker_rec *of[2 + WORKERS_MAX];
+        struct pollfd p[3 + WORKERS_MAX];
+        worker_rec *of[3 + WORKERS_MAX];
         int n = 0;
         bool accepting = deadline_now_ms() >= accept_again;
         p[n++] = (struct pollfd){ .fd = s->wake[0], .events = POLLIN };
+        p[n++] = (struct pollfd){ .fd = s->sp.exits, .events = POLLIN };
         if (accepting)
             p[n++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
         for (int i = 0; i < WORKERS_MAX; i++)
@@ -504,6 +516,8 @@ static void serve(listener *s, int lfd)
                 if (read(s->wake[0], sink, sizeof sink) < 0 && errno != EAGAIN)
                     agent_log("wake pipe: %s", strerror(errno));
                 start_worker(s);
+            } else if (p[i].fd == s->sp.exits) {
+                children_exited(s);
             } else if (p[i].fd == lfd) {
                 int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
                 if (fd >= 0) {
@@ -688,6 +702,12 @@ int agent_main(int argc, char **argv)
     /* Measured once here: every worker forked from the listener inherits
      * the speeds, so no job's first copy into the program pays for them. */
     compress_machine();
+    char swhy[200];
+    fflush(NULL);   /* nothing buffered to be written twice by a child */
+    if (spawner_start(&s->sp, driver, &s->key, swhy, sizeof swhy) < 0) {
+        fprintf(stderr, "rig-agent: cannot start the spawner: %s\n", swhy);
+        goto out;
+    }
     printf("rig-agent: %s\n", announced);
     printf(addr.ipv6 ? "listening on [%s]:%u\n" : "listening on %s:%u\n", addr.host, port);
     fflush(stdout);

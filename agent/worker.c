@@ -1,8 +1,9 @@
-/* One job in a process of its own: a child of the listener that opens the
- * driver, serves the proven controller, and exits when the job ends. Its
- * exit is what frees the job's driver state (on a GPU the kernel driver
- * reclaims a context only when its process goes), so no job can leave the
- * agent wedged behind a kernel that never ends. It dies with the listener. */
+/* One job in a process of its own: a child of the spawner (spawner.c) that
+ * opens the driver, serves the proven controller, and exits when the job
+ * ends. Its exit is what frees the job's driver state (on a GPU the kernel
+ * driver reclaims a context only when its process goes), so no job can
+ * leave the agent wedged behind a kernel that never ends. It dies with the
+ * spawner, which dies with the listener. */
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -58,13 +59,13 @@ static void keep_only(int *fd, int *status_fd)
 
 void worker_main(const worker_args *args)
 {
-    pid_t listener = getppid();
+    pid_t spawner = getppid();
     int fd = args->fd, status_fd = args->status_fd;
     keep_only(&fd, &status_fd);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGPIPE, SIG_IGN);
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != listener)
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != spawner)
         _exit(71);
 
     /* Large frames come one after another: keep their memory in the heap
