@@ -311,15 +311,24 @@ SHIM_EXPORT(cuMemHostUnregister)
  * the agent's device copy of one piece overlaps the transfer of the next.
  * The first pieces are small, so the overlap starts at once (a 1 MiB copy
  * is three); then they double up to COPY_PIECE_MAX, where the cost of a
- * piece (a record, a marker, a word) is lost in its transfer time. */
+ * piece (a record, a marker, a word) is lost in its transfer time. A raw
+ * copy to an agent on softgpu moves its bytes from the socket into device
+ * memory in place (agent/backend.c, host_memory): no device copy to
+ * overlap, so its pieces are COPY_PIECE_MAX from the start. (A 1 MiB copy
+ * to the device and a synchronize took 324-427 us at the median in three
+ * pieces, 249-284 us in one: each piece's word woke the shim's receiver,
+ * which took the socket's lock against the program thread sending the
+ * next piece.) A compressed copy keeps the ramp, so compressing overlaps
+ * the transfer; so do copies out, which the agent may compress. */
 #define COPY_PIECE_MIN ((size_t)256 << 10)
 #define COPY_PIECE_MAX ((size_t)4 << 20)
 _Static_assert(COPY_PIECE_MAX <= JOB_COPY_CHUNK, "a piece must fit in a chunk the agent accepts");
 
-/* The length of the piece at off of a copy of n bytes. */
-static size_t piece_at(size_t off, size_t n)
+/* The length of the piece at off of a copy of n bytes; ramp: the first
+ * pieces are small. */
+static size_t piece_at(size_t off, size_t n, bool ramp)
 {
-    size_t piece = off < COPY_PIECE_MIN ? COPY_PIECE_MIN : off > COPY_PIECE_MAX ? COPY_PIECE_MAX : off;
+    size_t piece = off > COPY_PIECE_MAX || !ramp ? COPY_PIECE_MAX : off < COPY_PIECE_MIN ? COPY_PIECE_MIN : off;
     return n - off < piece ? n - off : piece;
 }
 
@@ -329,8 +338,9 @@ static CUresult copy_htod(proxy_obj *s, CUdeviceptr dst, const void *src, size_t
     CUresult rc = CUDA_SUCCESS;
     *last = 0;
     uint8_t method = shim_htod_compress(s->link, s, src, n, true);
+    bool ramp = method != COMPRESS_RAW || strcmp(s->link->driver, "softgpu") != 0;
     for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
-        len = piece_at(off, n);
+        len = piece_at(off, n, ramp);
         rc = shim_htod_record(s->link, s, dst + off, (const uint8_t *)src + off, len, method, true, last);
     }
     return rc;
@@ -341,7 +351,7 @@ static CUresult copy_dtoh(proxy_obj *s, void *dst, CUdeviceptr src, size_t n, ui
     CUresult rc = CUDA_SUCCESS;
     *last = 0;
     for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
-        len = piece_at(off, n);
+        len = piece_at(off, n, true);
         uint8_t body[COPY_DTOH_BODY];
         copy_dtoh_write(body, src + off, len);
         handover h = { .op = CUDA_OP_cuMemcpyDtoHAsync_v2, .stream = s, .body = body, .body_len = sizeof body,
