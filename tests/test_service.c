@@ -93,6 +93,15 @@ static double vecadd_passes(const agent_proc *a, const char *what)
     return t;
 }
 
+/* A job that runs for a while (fault_stream: 60 steps of 4096 bytes, 50 ms
+ * apart), started and seen at its third step. */
+static void long_job_running(proc *p, const agent_proc *a)
+{
+    char *argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
+    proc_start(p, argv, a, NULL);
+    cr_assert(watch_wait_text(p, "fault_stream: step 3\n", 30), "%s", watch_tail(p->text));
+}
+
 /* ---- rig-hostile ---- */
 
 static void hostile_start(proc *h, const agent_proc *a, const char *mode, const char *extra)
@@ -345,10 +354,8 @@ Test(service, jobs_start_beside_a_flood_of_strangers, .timeout = 180)
 
     /* While a job runs: the listener's one child (the spawner) runs a
      * single thread, and the job's worker is the spawner's child. */
-    char *argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
     proc job;
-    proc_start(&job, argv, &a, NULL);
-    cr_assert(watch_wait_text(&job, "fault_stream: step 3\n", 30), "%s", watch_tail(job.text));
+    long_job_running(&job, &a);
     pid_t kids[16], workers[16];
     int nkids = children_of(a.pid, kids, 16);
     cr_assert_eq(nkids, 1, "the agent (pid %d) has %d children, not its spawner alone", (int)a.pid, nkids);
@@ -392,10 +399,8 @@ Test(service, a_stranger_during_a_job_is_told_nothing, .timeout = 90)
 {
     agent_proc a;
     watch_agent_start(&a);
-    char *argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
     proc first;
-    proc_start(&first, argv, &a, NULL);
-    cr_assert(watch_wait_text(&first, "fault_stream: step 3\n", 30), "%s", watch_tail(first.text));
+    long_job_running(&first, &a);
     char rec[256], args[400];
     snprintf(rec, sizeof rec, "%s/stranger.bytes", a.dir);
     snprintf(args, sizeof args, "--count 3 --seconds 3 --record %s", rec);
@@ -639,10 +644,8 @@ Test(service, only_a_proven_controller_learns_busy, .timeout = 90)
 {
     agent_proc a;
     watch_agent_start(&a);
-    char *argv[] = { PROGRAMS "fault_stream.static", "60", "4096", "50", NULL };
     proc first;
-    proc_start(&first, argv, &a, NULL);
-    cr_assert(watch_wait_text(&first, "fault_stream: step 3\n", 30), "%s", watch_tail(first.text));
+    long_job_running(&first, &a);
 
     char wrong[65];
     memset(wrong, 'a', 64);
