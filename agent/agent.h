@@ -176,7 +176,6 @@ int agent_main(int argc, char **argv);
 
 /* ---- spawner.c: the process that forks workers and probes ---- */
 typedef struct spawner {
-    pid_t pid;
     int requests;             /* a request and its descriptors; the child's pid back */
     int exits;                /* "pid status" of each child that exited */
     pthread_mutex_t lock;     /* one request at a time */

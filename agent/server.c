@@ -699,8 +699,9 @@ int agent_main(int argc, char **argv)
         fprintf(stderr, "rig-agent: %s\n", strerror(errno));
         goto out;
     }
-    /* Measured once here: every worker forked from the listener inherits
-     * the speeds, so no job's first copy into the program pays for them. */
+    /* Measured once here, before the spawner is forked: every worker it
+     * forks inherits the speeds, so no job's first copy into the program
+     * pays for them. */
     compress_machine();
     char swhy[200];
     fflush(NULL);   /* nothing buffered to be written twice by a child */

@@ -233,7 +233,6 @@ int spawner_start(spawner *sp, const char *driver, const rig_key *key, char *why
         close(ex[0]);
         return -1;
     }
-    sp->pid = pid;
     sp->requests = rq[0];
     sp->exits = ex[0];
     pthread_mutex_init(&sp->lock, NULL);

@@ -352,7 +352,7 @@ static void declare_ptx_only(void)
     if (local_count > 0)
         return;
     for (size_t i = 0; i < link_count; i++)
-        if (strcmp(links[i].driver, "softgpu") == 0) {
+        if (link_on_softgpu(&links[i])) {
             setenv("CUDA_FORCE_PTX_JIT", "1", 0);
             return;
         }

@@ -520,6 +520,11 @@ static void apply_words(agent_link *l, const frame *f)
     }
 }
 
+bool link_on_softgpu(const agent_link *l)
+{
+    return strcmp(l->driver, "softgpu") == 0;   /* the agent's backend kind (agent/backend.c) */
+}
+
 /* Fails the job for a receive that broke off (conn_recv's errors). */
 static void recv_failed(agent_link *l, int rc, const rig_why *why)
 {

@@ -138,6 +138,9 @@ void link_stream_depends(agent_link *l, proxy_obj *s, uint64_t after, proxy_obj 
  * copies on s, so the stream sync CUDA does before it has nothing to wait
  * for. */
 bool link_may_post(agent_link *l, proxy_obj *s);
+/* Whether l's agent replays on softgpu: it runs PTX only, and moves copies'
+ * bytes between the socket and device memory in place. */
+bool link_on_softgpu(const agent_link *l);
 /* Sends what is batched and remembers the copy that ended at value on s:
  * it has returned, as CUDA's synchronous copy from pageable memory does
  * once the bytes are staged (here: in the socket), and later work on

@@ -338,7 +338,7 @@ static CUresult copy_htod(proxy_obj *s, CUdeviceptr dst, const void *src, size_t
     CUresult rc = CUDA_SUCCESS;
     *last = 0;
     uint8_t method = shim_htod_compress(s->link, s, src, n, true);
-    bool ramp = method != COMPRESS_RAW || strcmp(s->link->driver, "softgpu") != 0;
+    bool ramp = method != COMPRESS_RAW || !link_on_softgpu(s->link);
     for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
         len = piece_at(off, n, ramp);
         rc = shim_htod_record(s->link, s, dst + off, (const uint8_t *)src + off, len, method, true, last);

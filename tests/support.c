@@ -36,6 +36,21 @@ char *support_read_file(const char *path, size_t *len)
     return buf;
 }
 
+long support_proc_status(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = strlen(field);
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':' && sscanf(line + n + 1, "%ld", &v) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return v;
+}
+
 size_t support_read_rest(int fd, char *buf, size_t have, size_t cap)
 {
     for (;;) {

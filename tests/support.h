@@ -10,6 +10,10 @@
 /* Whole file, malloc'd with a NUL after it; NULL when unreadable. */
 char *support_read_file(const char *path, size_t *len);
 
+/* The number after "FIELD:" in /proc/PID/status (VmRSS in kB, Threads),
+ * or -1. */
+long support_proc_status(pid_t pid, const char *field);
+
 /* Reads fd to its end into buf[have..cap - 1), keeping buf NUL-terminated;
  * returns the bytes now in buf. */
 size_t support_read_rest(int fd, char *buf, size_t have, size_t cap);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "tests/harness.h"
+#include "tests/support.h"
 #include "tests/watch.h"
 
 #define PROGRAMS PLAIN_BUILD "/programs/"
@@ -155,20 +156,6 @@ static double agent_wait_end(const agent_proc *a, size_t from, double timeout_s)
         usleep(10000);
     }
     return -1;
-}
-
-static long agent_rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb;
 }
 
 /* The agent serves a new job that passes. Waits first for the job before to
@@ -733,16 +720,16 @@ Test(faults, hundred_failed_jobs_leave_memory_as_it_was, .timeout = 150)
     watch_agent_start(&a);
     relay r;
     relay_start(&r, &a);
-    long fresh = agent_rss_kb(a.pid);
+    long fresh = support_proc_status(a.pid, "VmRSS");
     /* Warm up: three jobs of each kind, so lazily made driver state and the
      * allocator's arenas count as where it started. */
     for (int i = 0; i < 12; i++)
         fail_one(&a, &r, i % 4);
-    long before = agent_rss_kb(a.pid);
+    long before = support_proc_status(a.pid, "VmRSS");
     double t = watch_now();
     for (int i = 0; i < FAILED_JOBS; i++)
         fail_one(&a, &r, i % 4);
-    long after = agent_rss_kb(a.pid);
+    long after = support_proc_status(a.pid, "VmRSS");
     fprintf(stderr,
             "fault-table: %d failed jobs in %.1f s: agent RSS %ld kB -> %ld kB (%+.1f%%); %ld kB before any job\n",
             FAILED_JOBS, watch_now() - t, before, after, 100.0 * (double)(after - before) / (double)before, fresh);

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "tests/harness.h"
+#include "tests/support.h"
 #include "tests/watch.h"
 
 #define PROGRAMS PLAIN_BUILD "/programs/"
@@ -302,21 +303,6 @@ static int children_of(pid_t ppid, pid_t *out, int cap)
     return n;
 }
 
-/* The "Threads:" count of /proc/PID/status, or -1. */
-static int threads_of(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    int n = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "Threads: %d", &n) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return n;
-}
-
 /* Jobs start one after another while a flood of strangers keeps the
  * listener's proving threads busy, and each is served. And a job's worker
  * is forked by a process that runs one thread (the spawner), never by the
@@ -359,12 +345,13 @@ Test(service, jobs_start_beside_a_flood_of_strangers, .timeout = 180)
     pid_t kids[16], workers[16];
     int nkids = children_of(a.pid, kids, 16);
     cr_assert_eq(nkids, 1, "the agent (pid %d) has %d children, not its spawner alone", (int)a.pid, nkids);
-    int nworkers = children_of(kids[0], workers, 16), busiest = 0;
+    int nworkers = children_of(kids[0], workers, 16);
+    long busiest = 0, spawner_threads = support_proc_status(kids[0], "Threads");
     for (int i = 0; i < nworkers; i++)
-        if (threads_of(workers[i]) > busiest)
-            busiest = threads_of(workers[i]);
-    cr_expect_eq(threads_of(kids[0]), 1, "the process that forks workers (pid %d) runs %d threads", (int)kids[0],
-                 threads_of(kids[0]));
+        if (support_proc_status(workers[i], "Threads") > busiest)
+            busiest = support_proc_status(workers[i], "Threads");
+    cr_expect_eq(spawner_threads, 1, "the process that forks workers (pid %d) runs %ld threads", (int)kids[0],
+                 spawner_threads);
     cr_expect_gt(busiest, 1, "no worker of the running job under pid %d (%d children)", (int)kids[0], nworkers);
     watch_finish(&job, 60);
     cr_expect_eq(job.status, 0, "the job was hurt:\n%s", watch_tail(job.text));
