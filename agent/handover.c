@@ -170,9 +170,10 @@ static CUresult malformed(job *j, const rig_why *why)
 }
 
 /* Replays one record; returns the staging buffer of a copy into the
- * program through *staging. */
+ * program through *staging, and whether a copy's piece is quiet
+ * (COPY_QUIET: no word for it). */
 static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object, wire_reader *r, staged *st,
-                              void **staging, size_t *staging_len, bool *in_place)
+                              void **staging, size_t *staging_len, bool *in_place, bool *quiet)
 {
     const cuda_driver *d = &j->b->drv;
     CUstream rs = s ? job_real_stream(s) : NULL;
@@ -258,6 +259,7 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
             job_fail(j, "controller: %s", why.text);
             return CUDA_ERROR_INVALID_VALUE;
         }
+        *quiet = c.quiet;
         if (st && st->in_place) {
             /* Landed in place: nothing left to copy. */
             st->in_place = false;
@@ -441,9 +443,11 @@ static CUresult replay_record(job *j, uint32_t op, agent_obj *s, uint64_t object
     }
 }
 
-/* Puts a marker for (stream, value) behind the work enqueued so far. */
+/* Puts a marker for (stream, value) behind the work enqueued so far; a
+ * quiet one (a staged piece of a copy to the device with more behind it)
+ * only gives its buffer back. */
 static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *staging, size_t staging_len,
-                 bool inbound, bool in_place)
+                 bool inbound, bool in_place, bool quiet)
 {
     /* A marker or a word sent now may be of a later value than in-place
      * bytes still gathered: those go first. */
@@ -463,6 +467,7 @@ static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *st
     n->len = staging_len;
     n->inbound = inbound;
     n->in_place = in_place;
+    n->quiet = quiet;
     if (in_place) {
         job_send_in_place(j, n);
         return !job_failed(j);
@@ -471,8 +476,15 @@ static bool mark(job *j, agent_obj *s, uint64_t stream, uint64_t value, void *st
      * word goes now, from this thread, sparing the driver's callback
      * thread's wake-up on the way of a synchronous wait. */
     if (job_use_device(j, s->device) == CUDA_SUCCESS &&
-        j->b->drv.fn_cuStreamQuery(job_real_stream(s)) == CUDA_SUCCESS && job_send_reached(j, n))
-        return true;
+        j->b->drv.fn_cuStreamQuery(job_real_stream(s)) == CUDA_SUCCESS) {
+        if (quiet) {
+            staging_put(j->b, staging, staging_len);
+            note_free(j, n);
+            return true;
+        }
+        if (job_send_reached(j, n))
+            return true;
+    }
     pthread_mutex_lock(&j->q_lock);
     j->pending_markers++;
     pthread_mutex_unlock(&j->q_lock);
@@ -517,7 +529,7 @@ void replay_handover(job *j, const frame *f)
     if (st.data)
         staging_put(j->b, st.data, st.len);
     for (size_t i = 0; i < nt && !job_failed(j); i++)
-        if (t[i].value && !mark(j, t[i].s, t[i].stream, t[i].value, NULL, 0, false, false))
+        if (t[i].value && !mark(j, t[i].s, t[i].stream, t[i].value, NULL, 0, false, false, false))
             return;
 }
 
@@ -554,14 +566,14 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
         }
         void *staging = NULL;
         size_t staging_len = 0;
-        bool in_place = false;
+        bool in_place = false, quiet = false;
         /* A staged copy's bytes came after its record; they count too. */
         size_t carried = st && (st->data || st->in_place) ? st->wire : 0;
         /* In-place bytes gathered are device memory that anything but
          * another copy out could change. */
         if (op != CUDA_OP_cuMemcpyDtoHAsync_v2)
             job_flush_in_place(j);
-        CUresult rc = replay_record(j, op, s, stream, &r, st, &staging, &staging_len, &in_place);
+        CUresult rc = replay_record(j, op, s, stream, &r, st, &staging, &staging_len, &in_place, &quiet);
         bool inbound = staging && op == CUDA_OP_cuMemcpyHtoDAsync_v2;
         if (!st || st->data || st->in_place)
             carried = 0;
@@ -599,15 +611,17 @@ static void replay_records(job *j, const uint8_t *payload, size_t size, staged *
         /* Copies into the program carry bytes and host functions run in the
          * program when reached: each gets its own marker, at once. */
         if (staging || op == JOB_OP_MARK) {
-            if (!mark(j, s, stream, value, staging, staging_len, inbound, in_place))
+            if (!mark(j, s, stream, value, staging, staging_len, inbound, in_place, quiet))
                 return;
-            if (i < nt)
+            if (i < nt && !quiet)
                 t[i].value = 0;
             continue;
         }
+        if (quiet)
+            continue;   /* a later piece's word reports it */
         if (i == nt) {
             if (nt == TOUCHED_MAX) {
-                if (!mark(j, s, stream, value, NULL, 0, false, false))
+                if (!mark(j, s, stream, value, NULL, 0, false, false, false))
                     return;
                 continue;
             }

@@ -27,6 +27,7 @@ typedef struct note {
     size_t len;
     bool inbound;         /* staging held a copy to the device: given back, not sent */
     bool in_place;        /* staging is the device memory itself: sent at once, never given back */
+    bool quiet;           /* a piece of a copy in (COPY_QUIET): its buffer given back, no word */
 } note;
 
 /* Small copies' bytes into the program gathered for one write with their

@@ -134,6 +134,14 @@ void CUDA_CB job_marker(void *arg)
     job *j = *(job **)((uint8_t *)n + sizeof *n);
     pthread_mutex_lock(&j->q_lock);
     j->last_marker_ms = deadline_now_ms();
+    if (n->quiet) {
+        /* A later piece's word reports this one. */
+        j->pending_markers--;
+        pthread_mutex_unlock(&j->q_lock);
+        staging_put(j->b, n->staging, n->len);
+        note_free(j, n);
+        return;
+    }
     if (!j->q_head && !j->sending && !j->marker_sending && !j->failed && (!n->staging || n->len <= MARKER_BYTES_MAX)) {
         /* Claims the sending of words; notes queued meanwhile wait. */
         j->marker_sending = true;

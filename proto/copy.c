@@ -8,10 +8,11 @@
 
 _Static_assert(JOB_COPY_CHUNK <= COMPRESS_CHUNK_MAX, "a copy's chunk must fit one compressed chunk");
 
-void copy_htod_write(uint8_t p[static COPY_HTOD_HEAD], uint64_t dst, const compress_header *h)
+void copy_htod_write(uint8_t p[static COPY_HTOD_HEAD], uint64_t dst, bool quiet, const compress_header *h)
 {
     wire_store_u64(p, dst);
-    compress_header_write(p + 8, h);
+    p[8] = quiet ? COPY_QUIET : 0;
+    compress_header_write(p + 9, h);
 }
 
 int copy_htod_read(const uint8_t *p, size_t have_len, uint64_t body_len, copy_htod_head *c, rig_why *why)
@@ -21,8 +22,12 @@ int copy_htod_read(const uint8_t *p, size_t have_len, uint64_t body_len, copy_ht
         return why_set(why, RIG_E_TRUNCATED, "cuMemcpyHtoDAsync_v2: a body of %llu bytes, the head alone is %d",
                        (unsigned long long)body_len, COPY_HTOD_HEAD);
     c->dst = wire_load_u64(p);
+    if (p[8] & ~COPY_QUIET)
+        return why_set(why, RIG_E_MALFORMED, "cuMemcpyHtoDAsync_v2: flags %#x (only %#x is defined)", p[8],
+                       COPY_QUIET);
+    c->quiet = p[8] & COPY_QUIET;
     rig_why inner = { "" };
-    int rc = compress_header_read(p + 8, &c->chunk, &inner);
+    int rc = compress_header_read(p + 9, &c->chunk, &inner);
     if (rc)
         return why_set(why, rc, "cuMemcpyHtoDAsync_v2: %s", inner.text);
     if (c->chunk.original > JOB_COPY_CHUNK)

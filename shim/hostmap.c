@@ -148,7 +148,7 @@ CUresult shim_hostmap_before_launch(agent_link *l, proxy_obj *s)
             }
             memcpy(m->shadow + off, m->host + off, end - off);
             uint8_t method = shim_htod_compress(l, s, m->shadow + off, end - off, false);
-            rc = shim_htod_record(l, s, m->dev + off, m->shadow + off, end - off, method, false, NULL);
+            rc = shim_htod_record(l, s, m->dev + off, m->shadow + off, end - off, method, false, false, false, NULL);
             off = end;
         }
     }

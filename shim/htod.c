@@ -74,7 +74,7 @@ static uint8_t *thread_buffer(size_t need)
 }
 
 CUresult shim_htod_record(agent_link *l, proxy_obj *s, CUdeviceptr dst, const void *src, size_t len,
-                          uint8_t method, bool reads_program, uint64_t *last)
+                          uint8_t method, bool reads_program, bool quiet, bool after_quiet, uint64_t *last)
 {
     uint8_t body[COPY_HTOD_HEAD];
     compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)len, .stored = (uint32_t)len };
@@ -104,8 +104,8 @@ CUresult shim_htod_record(agent_link *l, proxy_obj *s, CUdeviceptr dst, const vo
     } else if (compress) {
         shim_log(SHIM_LOG_DEBUG, "agent %s: no memory to compress a copy of %zu bytes; it goes raw", l->name, len);
     }
-    copy_htod_write(body, dst, &h);
+    copy_htod_write(body, dst, quiet, &h);
     handover ho = { .op = CUDA_OP_cuMemcpyHtoDAsync_v2, .stream = s, .body = body, .body_len = sizeof body,
-                    .data = data, .data_len = h.stored, .reads_program = reads_program };
+                    .data = data, .data_len = h.stored, .reads_program = reads_program, .after_quiet = after_quiet };
     return link_handover(l, &ho, last);
 }

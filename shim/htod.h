@@ -20,8 +20,11 @@ uint8_t shim_htod_compress(agent_link *l, proxy_obj *s, const void *src, size_t 
 
 /* Hands over one record copying len (<= JOB_COPY_CHUNK) bytes at src to
  * dst on s, compressed with method when it shrinks them; *last receives its value
- * (may be NULL). The bytes are read before it returns. */
+ * (may be NULL). quiet: a piece with more of its copy behind it, which the
+ * agent reports no word for (COPY_QUIET); after_quiet: the piece before it
+ * was quiet, so it must not wait for the agent's words (only its own
+ * copy's next word would come). The bytes are read before it returns. */
 CUresult shim_htod_record(agent_link *l, proxy_obj *s, CUdeviceptr dst, const void *src, size_t len,
-                          uint8_t method, bool reads_program, uint64_t *last);
+                          uint8_t method, bool reads_program, bool quiet, bool after_quiet, uint64_t *last);
 
 #endif

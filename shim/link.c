@@ -1120,8 +1120,11 @@ CUresult link_handover(agent_link *l, const handover *h, uint64_t *value)
         free(hp);
         return failed;
     }
+    /* A piece after a quiet one goes on: the word that reports its copy's
+     * quiet pieces comes only after a later piece (at most COPY_QUIET_RUN
+     * bytes of each copy in progress wait for it). */
     pthread_mutex_lock(&l->lock);
-    while (l->unreported_bytes > UNREPORTED_LIMIT && !l->failed)
+    while (!h->after_quiet && l->unreported_bytes > UNREPORTED_LIMIT && !l->failed)
         pthread_cond_wait(&l->changed, &l->lock);
     pthread_mutex_unlock(&l->lock);
 

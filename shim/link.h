@@ -100,6 +100,7 @@ typedef struct handover {
     const void *data;           /* bytes carried after the body */
     size_t data_len;
     bool reads_program;         /* data is program memory the GPU may be writing */
+    bool after_quiet;           /* follows a quiet piece of its copy: never waits for words */
     void *dst;                  /* program memory the agent's bytes go to */
     size_t dst_len;
     size_t dst_pitch, dst_width;  /* rows: width bytes every pitch; 0: flat */
@@ -108,7 +109,7 @@ typedef struct handover {
 } handover;
 
 /* Hands over one record and returns its timeline value (0 without a
- * stream). Blocks while too much work is unreported; first waits for
+ * stream). Blocks while too much work is unreported (not after_quiet); first waits for
  * earlier work on the stream that writes program memory when this record
  * reads program memory. */
 CUresult link_handover(agent_link *l, const handover *h, uint64_t *value);

@@ -509,7 +509,8 @@ static CUresult push_region(region *r, proxy_obj *s)
             len = off < r->dev_size ? r->dev_size - off : 0;
         if (len)
             rc = shim_htod_record(r->link, s, r->dev + off, r->alias + off, len,
-                                  shim_htod_compress(r->link, s, r->alias + off, len, false), false, NULL);
+                                  shim_htod_compress(r->link, s, r->alias + off, len, false), false, false, false,
+                                  NULL);
         p = q;
     }
     if (rc != CUDA_SUCCESS)

@@ -323,6 +323,10 @@ SHIM_EXPORT(cuMemHostUnregister)
 #define COPY_PIECE_MIN ((size_t)256 << 10)
 #define COPY_PIECE_MAX ((size_t)4 << 20)
 _Static_assert(COPY_PIECE_MAX <= JOB_COPY_CHUNK, "a piece must fit in a chunk the agent accepts");
+/* At most this many bytes of a copy in go before a piece the agent reports:
+ * under the link's limit on unreported work (UNREPORTED_LIMIT, 64 MiB),
+ * which a piece after a quiet one does not wait for. */
+#define COPY_QUIET_RUN ((size_t)16 << 20)
 
 /* The length of the piece at off of a copy of n bytes; ramp: the first
  * pieces are small. */
@@ -332,16 +336,23 @@ static size_t piece_at(size_t off, size_t n, bool ramp)
     return n - off < piece ? n - off : piece;
 }
 
-/* Copies program memory to a proxy in pieces; returns the last value. */
+/* Copies program memory to a proxy in pieces; returns the last value. The
+ * agent sends a word for the last piece and after each COPY_QUIET_RUN bytes
+ * of pieces, not for each (COPY_QUIET): every word woke the program's
+ * reader against the thread still sending the next piece. */
 static CUresult copy_htod(proxy_obj *s, CUdeviceptr dst, const void *src, size_t n, uint64_t *last)
 {
     CUresult rc = CUDA_SUCCESS;
     *last = 0;
     uint8_t method = shim_htod_compress(s->link, s, src, n, true);
     bool ramp = method != COMPRESS_RAW || !link_on_softgpu(s->link);
+    size_t quiet_run = 0;
     for (size_t off = 0, len; off < n && rc == CUDA_SUCCESS; off += len) {
         len = piece_at(off, n, ramp);
-        rc = shim_htod_record(s->link, s, dst + off, (const uint8_t *)src + off, len, method, true, last);
+        bool quiet = off + len < n && quiet_run + len < COPY_QUIET_RUN;
+        rc = shim_htod_record(s->link, s, dst + off, (const uint8_t *)src + off, len, method, true, quiet,
+                              quiet_run > 0, last);
+        quiet_run = quiet ? quiet_run + len : 0;
     }
     return rc;
 }

@@ -13,10 +13,12 @@
 #include "proto/cuda_ops.h"
 #include "proto/deadline.h"
 #include "proto/job.h"
+#include "proto/records.h"
 #include "proto/wire.h"
 #include "tests/replay_rig.h"
 
 #define KEPT_BYTES 8
+#define KEPT_WORDS 64
 
 struct replay_rig {
     job *j;
@@ -34,6 +36,10 @@ struct replay_rig {
     } bytes[KEPT_BYTES];
     int next_bytes;
     uint64_t compressed_bytes;   /* bytes frames that came compressed */
+    struct {
+        uint64_t stream, value;
+    } words[KEPT_WORDS];         /* the first ones */
+    size_t word_count;
 };
 
 static backend softgpu;
@@ -61,7 +67,17 @@ static void *reader_main(void *arg)
                 continue;
             pthread_mutex_lock(&r->lock);
             copy_bytes_head b;
-            if (f.kind == FRAME_ANSWER) {
+            if (f.kind == FRAME_WORD) {
+                wire_reader wr = wire_reader_init(f.payload, f.len);
+                rec_word v;
+                while (wire_remaining(&wr) && rec_word_get(&wr, &v, NULL) == 0) {
+                    if (r->word_count < KEPT_WORDS) {
+                        r->words[r->word_count].stream = v.stream;
+                        r->words[r->word_count].value = v.value;
+                    }
+                    r->word_count++;
+                }
+            } else if (f.kind == FRAME_ANSWER) {
                 r->answers++;
                 r->last_len = f.len < sizeof r->last ? f.len : sizeof r->last;
                 memcpy(r->last, f.payload, r->last_len);
@@ -212,6 +228,45 @@ uint64_t replay_rig_compressed_bytes(replay_rig *r)
     return n;
 }
 
+size_t replay_rig_words(replay_rig *r, uint64_t stream, uint64_t *values, size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&r->lock);
+    for (size_t k = 0; k < r->word_count && k < KEPT_WORDS; k++)
+        if (r->words[k].stream == stream) {
+            if (n < cap)
+                values[n] = r->words[k].value;
+            n++;
+        }
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+bool replay_rig_reached(replay_rig *r, uint64_t stream, uint64_t value, int timeout_ms)
+{
+    struct timespec until = in_ms(timeout_ms);
+    bool reached = false;
+    pthread_mutex_lock(&r->lock);
+    for (;;) {
+        for (size_t k = 0; k < r->word_count && k < KEPT_WORDS && !reached; k++)
+            reached = r->words[k].stream == stream && r->words[k].value >= value;
+        if (reached || pthread_cond_timedwait(&r->changed, &r->lock, &until) != 0)
+            break;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return reached;
+}
+
+size_t replay_htod_body(uint8_t *body, size_t cap, uint64_t dst, bool quiet, const void *data, size_t n)
+{
+    if (cap < COPY_HTOD_HEAD + n)
+        abort();
+    compress_header h = { .method = COMPRESS_RAW, .original = (uint32_t)n, .stored = (uint32_t)n };
+    copy_htod_write(body, dst, quiet, &h);
+    memcpy(body + COPY_HTOD_HEAD, data, n);
+    return COPY_HTOD_HEAD + n;
+}
+
 const char *replay_rig_cause(replay_rig *r)
 {
     return job_failed(r->j) ? r->j->cause : "";
@@ -322,14 +377,11 @@ bool replay_script_run(replay_rig *r, replay_script *s, char *why, size_t whylen
     wire_put_u32(&w, 0);
     size_t n = record(buf, sizeof buf, JOB_OP_STREAM_CREATE, REPLAY_STREAM, 0, body, w.off);
     keep(s, FRAME_HANDOVER, buf, n);
-    w = wire_writer_init(body, sizeof body);
-    wire_put_u64(&w, ptr);
-    wire_put_u8(&w, COMPRESS_RAW);
-    wire_put_u32(&w, REPLAY_N * 4);
-    wire_put_u32(&w, REPLAY_N * 4);
+    uint8_t ints[REPLAY_N * 4];
     for (uint32_t i = 0; i < REPLAY_N; i++)
-        wire_put_u32(&w, i);
-    n = record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 1, body, w.off);
+        wire_store_u32(ints + 4 * i, i);
+    size_t body_len = replay_htod_body(body, sizeof body, ptr, false, ints, sizeof ints);
+    n = record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 1, body, body_len);
     keep(s, FRAME_HANDOVER, buf, n);
     w = wire_writer_init(body, sizeof body);
     wire_put_u64(&w, 11);

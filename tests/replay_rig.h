@@ -31,6 +31,14 @@ size_t replay_rig_last_answer(replay_rig *r, uint8_t *out, size_t cap);
 long replay_rig_bytes(replay_rig *r, uint64_t stream, uint64_t value, uint8_t *out, size_t cap, int timeout_ms);
 /* Bytes frames so far whose chunk was compressed (LZ4 or zero words). */
 uint64_t replay_rig_compressed_bytes(replay_rig *r);
+/* Words received for stream so far: how many, and their values (the first
+ * cap of them, in order, into values). */
+size_t replay_rig_words(replay_rig *r, uint64_t stream, uint64_t *values, size_t cap);
+/* Waits up to timeout_ms for a word of stream reaching value; true if one came. */
+bool replay_rig_reached(replay_rig *r, uint64_t stream, uint64_t value, int timeout_ms);
+/* A cuMemcpyHtoDAsync_v2 body copying n raw bytes of data to dst (quiet:
+ * COPY_QUIET) into body; its length. */
+size_t replay_htod_body(uint8_t *body, size_t cap, uint64_t dst, bool quiet, const void *data, size_t n);
 /* The job's root cause, "" while it has not failed. */
 const char *replay_rig_cause(replay_rig *r);
 

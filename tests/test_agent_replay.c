@@ -211,14 +211,11 @@ Test(agent_replay, graphs_the_agent_builds_run_at_each_launch)
     cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
     cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 13);
     uint64_t ptr = wire_load_u64(a + 5);
-    w = wire_writer_init(body, sizeof body);
-    wire_put_u64(&w, ptr);
-    wire_put_u8(&w, COMPRESS_RAW);
-    wire_put_u32(&w, REPLAY_N * 4);
-    wire_put_u32(&w, REPLAY_N * 4);
+    uint8_t ints[REPLAY_N * 4];
     for (uint32_t i = 0; i < REPLAY_N; i++)
-        wire_put_u32(&w, i);
-    size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 4, body, w.off);
+        wire_store_u32(ints + 4 * i, i);
+    size_t body_len = replay_htod_body(body, sizeof body, ptr, false, ints, sizeof ints);
+    size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 4, body, body_len);
     replay_rig_frame(r, FRAME_HANDOVER, buf, n);
 
     answers = replay_rig_answers(r, 0, 0);
@@ -289,14 +286,9 @@ Test(agent_replay, graphs_with_batch_memory_op_nodes)
     cr_assert_eq(replay_rig_answers(r, answers + 1, 5000), answers + 1);
     cr_assert_eq(replay_rig_last_answer(r, a, sizeof a), 13);
     uint64_t ptr = wire_load_u64(a + 5);
-    w = wire_writer_init(body, sizeof body);
-    wire_put_u64(&w, ptr);
-    wire_put_u8(&w, COMPRESS_RAW);
-    wire_put_u32(&w, 16);
-    wire_put_u32(&w, 16);
-    for (int i = 0; i < 16; i++)
-        wire_put_u8(&w, 0);
-    size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 4, body, w.off);
+    static const uint8_t zeros[16];
+    size_t body_len = replay_htod_body(body, sizeof body, ptr, false, zeros, sizeof zeros);
+    size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, 4, body, body_len);
     replay_rig_frame(r, FRAME_HANDOVER, buf, n);
 
     /* Node 0 writes two words; node 1 waits for the first, then writes a third. */
@@ -388,11 +380,14 @@ static void fill(uint8_t *p, size_t n, bool sparse, uint64_t seed)
 static size_t copy_there_and_back(uint8_t *buf, size_t cap, uint64_t ptr, const uint8_t *chunk, size_t chunk_len,
                                   size_t n, uint64_t v)
 {
-    uint8_t *body = malloc(8 + chunk_len);
+    uint8_t *body = malloc(COPY_HTOD_HEAD + chunk_len);
     cr_assert_not_null(body);
-    wire_store_u64(body, ptr);
-    memcpy(body + 8, chunk, chunk_len);
-    size_t at = graph_record(buf, cap, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, v, body, 8 + chunk_len);
+    compress_header h;
+    cr_assert_eq(compress_header_read(chunk, &h, NULL), 0);
+    copy_htod_write(body, ptr, false, &h);
+    memcpy(body + COPY_HTOD_HEAD, chunk + COMPRESS_HEADER_SIZE, chunk_len - COMPRESS_HEADER_SIZE);
+    size_t at = graph_record(buf, cap, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, v, body,
+                             COPY_HTOD_HEAD + chunk_len - COMPRESS_HEADER_SIZE);
     uint8_t back[COPY_DTOH_BODY];
     copy_dtoh_write(back, ptr, n);
     at += graph_record(buf + at, cap - at, CUDA_OP_cuMemcpyDtoHAsync_v2, REPLAY_STREAM, v + 1, back, sizeof back);
@@ -584,4 +579,41 @@ Test(agent_replay, broken_layouts_name_their_field)
         replay_script_free(&s);
         replay_rig_free(r);
     }
+}
+
+/* A copy in whose pieces before the last are quiet (COPY_QUIET) gets one
+ * word, its last piece's, and every piece's bytes land. */
+Test(agent_replay, quiet_pieces_get_no_word_of_their_own, .timeout = 60)
+{
+    enum { PIECE = 4096, PIECES = 3 };
+    replay_rig *r = rig_or_die();
+    replay_script s;
+    uint64_t ptr = script_and_alloc(r, &s, PIECE * PIECES);
+    uint8_t data[PIECE * PIECES], out[PIECE * PIECES], body[COPY_HTOD_HEAD + PIECE], buf[64 + sizeof body];
+    fill(data, sizeof data, 0, 0x9e7);
+    uint64_t v = 4;
+    for (int k = 0; k < PIECES; k++, v++) {
+        size_t body_len = replay_htod_body(body, sizeof body, ptr + (uint64_t)k * PIECE, k < PIECES - 1,
+                                           data + k * PIECE, PIECE);
+        size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyHtoDAsync_v2, REPLAY_STREAM, v, body, body_len);
+        cr_assert(n);
+        replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+    }
+    uint64_t last = v - 1;
+    cr_assert(replay_rig_reached(r, REPLAY_STREAM, last, 10000), "no word reached %llu; cause: %s",
+              (unsigned long long)last, replay_rig_cause(r));
+    uint64_t values[64];
+    size_t words = replay_rig_words(r, REPLAY_STREAM, values, 64);
+    for (size_t k = 0; k < words && k < 64; k++)
+        cr_assert(values[k] < 4 || values[k] == last, "a word of value %llu, a quiet piece's",
+                  (unsigned long long)values[k]);
+    uint8_t back[COPY_DTOH_BODY];
+    copy_dtoh_write(back, ptr, sizeof out);
+    size_t n = graph_record(buf, sizeof buf, CUDA_OP_cuMemcpyDtoHAsync_v2, REPLAY_STREAM, v, back, sizeof back);
+    replay_rig_frame(r, FRAME_HANDOVER, buf, n);
+    cr_assert_eq(replay_rig_bytes(r, REPLAY_STREAM, v, out, sizeof out, 10000), (long)sizeof out, "cause: %s",
+                 replay_rig_cause(r));
+    cr_assert_eq(memcmp(out, data, sizeof out), 0, "a quiet piece's bytes did not land");
+    replay_rig_free(r);
+    replay_script_free(&s);
 }

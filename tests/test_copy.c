@@ -11,16 +11,20 @@ Test(copy, htod_round_trip_whole_and_split)
 {
     uint8_t body[COPY_HTOD_HEAD + 5];
     compress_header h = { .method = COMPRESS_RAW, .original = 5, .stored = 5 };
-    copy_htod_write(body, 0x123456789aull, &h);
+    copy_htod_write(body, 0x123456789aull, false, &h);
     memcpy(body + COPY_HTOD_HEAD, "abcde", 5);
     copy_htod_head c;
     rig_why why = { "" };
     cr_assert_eq(copy_htod_read(body, sizeof body, sizeof body, &c, &why), 0, "%s", why.text);
-    cr_assert(c.dst == 0x123456789aull && c.chunk.method == COMPRESS_RAW && c.chunk.original == 5);
+    cr_assert(c.dst == 0x123456789aull && !c.quiet && c.chunk.method == COMPRESS_RAW && c.chunk.original == 5);
     cr_assert(c.data == body + COPY_HTOD_HEAD && c.data_len == 5);
     /* Its head alone, the bytes gone straight into a staging buffer. */
     cr_assert_eq(copy_htod_read(body, COPY_HTOD_HEAD, sizeof body, &c, &why), 0, "%s", why.text);
     cr_assert_eq(c.data_len, 0);
+    /* A quiet piece says so, and nothing else changes. */
+    copy_htod_write(body, 0x123456789aull, true, &h);
+    cr_assert_eq(copy_htod_read(body, sizeof body, sizeof body, &c, &why), 0, "%s", why.text);
+    cr_assert(c.quiet && c.dst == 0x123456789aull && c.chunk.original == 5 && c.data_len == 5);
 }
 
 Test(copy, htod_refusals_name_the_field)
@@ -29,21 +33,26 @@ Test(copy, htod_refusals_name_the_field)
     copy_htod_head c;
     rig_why why = { "" };
     compress_header h = { .method = COMPRESS_RAW, .original = 8, .stored = 8 };
-    copy_htod_write(body, 1, &h);
+    copy_htod_write(body, 1, false, &h);
     cr_assert_eq(copy_htod_read(body, COPY_HTOD_HEAD - 1, COPY_HTOD_HEAD - 1, &c, &why), RIG_E_TRUNCATED);
     cr_assert(strstr(why.text, "cuMemcpyHtoDAsync_v2"), "%s", why.text);
     cr_assert_eq(copy_htod_read(body, sizeof body - 1, sizeof body - 1, &c, &why), RIG_E_MALFORMED);
     cr_assert(strstr(why.text, "stores 8 bytes, the record carries 7"), "%s", why.text);
+    /* A flag no one defined. */
+    copy_htod_write(body, 1, true, &h);
+    body[8] |= 0x80;
+    cr_assert_eq(copy_htod_read(body, sizeof body, sizeof body, &c, &why), RIG_E_MALFORMED);
+    cr_assert(strstr(why.text, "flags 0x81"), "%s", why.text);
     h = (compress_header){ .method = 9, .original = 8, .stored = 8 };
-    copy_htod_write(body, 1, &h);
+    copy_htod_write(body, 1, false, &h);
     cr_assert_eq(copy_htod_read(body, sizeof body, sizeof body, &c, &why), RIG_E_MALFORMED);
     cr_assert(strstr(why.text, "method 9"), "%s", why.text);
     h = (compress_header){ .method = COMPRESS_LZ4, .original = 8, .stored = 8 };
-    copy_htod_write(body, 1, &h);
+    copy_htod_write(body, 1, false, &h);
     cr_assert_eq(copy_htod_read(body, sizeof body, sizeof body, &c, &why), RIG_E_MALFORMED);
     /* Above a copy's chunk, though a compressed chunk could hold it. */
     h = (compress_header){ .method = COMPRESS_LZ4, .original = (uint32_t)JOB_COPY_CHUNK + 1, .stored = 8 };
-    copy_htod_write(body, 1, &h);
+    copy_htod_write(body, 1, false, &h);
     int rc = copy_htod_read(body, sizeof body, sizeof body, &c, &why);
     cr_assert_eq(rc, RIG_E_TOO_LONG, "%d %s", rc, why.text);
 }
