@@ -1,4 +1,5 @@
 /* The driver the agent replays on. */
+#include <dlfcn.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +42,14 @@ static int try_open(backend *b, const char *path, const char *kind, char *why, s
 int backend_open(backend *b, const char *path, char *why, size_t whylen)
 {
     memset(b, 0, sizeof *b);
+    /* The shim in this process (an LD_PRELOAD meant for the program) would
+     * take the driver's names: softgpu's calls among its own entry points
+     * would go to it and fail as CUDA_ERROR_NOT_INITIALIZED mid-job. */
+    if (dlsym(RTLD_DEFAULT, "rig_shim_marker")) {
+        snprintf(why, whylen, "rig's shim (librigshim.so) is loaded into the agent, most likely by LD_PRELOAD; "
+                              "it stands in for the driver the agent replays on: start rig-agent without it");
+        return -1;
+    }
     int rc = -1;
     if (path) {
         const char *base = strrchr(path, '/');

@@ -380,6 +380,24 @@ Test(service, an_agent_whose_spawner_died_exits_saying_so, .timeout = 60)
     watch_agent_stop(&a);
 }
 
+/* rig-agent started with the shim preloaded (an LD_PRELOAD meant for the
+ * program) refuses at once, naming the cause, rather than failing each job
+ * mid-way with CUDA_ERROR_NOT_INITIALIZED from softgpu's own calls. */
+Test(service, an_agent_with_the_shim_preloaded_says_so_and_exits, .timeout = 60)
+{
+    agent_proc a;
+    watch_agent_start(&a);   /* its key file, and a port the preload may name */
+    char *const argv[] = { PLAIN_BUILD "/rig-agent", "--listen", "127.0.0.1:0", "--key-file", a.key_file, NULL };
+    watched p;
+    watch_start(&p, argv, a.port, a.key_hex);
+    watch_finish(&p, 20);
+    cr_expect_eq(p.status, 1, "rig-agent under the shim exited %d:\n%s", p.status, watch_tail(p.text));
+    cr_expect(strstr(p.text, "librigshim.so) is loaded into the agent"), "it did not say why:\n%s",
+              watch_tail(p.text));
+    watch_free(&p);
+    watch_agent_stop(&a);
+}
+
 /* A keyless stranger that connects while a job runs learns nothing either:
  * the proof comes before any word about the agent's state. */
 Test(service, a_stranger_during_a_job_is_told_nothing, .timeout = 90)
