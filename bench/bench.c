@@ -14,7 +14,8 @@
  * the copies of 1 MiB or more a 64 MiB loopback TCP stream to it too, its
  * figure tcp_beside_NAME (the machine's speed drifts; the ratio should
  * not), and under 64 MiB TCP's own synchronous transfer of the copy's size
- * beside each copy, tcp_same_NAME. Prints "fig" lines (bench/common.h) and "note" lines. */
+ * beside each copy, tcp_same_NAME, and from a GiB TCP's transfer of the
+ * program's whole buffer beside each copy, tcp_whole_NAME. Prints "fig" lines (bench/common.h) and "note" lines. */
 #include <cuda.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -289,6 +290,9 @@ static void copy_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host,
     /* Under 64 MiB TCP's own synchronous transfer of the size beside each
      * copy too, for the weight of its round trip. */
     bool tcp_same = tcp && n < ((size_t)64 << 20) && run == 1;
+    /* From a GiB, TCP's own transfer of the program's whole buffer beside
+     * each copy too (its peer's end a small buffer, as the stream's). */
+    static double whole[400];
     double t_start = 0;
     for (int i = -warm; i < reps; i++) {
         if (i == 0)
@@ -313,6 +317,8 @@ static void copy_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host,
             got++;
             if (tcp && got % every == 0)
                 beside[streams++] = tcp_stream_once(tcp_peer_fd, stream_buf, (uint64_t)64 << 20);
+            if (tcp && big)
+                whole[got - 1] = tcp_transfer_whole(tcp_peer_fd, host, n, dir == 0);
         }
     }
     if (tcp && streams == 0)
@@ -327,6 +333,11 @@ static void copy_figure(const char *name, int dir, CUdeviceptr d, uint8_t *host,
         char bname[96];
         snprintf(bname, sizeof bname, "tcp_same_%s", name);
         fig_print(bname, "GB/s", same, (size_t)got);
+    }
+    if (tcp && big) {
+        char bname[96];
+        snprintf(bname, sizeof bname, "tcp_whole_%s", name);
+        fig_print(bname, "GB/s", whole, (size_t)got);
     }
     if (rate)
         *rate = med;

@@ -114,7 +114,7 @@ double tcp_stream_once(int fd, const uint8_t *buf, uint64_t total)
     return (double)total / (now_s() - t0) / 1e9;
 }
 
-double tcp_transfer_once(int fd, uint8_t *buf, uint64_t n, bool send)
+static double transfer(int fd, uint8_t *buf, uint64_t n, bool send, bool whole)
 {
     uint8_t cmd = send ? 's' : 'g';
     double t0 = now_s();
@@ -122,10 +122,11 @@ double tcp_transfer_once(int fd, uint8_t *buf, uint64_t n, bool send)
     tcp_put_all(fd, &n, sizeof n);
     for (uint64_t off = 0; off < n;) {
         size_t c = n - off < TCP_STREAM_WRITE ? (size_t)(n - off) : TCP_STREAM_WRITE;
+        uint8_t *at = whole ? buf + off : buf;
         if (send)
-            tcp_put_all(fd, buf, c);
+            tcp_put_all(fd, at, c);
         else
-            tcp_get_all(fd, buf, c);
+            tcp_get_all(fd, at, c);
         off += c;
     }
     if (send) {
@@ -133,4 +134,14 @@ double tcp_transfer_once(int fd, uint8_t *buf, uint64_t n, bool send)
         tcp_get_all(fd, &ack, 1);
     }
     return (double)n / (now_s() - t0) / 1e9;
+}
+
+double tcp_transfer_once(int fd, uint8_t *buf, uint64_t n, bool send)
+{
+    return transfer(fd, buf, n, send, false);
+}
+
+double tcp_transfer_whole(int fd, uint8_t *buf, uint64_t n, bool send)
+{
+    return transfer(fd, buf, n, send, true);
 }

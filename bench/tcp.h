@@ -34,5 +34,9 @@ double tcp_stream_once(int fd, const uint8_t *buf, uint64_t total);
  * its byte back (send), or asked for and read (!send), through buf of
  * TCP_STREAM_WRITE bytes: the rate in GB/s. */
 double tcp_transfer_once(int fd, uint8_t *buf, uint64_t n, bool send);
+/* The same from or into all n bytes of buf, a buffer as large as a big
+ * copy's (the program's own): a copy of a GiB or more meets memory out of
+ * the caches and the TLB, which a stream through a small buffer does not. */
+double tcp_transfer_whole(int fd, uint8_t *buf, uint64_t n, bool send);
 
 #endif
