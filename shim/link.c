@@ -1445,6 +1445,18 @@ void link_close(agent_link *l)
             struct iovec none = { NULL, 0 };
             send_frame(l, FRAME_CLOSE, &none, 0);
         }
+        /* Ended here, as when the agent's close comes: what the runtime's
+         * own exit handlers free after ours (a library, say) is not sent to
+         * a job the agent is ending, and a later call is told so. */
+        pthread_mutex_lock(&l->lock);
+        if (!l->failed) {
+            l->failed = true;
+            l->failure = CUDA_ERROR_DEINITIALIZED;
+            l->cause_told = true;
+            snprintf(l->cause, sizeof l->cause, "%s: closed", l->name);
+            pthread_cond_broadcast(&l->changed);
+        }
+        pthread_mutex_unlock(&l->lock);
     }
     pthread_mutex_unlock(&l->send_lock);
 }

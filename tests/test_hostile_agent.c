@@ -6,7 +6,9 @@
  * answers, words for unknown streams, going backwards or beyond what was
  * handed over, bytes for no copy or of the wrong size, garbage answers and
  * aborts. The program must end with a non-zero exit and the shim's clear
- * message, within its bound, never by a signal or a sanitizer report. */
+ * message, within its bound, never by a signal or a sanitizer report.
+ * Through the same relay unchanged, the program's close is the last frame
+ * it sends. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <poll.h>
@@ -79,6 +81,8 @@ typedef struct relay {
     conn shim, agent;
     bool mutated;                 /* the one rewrite happened */
     struct { uint64_t stream, value; } seen[64];   /* each stream's last word */
+    int closes, after_close;      /* the program's close frames, and frames after the first */
+    int upstream_done;            /* atomic: the program's side has ended */
     size_t nseen;
     char why[RIG_WHY_MAX];        /* what went wrong inside the relay */
 } relay;
@@ -90,6 +94,8 @@ static void *upstream_main(void *arg)
         frame f = { 0 };
         if (conn_recv(&r->shim, &f, deadline_after(RELAY_MS), -1, NULL) < 0)
             break;
+        r->after_close += r->closes > 0;
+        r->closes += f.kind == FRAME_CLOSE;
         struct iovec iov = { f.payload, f.len };
         int rc = conn_sendv(&r->agent, f.kind, &iov, f.len ? 1 : 0, deadline_after(RELAY_MS), NULL);
         frame_release(&f);
@@ -97,6 +103,7 @@ static void *upstream_main(void *arg)
             break;
     }
     shutdown(r->agent.fd, SHUT_WR);
+    __atomic_store_n(&r->upstream_done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -435,5 +442,23 @@ ParameterizedTest(hostile_case *c, hostile_agent, after_open, .timeout = 60)
     relay *r;
     program_result p = run_against(c, "vecadd.static", &r);
     assert_failed_cleanly(c, JOB_FAILED, r, &p);
+    program_result_free(&p);
+}
+
+/* The program's close is the last frame it sends: what cudart's exit
+ * handlers free after the shim's (its library) is not sent to a job the
+ * agent is ending. */
+Test(hostile_agent, nothing_follows_the_close, .timeout = 60)
+{
+    static const hostile_case faithful = { "unchanged", OPEN_CUT, 0, "" };
+    relay *r;
+    program_result p = run_against(&faithful, "vecadd.static", &r);
+    cr_assert_eq(p.status, 0, "%s", p.output);
+    cr_assert(strstr(p.output, "vecadd: ok"), "%s", p.output);
+    for (int i = 0; i < 500 && !__atomic_load_n(&r->upstream_done, __ATOMIC_ACQUIRE); i++)
+        usleep(10000);
+    cr_assert(__atomic_load_n(&r->upstream_done, __ATOMIC_ACQUIRE), "the relay still reads the program");
+    cr_assert_eq(r->closes, 1, "the program sent %d closes", r->closes);
+    cr_assert_eq(r->after_close, 0, "the program sent %d frames after its close", r->after_close);
     program_result_free(&p);
 }
