@@ -525,6 +525,22 @@ bool link_on_softgpu(const agent_link *l)
     return strcmp(l->driver, "softgpu") == 0;   /* the agent's backend kind (agent/backend.c) */
 }
 
+/* The orderly end, at either side's close: every later call fails with
+ * CUDA_ERROR_DEINITIALIZED, as the driver's do once torn down, and nothing
+ * is reported as a failure. A failure already there stays. */
+static void end_closed(agent_link *l)
+{
+    pthread_mutex_lock(&l->lock);
+    if (!l->failed) {
+        l->failed = true;
+        l->failure = CUDA_ERROR_DEINITIALIZED;
+        l->cause_told = true;
+        snprintf(l->cause, sizeof l->cause, "%s: closed", l->name);
+        pthread_cond_broadcast(&l->changed);
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
 /* Fails the job for a receive that broke off (conn_recv's errors). */
 static void recv_failed(agent_link *l, int rc, const rig_why *why)
 {
@@ -754,13 +770,7 @@ static int receive_one(agent_link *l, int64_t deadline)
     }
     case FRAME_CLOSE:
         frame_release(&f);
-        pthread_mutex_lock(&l->lock);
-        l->failed = true;
-        l->failure = CUDA_ERROR_DEINITIALIZED;
-        l->cause_told = true;   /* an orderly end, not a failure to report */
-        snprintf(l->cause, sizeof l->cause, "%s: closed", l->name);
-        pthread_cond_broadcast(&l->changed);
-        pthread_mutex_unlock(&l->lock);
+        end_closed(l);
         return -1;
     default:
         link_fail(l, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s: sent a %s message, which agents never send", l->name,
@@ -1448,15 +1458,7 @@ void link_close(agent_link *l)
         /* Ended here, as when the agent's close comes: what the runtime's
          * own exit handlers free after ours (a library, say) is not sent to
          * a job the agent is ending, and a later call is told so. */
-        pthread_mutex_lock(&l->lock);
-        if (!l->failed) {
-            l->failed = true;
-            l->failure = CUDA_ERROR_DEINITIALIZED;
-            l->cause_told = true;
-            snprintf(l->cause, sizeof l->cause, "%s: closed", l->name);
-            pthread_cond_broadcast(&l->changed);
-        }
-        pthread_mutex_unlock(&l->lock);
+        end_closed(l);
     }
     pthread_mutex_unlock(&l->send_lock);
 }

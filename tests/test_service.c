@@ -387,10 +387,9 @@ Test(service, an_agent_with_the_shim_preloaded_says_so_and_exits, .timeout = 60)
 {
     agent_proc a;
     watch_agent_start(&a);   /* its key file, and a port the preload may name */
-    char *const argv[] = { PLAIN_BUILD "/rig-agent", "--listen", "127.0.0.1:0", "--key-file", a.key_file, NULL };
-    watched p;
-    watch_start(&p, argv, a.port, a.key_hex);
-    watch_finish(&p, 20);
+    proc p;
+    run_through(&p, &a, NULL, 20, PLAIN_BUILD "/rig-agent", "--listen", "127.0.0.1:0", "--key-file", a.key_file,
+                NULL);
     cr_expect_eq(p.status, 1, "rig-agent under the shim exited %d:\n%s", p.status, watch_tail(p.text));
     cr_expect(strstr(p.text, "librigshim.so) is loaded into the agent"), "it did not say why:\n%s",
               watch_tail(p.text));
