@@ -234,21 +234,6 @@ static void section_launch(void)
 
 /* ---- bw: synchronous copies of each size, both ways, both host kinds ---- */
 
-/* Random bytes (xorshift64), which no compressor shrinks. */
-static void fill_random(uint8_t *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed | 1;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        memcpy(p + i, &x, 8);
-    }
-    for (; i < n; i++)
-        p[i] = (uint8_t)(x >> (8 * (i % 8)));
-}
-
 /* The buffer the TCP streams and transfers beside copies write from and
  * read into, made on first use. */
 static uint8_t *tcp_buffer(void)

@@ -1,9 +1,10 @@
-/* The bench's clock, output and exit; see common.h. */
+/* The bench's clock, output, exit and random bytes; see common.h. */
 #include "bench/common.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 double now_s(void)
@@ -56,4 +57,19 @@ void fig_value(const char *name, const char *unit, double value)
 {
     printf("fig %s %.6g %s 0 1\n", name, value, unit);
     fflush(stdout);
+}
+
+/* Random bytes (xorshift64), which no compressor shrinks. */
+void fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed | 1;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(p + i, &x, 8);
+    }
+    for (; i < n; i++)
+        p[i] = (uint8_t)(x >> (8 * (i % 8)));
 }

@@ -21,4 +21,7 @@ double fig_print(const char *name, const char *unit, double *samples, size_t n);
 /* Prints a figure that is one value (no spread). */
 void fig_value(const char *name, const char *unit, double value);
 
+/* Random bytes (xorshift64 from seed), which no compressor shrinks. */
+void fill_random(uint8_t *p, size_t n, uint64_t seed);
+
 #endif

@@ -38,10 +38,15 @@ void tcp_get_all(int fd, void *p, size_t n)
 
 void tcp_peer(int fd)
 {
-    uint8_t *buf = malloc(TCP_STREAM_WRITE);
-    if (!buf)
+    /* What it sends is random and never overwritten by what it sinks: it
+     * may land in the bench program's own buffer (tcp_transfer_whole),
+     * which rig copies next and must not find compressible (the 2s of a
+     * stream sunk into one shared buffer made 6 GiB of 1 GiB and 4 GiB
+     * copies go compressed). */
+    uint8_t *buf = malloc(TCP_STREAM_WRITE), *sink = malloc(TCP_STREAM_WRITE);
+    if (!buf || !sink)
         _exit(1);
-    memset(buf, 1, TCP_STREAM_WRITE);
+    fill_random(buf, TCP_STREAM_WRITE, 0x7e57);
     for (;;) {
         uint8_t cmd;
         if (read(fd, &cmd, 1) != 1)
@@ -58,7 +63,7 @@ void tcp_peer(int fd)
             uint64_t total;
             tcp_get_all(fd, &total, sizeof total);
             for (uint64_t got = 0; got < total;) {
-                ssize_t r = read(fd, buf, TCP_STREAM_WRITE);
+                ssize_t r = read(fd, sink, TCP_STREAM_WRITE);
                 if (r <= 0)
                     _exit(1);
                 got += (uint64_t)r;
