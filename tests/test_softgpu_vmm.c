@@ -211,6 +211,47 @@ Test(vmm, many_allocations_in_one_window)
     OK(cuMemAddressFree(w, 1ull << 30));
 }
 
+/* Unmapped while the handle lives, memory keeps its bytes for the next
+ * cuMemMap, whole or in part, as a GPU's does. */
+Test(vmm, unmapped_memory_keeps_its_bytes)
+{
+    CUmemAllocationProp pr = prop();
+    CUdeviceptr w;
+    CUmemGenericAllocationHandle h;
+    size_t n = 4 << 20;
+    OK(cuMemAddressReserve(&w, 64 << 20, 0, WINDOW, 0));
+    OK(cuMemCreate(&h, n, &pr, 0));
+    OK(cuMemMap(w, n, 0, h, 0));
+    grant(w, n, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    uint32_t *src = malloc(n), *dst = malloc(n);
+    for (size_t i = 0; i < n / 4; i++)
+        src[i] = (uint32_t)(i * 2654435761u);
+    OK(cuMemcpyHtoD(w, src, n));
+    OK(cuMemUnmap(w, n));
+    cr_expect_eq(cuMemcpyDtoH(dst, w, 4), CUDA_ERROR_INVALID_VALUE);
+
+    /* Whole again, elsewhere. */
+    CUdeviceptr b = w + (16 << 20);
+    OK(cuMemMap(b, n, 0, h, 0));
+    grant(b, n, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    memset(dst, 0, n);
+    OK(cuMemcpyDtoH(dst, b, n));
+    cr_expect_eq(memcmp(dst, src, n), 0, "the bytes after an unmap and a map");
+    OK(cuMemUnmap(b, n));
+
+    /* Then its second half alone. */
+    OK(cuMemMap(b, n / 2, n / 2, h, 0));
+    grant(b, n / 2, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    memset(dst, 0, n);
+    OK(cuMemcpyDtoH(dst, b, n / 2));
+    cr_expect_eq(memcmp(dst, (uint8_t *)src + n / 2, n / 2), 0, "the second half mapped alone");
+    OK(cuMemRelease(h));
+    OK(cuMemUnmap(b, n / 2));
+    OK(cuMemAddressFree(w, 64 << 20));
+    free(src);
+    free(dst);
+}
+
 #include <pthread.h>
 
 static pthread_mutex_t gm = PTHREAD_MUTEX_INITIALIZER;
