@@ -84,27 +84,35 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void note_drain(conn *c, uint64_t bytes, int64_t ns)
+enum { RATE_RING = 8 };
+
+/* Adds bytes in ns to ring (of RATE_RING, *count so far); once it holds
+ * LINK_RATE_TRUST, publishes the value at quantile num/den of it. */
+static void note_rate(uint64_t *ring, unsigned *count, uint64_t *published, uint64_t bytes, int64_t ns, unsigned num,
+                      unsigned den)
 {
-    enum { RING = sizeof c->drain_bps / sizeof c->drain_bps[0] };
-    c->drain_bps[c->drains++ % RING] = (uint64_t)((double)bytes * 1e9 / (double)(ns > 0 ? ns : 1));
-    unsigned n = c->drains < RING ? c->drains : RING;
+    ring[(*count)++ % RATE_RING] = (uint64_t)((double)bytes * 1e9 / (double)(ns > 0 ? ns : 1));
+    unsigned n = *count < RATE_RING ? *count : RATE_RING;
     if (n < LINK_RATE_TRUST)
         return;
-    uint64_t sorted[RING];
-    memcpy(sorted, c->drain_bps, n * sizeof sorted[0]);
+    uint64_t sorted[RATE_RING];
+    memcpy(sorted, ring, n * sizeof sorted[0]);
     for (unsigned i = 1; i < n; i++)
         for (unsigned k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
             uint64_t t = sorted[k];
             sorted[k] = sorted[k - 1];
             sorted[k - 1] = t;
         }
-    __atomic_store_n(&c->link_bps, sorted[n / 4], __ATOMIC_RELAXED);
+    __atomic_store_n(published, sorted[n * num / den], __ATOMIC_RELAXED);
 }
+
+_Static_assert(sizeof ((conn *)0)->drain_bps == RATE_RING * sizeof(uint64_t), "drain ring");
+_Static_assert(sizeof ((conn *)0)->put_bps == RATE_RING * sizeof(uint64_t), "put ring");
 
 uint64_t conn_link_rate(const conn *c)
 {
-    return __atomic_load_n(&c->link_bps, __ATOMIC_RELAXED);
+    uint64_t drained = __atomic_load_n(&c->link_bps, __ATOMIC_RELAXED);
+    return drained ? drained : __atomic_load_n(&c->put_link_bps, __ATOMIC_RELAXED);
 }
 
 /* Writes the pieces v[0..left) (frames whose last is of kind, for
@@ -119,9 +127,18 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
     /* From the first wait on: the peer's pace (conn_link_rate). */
     int64_t waited_at = 0;
     uint64_t after_wait = 0;
+    /* Until then, each large write's own pace (the clock read only for a
+     * frame that may make one). */
+    uint64_t total = 0;
+    for (int i = 0; i < left; i++)
+        total += v[i].iov_len;
+    bool time_puts = total >= LINK_RATE_SEND_MIN;
     while (left > 0) {
         struct msghdr m = { .msg_iov = cur, .msg_iovlen = (size_t)left };
+        int64_t put_at = time_puts && !waited_at ? now_ns() : 0;
         ssize_t put = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (put_at && put >= (ssize_t)LINK_RATE_SEND_MIN)
+            note_rate(c->put_bps, &c->puts, &c->put_link_bps, (uint64_t)put, now_ns() - put_at, 1, 2);
         if (put < 0 && errno == EINTR)
             continue;
         if (put < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -157,7 +174,7 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
     }
     c->frames_sent += (uint64_t)frames;
     if (after_wait >= LINK_RATE_SEND_MIN)
-        note_drain(c, after_wait, now_ns() - waited_at);
+        note_rate(c->drain_bps, &c->drains, &c->link_bps, after_wait, now_ns() - waited_at, 1, 4);
     return 0;
 }
 

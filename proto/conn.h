@@ -31,10 +31,14 @@ typedef struct conn {
     uint64_t bytes_sent, bytes_received, frames_sent, frames_received;
     /* The link's rate as the sends see it (conn_link_rate): the rates at
      * which the peer took the bytes of the last sends that waited on a
-     * full socket. */
+     * full socket, and before any did, the rates at which large writes put
+     * their bytes into it. */
     uint64_t drain_bps[8];
     unsigned drains;           /* sends measured so (the ring's next slot, mod 8) */
     uint64_t link_bps;         /* atomic: read by threads that do not send */
+    uint64_t put_bps[8];
+    unsigned puts;             /* writes measured so */
+    uint64_t put_link_bps;     /* atomic, as link_bps */
     bool read_steps;           /* reads block at most CONN_READ_STEP_MS (SO_RCVTIMEO) */
 } conn;
 
@@ -112,8 +116,11 @@ size_t conn_send_room(const conn *c);
  * link, so each large send's rate counts from its first wait to its end,
  * and the link's is the lower quartile of the last 8 (the steady rate: the
  * first sends into a deep buffer along the way drain fast; one or two
- * preempted sends do not decide it). 0 until 3 sends were measured so: a
- * link that never filled its socket is fast. Any thread may ask. */
+ * preempted sends do not decide it). Until 3 sends were measured so, the
+ * median of the last 8 writes of 256 KiB or more that went into the socket
+ * without a wait: a link that never filled its socket goes at the pace of
+ * this end's own copy into it, which is what sending raw costs (on
+ * loopback, the whole of it). 0 before either. Any thread may ask. */
 uint64_t conn_link_rate(const conn *c);
 
 /* True when bytes are buffered that conn_recv can decode without reading. */

@@ -313,6 +313,64 @@ static void *read_slowly(void *arg)
     return NULL;
 }
 
+/* The peer of the next test: reads a frame's bytes, then tells the sender. */
+typedef struct lockstep_reader {
+    conn *c;
+    int frames;
+    size_t frame;
+    int told;                  /* the pipe it writes a byte to per frame */
+} lockstep_reader;
+
+static void *read_in_lockstep(void *arg)
+{
+    lockstep_reader *r = arg;
+    uint8_t *buf = malloc(r->frame + FRAME_HEADER_SIZE);
+    for (int f = 0; f < r->frames; f++) {
+        for (size_t got = 0; got < r->frame + FRAME_HEADER_SIZE;) {
+            ssize_t n = read(r->c->fd, buf + got, r->frame + FRAME_HEADER_SIZE - got);
+            if (n <= 0)
+                goto out;
+            got += (size_t)n;
+        }
+        if (write(r->told, "", 1) != 1)
+            break;
+    }
+out:
+    free(buf);
+    return NULL;
+}
+
+/* Before any send waits on a full socket, the rate is this end's own pace
+ * into it (what sending raw costs on a link that never fills): large
+ * writes into an empty socket measure it, and it stays until sends wait. */
+Test(conn, link_rate_before_any_wait_is_the_pace_of_large_writes, .timeout = 30)
+{
+    conn a, b;
+    pair(&a, &b);
+    enum { FRAME = 1 << 20, FRAMES = 8 };
+    int told[2];
+    cr_assert_eq(pipe(told), 0);
+    lockstep_reader r = { &b, FRAMES, FRAME, told[1] };
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, read_in_lockstep, &r), 0);
+    uint8_t *data = calloc(1, FRAME);
+    for (int i = 0; i < FRAMES; i++) {
+        cr_assert_eq(conn_send(&a, FRAME_BYTES, data, FRAME, deadline_after(10000), NULL), 0);
+        char one;
+        cr_assert_eq(read(told[0], &one, 1), 1);   /* the socket is empty again */
+    }
+    pthread_join(t, NULL);
+    cr_assert_eq(a.drains, 0, "%u sends waited on an emptied socket", a.drains);
+    cr_assert_geq(a.puts, 3, "%u writes of 256 KiB or more in %d sends of 1 MiB", a.puts, FRAMES);
+    double rate = (double)conn_link_rate(&a);
+    cr_assert(rate > 1e7, "the pace of large writes measured %.3g bytes/s", rate);
+    free(data);
+    close(told[0]);
+    close(told[1]);
+    conn_close(&a);
+    conn_close(&b);
+}
+
 /* A link that takes 8 MB/s, behind a small socket buffer: large sends wait
  * on it and measure about that rate (a loaded machine only slows the
  * reader); before three such sends the rate is unknown (0). */

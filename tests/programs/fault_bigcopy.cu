@@ -2,6 +2,8 @@
 // links: a send that goes on making progress must not fail the job however
 // long it takes; one that stops must. Prints "fault_bigcopy: copying" just
 // before the copy and "fault_bigcopy: ok" when the bytes arrived intact.
+// The bytes are random both ways: a copy that compressed would cross the
+// link as a small frame, and the tests need a large one under way.
 //   fault_bigcopy MIB up|down
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,16 @@
         }                                                                              \
     } while (0)
 
+// The byte at i of the copy (xorshift of its 8-byte word's index).
+static unsigned char byte_at(size_t i)
+{
+    unsigned long long x = (i / 8) * 0x9e3779b97f4a7c15ull + 1;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return (unsigned char)(x >> (8 * (i % 8)));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3 || (strcmp(argv[2], "up") && strcmp(argv[2], "down"))) {
@@ -29,12 +41,11 @@ int main(int argc, char **argv)
     unsigned char *h = (unsigned char *)malloc(bytes), *d;
     unsigned char probe[4096];
     CHECK(cudaMalloc(&d, bytes));
-    if (up) {
-        for (size_t i = 0; i < bytes; i++)
-            h[i] = (unsigned char)(i * 7 + 3);
-    } else {
-        CHECK(cudaMemset(d, 0x5a, bytes));
-        CHECK(cudaMemset(d + bytes - sizeof probe, 0xa5, sizeof probe));
+    for (size_t i = 0; i < bytes; i++)
+        h[i] = byte_at(i);
+    if (!up) {
+        CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+        memset(h, 0, bytes);
     }
     CHECK(cudaDeviceSynchronize());
     printf("fault_bigcopy: copying %zu MiB %s\n", bytes >> 20, argv[2]);
@@ -44,11 +55,13 @@ int main(int argc, char **argv)
         CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(probe, d + bytes - sizeof probe, sizeof probe, cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < sizeof probe; i++)
-            wrong += probe[i] != (unsigned char)((bytes - sizeof probe + i) * 7 + 3);
+            wrong += probe[i] != byte_at(bytes - sizeof probe + i);
     } else {
         CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < bytes; i += 4093)
-            wrong += h[i] != (i < bytes - sizeof probe ? 0x5a : 0xa5);
+            wrong += h[i] != byte_at(i);
+        for (size_t i = bytes - sizeof probe; i < bytes; i++)
+            wrong += h[i] != byte_at(i);
     }
     CHECK(cudaFree(d));
     free(h);
