@@ -10,6 +10,8 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
+#include "seed.h"
+
 #define CHECK(call)                                                                    \
     do {                                                                               \
         cudaError_t e_ = (call);                                                       \
@@ -20,16 +22,6 @@
         }                                                                              \
     } while (0)
 
-// The byte at i of the copy (xorshift of its 8-byte word's index).
-static unsigned char byte_at(size_t i)
-{
-    unsigned long long x = (i / 8) * 0x9e3779b97f4a7c15ull + 1;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return (unsigned char)(x >> (8 * (i % 8)));
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 3 || (strcmp(argv[2], "up") && strcmp(argv[2], "down"))) {
@@ -38,35 +30,33 @@ int main(int argc, char **argv)
     }
     size_t bytes = (size_t)atoi(argv[1]) << 20;
     bool up = strcmp(argv[2], "up") == 0;
-    unsigned char *h = (unsigned char *)malloc(bytes), *d;
-    unsigned char probe[4096];
-    CHECK(cudaMalloc(&d, bytes));
-    for (size_t i = 0; i < bytes; i++)
-        h[i] = byte_at(i);
-    if (!up) {
-        CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-        memset(h, 0, bytes);
+    // sent: the copy's bytes; got: where they come back.
+    unsigned *sent = (unsigned *)malloc(bytes), *got = (unsigned *)malloc(bytes);
+    unsigned char *d;
+    if (!sent || !got) {
+        printf("fault_bigcopy: no memory for %zu MiB\n", bytes >> 20);
+        return 1;
     }
+    seed_rng(run_seed("fault_bigcopy"));
+    for (size_t i = 0; i < bytes / sizeof *sent; i++)
+        sent[i] = seed_next32();
+    CHECK(cudaMalloc(&d, bytes));
+    if (!up)
+        CHECK(cudaMemcpy(d, sent, bytes, cudaMemcpyHostToDevice));
     CHECK(cudaDeviceSynchronize());
     printf("fault_bigcopy: copying %zu MiB %s\n", bytes >> 20, argv[2]);
     fflush(stdout);
-    int wrong = 0;
-    if (up) {
-        CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(probe, d + bytes - sizeof probe, sizeof probe, cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < sizeof probe; i++)
-            wrong += probe[i] != byte_at(bytes - sizeof probe + i);
-    } else {
-        CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < bytes; i += 4093)
-            wrong += h[i] != byte_at(i);
-        for (size_t i = bytes - sizeof probe; i < bytes; i++)
-            wrong += h[i] != byte_at(i);
-    }
+    if (up)
+        CHECK(cudaMemcpy(d, sent, bytes, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(got, d, bytes, cudaMemcpyDeviceToHost));
+    size_t wrong = 0;
+    for (size_t i = 0; i < bytes / sizeof *sent; i++)
+        wrong += got[i] != sent[i];
     CHECK(cudaFree(d));
-    free(h);
+    free(sent);
+    free(got);
     if (wrong) {
-        printf("fault_bigcopy: %d wrong bytes\n", wrong);
+        printf("fault_bigcopy: %zu wrong words\n", wrong);
         return 1;
     }
     printf("fault_bigcopy: ok\n");
