@@ -84,18 +84,16 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-enum { RATE_RING = 8 };
-
-/* Adds bytes in ns to ring (of RATE_RING, *count so far); once it holds
+/* Adds bytes in ns to ring (of CONN_RATE_RING, *count so far); once it holds
  * LINK_RATE_TRUST, publishes the value at quantile num/den of it. */
 static void note_rate(uint64_t *ring, unsigned *count, uint64_t *published, uint64_t bytes, int64_t ns, unsigned num,
                       unsigned den)
 {
-    ring[(*count)++ % RATE_RING] = (uint64_t)((double)bytes * 1e9 / (double)(ns > 0 ? ns : 1));
-    unsigned n = *count < RATE_RING ? *count : RATE_RING;
+    ring[(*count)++ % CONN_RATE_RING] = (uint64_t)((double)bytes * 1e9 / (double)(ns > 0 ? ns : 1));
+    unsigned n = *count < CONN_RATE_RING ? *count : CONN_RATE_RING;
     if (n < LINK_RATE_TRUST)
         return;
-    uint64_t sorted[RATE_RING];
+    uint64_t sorted[CONN_RATE_RING];
     memcpy(sorted, ring, n * sizeof sorted[0]);
     for (unsigned i = 1; i < n; i++)
         for (unsigned k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
@@ -105,9 +103,6 @@ static void note_rate(uint64_t *ring, unsigned *count, uint64_t *published, uint
         }
     __atomic_store_n(published, sorted[n * num / den], __ATOMIC_RELAXED);
 }
-
-_Static_assert(sizeof ((conn *)0)->drain_bps == RATE_RING * sizeof(uint64_t), "drain ring");
-_Static_assert(sizeof ((conn *)0)->put_bps == RATE_RING * sizeof(uint64_t), "put ring");
 
 uint64_t conn_link_rate(const conn *c)
 {

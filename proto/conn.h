@@ -21,6 +21,9 @@
 #define CONN_READ_STEP_MS 50
 #define CONN_IOV_MAX 16
 
+/* The last rates of each kind conn_link_rate decides from. */
+#define CONN_RATE_RING 8
+
 typedef struct conn {
     int fd;
     frame_decoder dec;
@@ -33,10 +36,10 @@ typedef struct conn {
      * which the peer took the bytes of the last sends that waited on a
      * full socket, and before any did, the rates at which large writes put
      * their bytes into it. */
-    uint64_t drain_bps[8];
-    unsigned drains;           /* sends measured so (the ring's next slot, mod 8) */
+    uint64_t drain_bps[CONN_RATE_RING];
+    unsigned drains;           /* sends measured so (the ring's next slot, mod the ring) */
     uint64_t link_bps;         /* atomic: read by threads that do not send */
-    uint64_t put_bps[8];
+    uint64_t put_bps[CONN_RATE_RING];
     unsigned puts;             /* writes measured so */
     uint64_t put_link_bps;     /* atomic, as link_bps */
     bool read_steps;           /* reads block at most CONN_READ_STEP_MS (SO_RCVTIMEO) */
