@@ -61,6 +61,29 @@ static int wait_fd(int fd, short events, int64_t deadline, const char *what, rig
     }
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Polls fd without sleeping for up to ns, and not past bound (ms): true
+ * once it is readable. A thread that stays on its CPU needs no wake-up when
+ * the bytes come. */
+static bool spin_until_readable(int fd, int64_t ns, int64_t bound)
+{
+    if (bound != INT64_MAX && (bound - deadline_now_ms()) * 1000000 < ns)
+        ns = (bound - deadline_now_ms()) * 1000000;
+    int64_t until = now_ns() + ns;
+    do {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 0) > 0)
+            return true;
+    } while (now_ns() < until);
+    return false;
+}
+
 /* Before a read that may block until bound: a socket whose reads return
  * within CONN_READ_STEP_MS is read at once when the bound is further off;
  * else, and after a read that said EAGAIN (its step ran out, or the
@@ -68,6 +91,8 @@ static int wait_fd(int fd, short events, int64_t deadline, const char *what, rig
  * honours the bound exactly. */
 static int wait_readable(const conn *c, int64_t bound, bool read_said_again, rig_why *why)
 {
+    if (c->spin_ns > 0 && spin_until_readable(c->fd, c->spin_ns, bound))
+        return 0;
     if (c->read_steps && !read_said_again && bound - deadline_now_ms() >= CONN_READ_STEP_MS)
         return 0;
     return wait_fd(c->fd, POLLIN, bound, "receiving", why);
@@ -76,13 +101,6 @@ static int wait_readable(const conn *c, int64_t bound, bool read_said_again, rig
 /* Sends that paced fewer bytes than this say little of the link. */
 #define LINK_RATE_SEND_MIN ((uint64_t)256 << 10)
 #define LINK_RATE_TRUST 3
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Adds bytes in ns to ring (of CONN_RATE_RING, *count so far); once it holds
  * LINK_RATE_TRUST, publishes the value at quantile num/den of it. */
@@ -295,7 +313,7 @@ int conn_recv_rest(conn *c, void *dst, size_t n, int64_t deadline, int idle_ms, 
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             /* Polled: this read does not wait, so it cannot take the
              * poll's place. */
-            int rc = wait_fd(c->fd, POLLIN, recv_bound(c, deadline, idle_ms), "receiving", why);
+            int rc = wait_readable(c, recv_bound(c, deadline, idle_ms), true, why);
             if (rc < 0) {
                 c->dec.rest -= have;
                 return rc;

@@ -27,6 +27,7 @@
 #include "shim/decode.h"
 #include "shim/htod.h"
 #include "shim/log.h"
+#include "shim/wait_spin.h"
 
 #define UNREPORTED_LIMIT ((uint64_t)64 << 20)
 /* Bytes of copies into the program asked for and not yet arrived: each
@@ -802,6 +803,7 @@ static void wait_reading(agent_link *l, bool (*done)(agent_link *, const void *)
         l->reading = true;
         l->waiters++;
         pthread_mutex_unlock(&l->lock);
+        l->c.spin_ns = shim_wait_spin_ns();   /* this thread's context's way of waiting */
         /* Bounded, so a failure found by another thread is seen soon. */
         receive_one(l, deadline_after(100));
         pthread_mutex_lock(&l->lock);
@@ -842,6 +844,7 @@ static void *receiver_main(void *arg)
             continue;
         l->reading = true;
         pthread_mutex_unlock(&l->lock);
+        l->c.spin_ns = shim_wait_spin_ns();
         /* Bytes are there (or the silence is over): a short bound. */
         int r = receive_one(l, deadline_after(ready > 0 ? 100 : 0));
         pthread_mutex_lock(&l->lock);

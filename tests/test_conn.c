@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -396,6 +397,54 @@ Test(conn, link_rate_is_what_the_peer_takes, .timeout = 30)
     double rate = (double)conn_link_rate(&a);
     cr_assert(rate > 4e6 && rate < 12e6, "measured %.3g bytes/s of a link of 8e6", rate);
     free(data);
+    conn_close(&a);
+    conn_close(&b);
+}
+
+static long voluntary_switches(void)
+{
+    struct rusage u;
+    cr_assert_eq(getrusage(RUSAGE_THREAD, &u), 0);
+    return u.ru_nvcsw;
+}
+
+/* A read that spins (conn.spin_ns, the shim's waiting threads) takes a
+ * frame sent while it spins without sleeping, so no wake-up is owed; past
+ * its spin it sleeps, and its bound holds either way. The same read without
+ * the spin sleeps. */
+Test(conn, a_spinning_read_takes_its_bytes_without_sleeping, .timeout = 30)
+{
+    conn a, b;
+    pair(&a, &b);
+    frame f;
+    rig_why why = { "" };
+    for (int spin = 1; spin >= 0; spin--) {
+        b.spin_ns = spin ? (int64_t)10 * 1000 * 1000 * 1000 : 0;   /* far past send_late's delay */
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, send_late, &a), 0);
+        long before = voluntary_switches();
+        cr_assert_eq(conn_recv(&b, &f, deadline_after(5000), -1, &why), 0, "%s", why.text);
+        long slept = voluntary_switches() - before;
+        cr_assert(f.kind == FRAME_WORD && f.len == 4 && memcmp(f.payload, "late", 4) == 0);
+        frame_release(&f);
+        pthread_join(t, NULL);
+        if (spin)
+            cr_assert_eq(slept, 0, "a spinning read slept %ld times", slept);
+        else
+            cr_assert_gt(slept, 0, "a read with no spin took a late frame without sleeping");
+    }
+    /* A spin shorter than the bound (the read sleeps after it) and one
+     * longer: the read ends at the bound. */
+    for (int k = 0; k < 2; k++) {
+        b.spin_ns = k ? (int64_t)10 * 1000 * 1000 * 1000 : (int64_t)20 * 1000 * 1000;
+        int64_t t0 = deadline_now_ms();
+        cr_assert_eq(conn_recv(&b, &f, deadline_after(3 * CONN_READ_STEP_MS), -1, &why), RIG_E_TIMEOUT, "%s",
+                     why.text);
+        int64_t took = deadline_now_ms() - t0;
+        cr_assert(took >= 3 * CONN_READ_STEP_MS - 5 && took < 3 * CONN_READ_STEP_MS + 500,
+                  "a %d ms bound with a %lld ms spin took %lld ms", 3 * CONN_READ_STEP_MS,
+                  (long long)(b.spin_ns / 1000000), (long long)took);
+    }
     conn_close(&a);
     conn_close(&b);
 }

@@ -533,3 +533,38 @@ Test(remote, compressible_copies_go_compressed_both_ways, .timeout = 120)
     agent_stop(&a);
     unsetenv("RIG_LINK_RATE");
 }
+
+/* A synchronize on a proxy waits as the device's scheduling flag says:
+ * cudaDeviceScheduleBlockingSync sleeps at once, cudaDeviceScheduleSpin
+ * polls the agent's socket first (RIG_SPIN_US, here long enough to cover
+ * much of the wait, so the two differ by far more than noise). */
+Test(remote, a_synchronize_spins_or_sleeps_as_the_flag_says, .timeout = 120)
+{
+    agent_proc a;
+    agent_start(&a, NULL, NULL);
+    const char *modes[] = { "block", "spin" };
+    double cpu[2] = { 0, 0 }, wall[2] = { 0, 0 };
+    for (int k = 0; k < 2; k++) {
+        char path[256], agents_var[256], key[96], preload[300];
+        snprintf(path, sizeof path, PLAIN_BUILD "/programs/waitspin.static");
+        cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
+        agents_env(&a, 1, agents_var, sizeof agents_var);
+        snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a.key_hex);
+        shim_env(preload, sizeof preload);
+        char *argv[] = { path, (char *)modes[k], (char *)"4000000", NULL };
+        char *env[] = { preload, agents_var, key, (char *)"RIG_LOCAL_DRIVER=none", (char *)"RIG_SPIN_US=100000", NULL };
+        program_result r = program_run(argv, env, 90);
+        cr_assert_eq(r.status, 0, "waitspin %s exited %d:\n%s", modes[k], r.status, r.output);
+        char want[64];
+        snprintf(want, sizeof want, "waitspin: ok %s cpu ", modes[k]);
+        const char *at = strstr(r.output, want);
+        cr_assert(at && sscanf(at + strlen(want), "%lf ms of %lf ms", &cpu[k], &wall[k]) == 2, "%s", r.output);
+        program_result_free(&r);
+        cr_assert_gt(wall[k], 20, "the kernel took only %.1f ms: too short to tell waits apart", wall[k]);
+    }
+    cr_assert_lt(cpu[0], wall[0] / 10, "blocking sync: the waiting thread used %.1f ms of CPU in a %.1f ms wait", cpu[0],
+                 wall[0]);
+    cr_assert_gt(cpu[1], wall[1] / 4, "spin: the waiting thread used only %.1f ms of CPU in a %.1f ms wait", cpu[1],
+                 wall[1]);
+    agent_stop(&a);
+}
