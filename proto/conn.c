@@ -84,15 +84,33 @@ static bool spin_until_readable(int fd, int64_t ns, int64_t bound)
     return false;
 }
 
+/* A read brought bytes: the wait that came before it, if any, is over. */
+static void wait_ended(conn *c)
+{
+    if (c->waiting_since) {
+        c->last_wait_ns = now_ns() - c->waiting_since;
+        c->waiting_since = 0;
+    }
+}
+
 /* Before a read that may block until bound: a socket whose reads return
  * within CONN_READ_STEP_MS is read at once when the bound is further off;
  * else, and after a read that said EAGAIN (its step ran out, or the
  * descriptor became non-blocking, which would spin), poll first, which
  * honours the bound exactly. */
-static int wait_readable(const conn *c, int64_t bound, bool read_said_again, rig_why *why)
+static int wait_readable(conn *c, int64_t bound, bool read_said_again, rig_why *why)
 {
-    if (c->spin_ns > 0 && spin_until_readable(c->fd, c->spin_ns, bound))
-        return 0;
+    if (c->spin_ns > 0) {
+        /* Once per wait, and only while waits end within the spin: where
+         * each takes longer (a slow link's round trip, a long kernel) the
+         * spin would only keep a CPU from whoever brings the bytes. */
+        int64_t now = now_ns();
+        if (!c->waiting_since)
+            c->waiting_since = now;
+        if (now - c->waiting_since < c->spin_ns && c->last_wait_ns <= c->spin_ns &&
+            spin_until_readable(c->fd, c->spin_ns - (now - c->waiting_since), bound))
+            return 0;
+    }
     if (c->read_steps && !read_said_again && bound - deadline_now_ms() >= CONN_READ_STEP_MS)
         return 0;
     return wait_fd(c->fd, POLLIN, bound, "receiving", why);
@@ -328,6 +346,7 @@ int conn_recv_rest(conn *c, void *dst, size_t n, int64_t deadline, int idle_ms, 
                            got < 0 ? "reset" : "closed");
         }
         have += (size_t)got;
+        wait_ended(c);
         c->bytes_received += (uint64_t)got;
         c->last_recv_ms = deadline_now_ms();
     }
@@ -375,6 +394,7 @@ int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t ab
                 goto ended;
             }
             d->payload_have += (uint64_t)got;
+            wait_ended(c);
             c->bytes_received += (uint64_t)got;
             c->last_recv_ms = deadline_now_ms();
             if (d->payload_have == d->current.len) {
@@ -408,6 +428,7 @@ int conn_recv_split(conn *c, frame *out, frame_kind kind, size_t head, size_t ab
             goto ended;
         }
         c->rlen = (size_t)got;
+        wait_ended(c);
         c->bytes_received += (uint64_t)got;
         c->last_recv_ms = deadline_now_ms();
     }

@@ -43,9 +43,12 @@ typedef struct conn {
     unsigned puts;             /* writes measured so */
     uint64_t put_link_bps;     /* atomic, as link_bps */
     bool read_steps;           /* reads block at most CONN_READ_STEP_MS (SO_RCVTIMEO) */
-    /* Before a read sleeps, the socket is polled this long (0: not at all);
-     * set by whoever holds the read side. */
+    /* Before a read sleeps, the socket is polled this long (0: not at all),
+     * while the last wait for bytes ended within it; set by whoever holds
+     * the read side. */
     int64_t spin_ns;
+    int64_t waiting_since;     /* CLOCK_MONOTONIC ns of the wait under way, 0: none */
+    int64_t last_wait_ns;      /* how long the last wait for bytes took */
 } conn;
 
 /* Takes ownership of fd on success; limit is the largest payload accepted.

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/conn.h"
@@ -445,6 +446,67 @@ Test(conn, a_spinning_read_takes_its_bytes_without_sleeping, .timeout = 30)
                   "a %d ms bound with a %lld ms spin took %lld ms", 3 * CONN_READ_STEP_MS,
                   (long long)(b.spin_ns / 1000000), (long long)took);
     }
+    conn_close(&a);
+    conn_close(&b);
+}
+
+typedef struct delayed_send {
+    conn *c;
+    int delay_ms;
+} delayed_send;
+
+static void *send_after(void *arg)
+{
+    delayed_send *d = arg;
+    usleep((useconds_t)d->delay_ms * 1000);
+    conn_send(d->c, FRAME_WORD, "late", 4, deadline_after(2000), NULL);
+    return NULL;
+}
+
+static double thread_cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Receives one "late" word sent delay_ms from now: the CPU time the read
+ * took and whether it slept. */
+static void receive_late(conn *a, conn *b, int delay_ms, double *cpu_ms, long *slept)
+{
+    delayed_send d = { a, delay_ms };
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, send_after, &d), 0);
+    double cpu0 = thread_cpu_ms();
+    long switches0 = voluntary_switches();
+    frame f;
+    rig_why why = { "" };
+    cr_assert_eq(conn_recv(b, &f, deadline_after(5000), -1, &why), 0, "%s", why.text);
+    *cpu_ms = thread_cpu_ms() - cpu0;
+    *slept = voluntary_switches() - switches0;
+    cr_assert(f.kind == FRAME_WORD && f.len == 4 && memcmp(f.payload, "late", 4) == 0);
+    frame_release(&f);
+    pthread_join(t, NULL);
+}
+
+/* The spin follows the waits: a wait longer than the spin (a slow link's
+ * round trip) makes the next read sleep at once, and a short wait brings
+ * the spin back. */
+Test(conn, a_read_spins_only_while_waits_end_within_the_spin, .timeout = 30)
+{
+    conn a, b;
+    pair(&a, &b);
+    b.spin_ns = (int64_t)100 * 1000 * 1000;
+    double cpu;
+    long slept;
+    receive_late(&a, &b, 250, &cpu, &slept);   /* the first wait spins, then sleeps */
+    cr_assert_gt(slept, 0);
+    cr_assert_gt(cpu, 30, "the first wait spun only %.1f ms of CPU", cpu);
+    receive_late(&a, &b, 250, &cpu, &slept);   /* after a long wait: no spin */
+    cr_assert_lt(cpu, 20, "a wait after one longer than the spin spun %.1f ms of CPU", cpu);
+    receive_late(&a, &b, 0, &cpu, &slept);     /* a short wait ... */
+    receive_late(&a, &b, 30, &cpu, &slept);    /* ... and the spin is back */
+    cr_assert_eq(slept, 0, "after a short wait, a read slept %ld times", slept);
     conn_close(&a);
     conn_close(&b);
 }
