@@ -536,8 +536,8 @@ Test(remote, compressible_copies_go_compressed_both_ways, .timeout = 120)
 
 /* A synchronize on a proxy waits as the device's scheduling flag says:
  * cudaDeviceScheduleBlockingSync sleeps at once, cudaDeviceScheduleSpin
- * polls the agent's socket first (RIG_SPIN_US, here long enough to cover
- * much of the wait, so the two differ by far more than noise). */
+ * polls the agent's socket first (RIG_SPIN_US, here 100 ms, so the two
+ * differ by far more than noise). */
 Test(remote, a_synchronize_spins_or_sleeps_as_the_flag_says, .timeout = 120)
 {
     agent_proc a;
@@ -564,7 +564,10 @@ Test(remote, a_synchronize_spins_or_sleeps_as_the_flag_says, .timeout = 120)
     }
     cr_assert_lt(cpu[0], wall[0] / 10, "blocking sync: the waiting thread used %.1f ms of CPU in a %.1f ms wait", cpu[0],
                  wall[0]);
-    cr_assert_gt(cpu[1], wall[1] / 4, "spin: the waiting thread used only %.1f ms of CPU in a %.1f ms wait", cpu[1],
-                 wall[1]);
+    /* It spins once per wait, up to 100 ms here; the kernels' threads may
+     * take its CPU for part of that. */
+    cr_assert(cpu[1] > 10 && cpu[1] > 10 * cpu[0],
+              "spin: the waiting thread used %.1f ms of CPU in a %.1f ms wait (blocking sync: %.1f ms)", cpu[1], wall[1],
+              cpu[0]);
     agent_stop(&a);
 }
