@@ -498,22 +498,34 @@ Test(remote, children_inherit_no_job_variables, .timeout = 60)
  * exactly the sparse tensor's 8 MiB twice each way (once behind a kernel
  * writing the same buffer, which the copy in must follow), and is absent
  * when only random words travel. */
+/* Runs the static build of program through agent a with arguments args
+ * (NULL-ended) and the variables extra (NULL-ended) in its environment. */
+static program_result run_static_with(const agent_proc *a, const char *program, char *const *args,
+                                      char *const *extra)
+{
+    char path[256], agents_var[256], key[96], preload[300];
+    snprintf(path, sizeof path, PLAIN_BUILD "/programs/%s.static", program);
+    cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
+    agents_env(a, 1, agents_var, sizeof agents_var);
+    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a->key_hex);
+    shim_env(preload, sizeof preload);
+    char *argv[8] = { path }, *env[8] = { preload, agents_var, key, (char *)"RIG_LOCAL_DRIVER=none" };
+    for (int i = 0; args[i] && i < 6; i++)
+        argv[i + 1] = args[i];
+    for (int i = 0; extra[i] && i < 3; i++)
+        env[i + 4] = extra[i];
+    return program_run(argv, env, 90);
+}
+
 Test(remote, compressible_copies_go_compressed_both_ways, .timeout = 120)
 {
     setenv("RIG_LINK_RATE", "1e6", 1);   /* the agent inherits it */
     agent_proc a;
     agent_start(&a, NULL, NULL);
     for (int random = 0; random < 2; random++) {
-        char path[256], agents_var[256], key[96], preload[300];
-        snprintf(path, sizeof path, PLAIN_BUILD "/programs/sparsecopy.static");
-        cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
-        agents_env(&a, 1, agents_var, sizeof agents_var);
-        snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a.key_hex);
-        shim_env(preload, sizeof preload);
-        char *argv[] = { path, random ? (char *)"random" : NULL, NULL };
-        char *env[] = { preload, agents_var, key, (char *)"RIG_LOCAL_DRIVER=none", (char *)"RIG_STATS=1",
-                        (char *)"RIG_LINK_RATE=1e6", NULL };
-        program_result r = program_run(argv, env, 90);
+        char *args[] = { random ? (char *)"random" : NULL, NULL };
+        char *extra[] = { (char *)"RIG_STATS=1", (char *)"RIG_LINK_RATE=1e6", NULL };
+        program_result r = run_static_with(&a, "sparsecopy", args, extra);
         cr_assert_eq(r.status, 0, "%s exited %d:\n%s", random ? "random" : "sparse", r.status, r.output);
         cr_assert(strstr(r.output, "sparsecopy: ok"), "%s", r.output);
         const char *at = strstr(r.output, " compressed out ");
@@ -545,15 +557,9 @@ Test(remote, a_synchronize_spins_or_sleeps_as_the_flag_says, .timeout = 120)
     const char *modes[] = { "block", "spin" };
     double cpu[2] = { 0, 0 }, wall[2] = { 0, 0 };
     for (int k = 0; k < 2; k++) {
-        char path[256], agents_var[256], key[96], preload[300];
-        snprintf(path, sizeof path, PLAIN_BUILD "/programs/waitspin.static");
-        cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
-        agents_env(&a, 1, agents_var, sizeof agents_var);
-        snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a.key_hex);
-        shim_env(preload, sizeof preload);
-        char *argv[] = { path, (char *)modes[k], (char *)"4000000", NULL };
-        char *env[] = { preload, agents_var, key, (char *)"RIG_LOCAL_DRIVER=none", (char *)"RIG_SPIN_US=100000", NULL };
-        program_result r = program_run(argv, env, 90);
+        char *args[] = { (char *)modes[k], (char *)"4000000", NULL };
+        char *extra[] = { (char *)"RIG_SPIN_US=100000", NULL };
+        program_result r = run_static_with(&a, "waitspin", args, extra);
         cr_assert_eq(r.status, 0, "waitspin %s exited %d:\n%s", modes[k], r.status, r.output);
         char want[64];
         snprintf(want, sizeof want, "waitspin: ok %s cpu ", modes[k]);

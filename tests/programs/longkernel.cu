@@ -4,25 +4,13 @@
 //                          ROUNDS steps (default 100000); prints
 //                          "longkernel: ok ROUNDS rounds in S s"
 // On softgpu the kernel's time grows linearly with ROUNDS; the service test
-// calibrates with a short run and asks for about 30 s. (No clock64 or
-// %globaltimer: softgpu refuses them, and the work must be real anyway.)
+// calibrates with a short run and asks for about 30 s (chainwork.h).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-__device__ __host__ unsigned chain(unsigned x, long long rounds)
-{
-    for (long long r = 0; r < rounds; r++)
-        x = x * 1664525u + 1013904223u + (x >> 13);
-    return x;
-}
-
-__global__ void work(unsigned *out, long long rounds)
-{
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    out[i] = chain(i * 2654435761u + 1u, rounds);
-}
+#include "chainwork.h"
 
 #define CHECK(call)                                                                   \
     do {                                                                              \

@@ -5,33 +5,11 @@
 //       times cudaDeviceSynchronize: its wall time and the CPU time of the
 //       thread that waited. Prints
 //       "waitspin: ok MODE cpu C ms of W ms" after checking the result.
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <cuda_runtime.h>
 #include <time.h>
 
-__device__ __host__ unsigned chain(unsigned x, long long rounds)
-{
-    for (long long r = 0; r < rounds; r++)
-        x = x * 1664525u + 1013904223u + (x >> 13);
-    return x;
-}
-
-__global__ void work(unsigned *out, long long rounds)
-{
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    out[i] = chain(i * 2654435761u + 1u, rounds);
-}
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            return 1;                                                                 \
-        }                                                                             \
-    } while (0)
+#include "chainwork.h"
+#include "check.h"
 
 static double ms_of(clockid_t clock)
 {
