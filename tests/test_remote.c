@@ -546,34 +546,43 @@ Test(remote, compressible_copies_go_compressed_both_ways, .timeout = 120)
     unsetenv("RIG_LINK_RATE");
 }
 
+/* Runs waitspin MODE ROUNDS through a with a 100 ms spin; its wait's CPU
+ * time and wall time in ms. */
+static void waitspin(const agent_proc *a, const char *mode, long long rounds, double *cpu, double *wall)
+{
+    char count[32];
+    snprintf(count, sizeof count, "%lld", rounds);
+    char *args[] = { (char *)mode, count, NULL };
+    char *extra[] = { (char *)"RIG_SPIN_US=100000", NULL };
+    program_result r = run_static_with(a, "waitspin", args, extra);
+    cr_assert_eq(r.status, 0, "waitspin %s exited %d:\n%s", mode, r.status, r.output);
+    char want[64];
+    snprintf(want, sizeof want, "waitspin: ok %s cpu ", mode);
+    const char *at = strstr(r.output, want);
+    cr_assert(at && sscanf(at + strlen(want), "%lf ms of %lf ms", cpu, wall) == 2, "%s", r.output);
+    program_result_free(&r);
+}
+
 /* A synchronize on a proxy waits as the device's scheduling flag says:
  * cudaDeviceScheduleBlockingSync sleeps at once, cudaDeviceScheduleSpin
- * polls the agent's socket first (RIG_SPIN_US, here 100 ms, so the two
- * differ by far more than noise). */
+ * polls the agent's socket first (RIG_SPIN_US, here 100 ms). The kernel is
+ * sized from the first run to take about 40 ms, well inside the spin, so the
+ * spinning thread's CPU time is most of its wait (less what the kernel's
+ * own threads take from it) however fast the build runs kernels. */
 Test(remote, a_synchronize_spins_or_sleeps_as_the_flag_says, .timeout = 120)
 {
     agent_proc a;
     agent_start(&a, NULL, NULL);
-    const char *modes[] = { "block", "spin" };
-    double cpu[2] = { 0, 0 }, wall[2] = { 0, 0 };
-    for (int k = 0; k < 2; k++) {
-        char *args[] = { (char *)modes[k], (char *)"4000000", NULL };
-        char *extra[] = { (char *)"RIG_SPIN_US=100000", NULL };
-        program_result r = run_static_with(&a, "waitspin", args, extra);
-        cr_assert_eq(r.status, 0, "waitspin %s exited %d:\n%s", modes[k], r.status, r.output);
-        char want[64];
-        snprintf(want, sizeof want, "waitspin: ok %s cpu ", modes[k]);
-        const char *at = strstr(r.output, want);
-        cr_assert(at && sscanf(at + strlen(want), "%lf ms of %lf ms", &cpu[k], &wall[k]) == 2, "%s", r.output);
-        program_result_free(&r);
-        cr_assert_gt(wall[k], 20, "the kernel took only %.1f ms: too short to tell waits apart", wall[k]);
-    }
-    cr_assert_lt(cpu[0], wall[0] / 10, "blocking sync: the waiting thread used %.1f ms of CPU in a %.1f ms wait", cpu[0],
-                 wall[0]);
-    /* It spins once per wait, up to 100 ms here; the kernels' threads may
-     * take its CPU for part of that. */
-    cr_assert(cpu[1] > 10 && cpu[1] > 10 * cpu[0],
-              "spin: the waiting thread used %.1f ms of CPU in a %.1f ms wait (blocking sync: %.1f ms)", cpu[1], wall[1],
-              cpu[0]);
+    const long long probe = 4000000;
+    double cpu_block, wall_block, cpu_spin, wall_spin;
+    waitspin(&a, "block", probe, &cpu_block, &wall_block);
+    cr_assert_gt(wall_block, 20, "the kernel took only %.1f ms: too short to tell waits apart", wall_block);
+    cr_assert_lt(cpu_block, wall_block / 10, "blocking sync: the waiting thread used %.1f ms of CPU in a %.1f ms wait",
+                 cpu_block, wall_block);
+    long long rounds = (long long)((double)probe * 40 / wall_block);
+    waitspin(&a, "spin", rounds > 0 ? rounds : 1, &cpu_spin, &wall_spin);
+    cr_assert(cpu_spin > wall_spin / 5 && cpu_spin / wall_spin > 5 * cpu_block / wall_block,
+              "spin: the waiting thread used %.1f ms of CPU in a %.1f ms wait (blocking sync: %.1f of %.1f ms)",
+              cpu_spin, wall_spin, cpu_block, wall_block);
     agent_stop(&a);
 }
