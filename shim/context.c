@@ -373,6 +373,12 @@ SHIM_EXPORT(cuCtxSynchronize_v2)
     return c ? ctx_sync(c) : SHIM_LOCAL(cuCtxSynchronize_v2);
 }
 
+unsigned shim_ctx_flags(const proxy_obj *ctx)
+{
+    shim_device *d = ctx->u.ctx.primary ? shim_device_at(ctx->device) : NULL;
+    return d ? d->primary_flags : ctx->u.ctx.flags;
+}
+
 SHIM_EXPORT(cuCtxGetFlags)
 {
     proxy_obj *c = shim_proxy_current();
@@ -380,7 +386,7 @@ SHIM_EXPORT(cuCtxGetFlags)
         return SHIM_LOCAL(cuCtxGetFlags);
     if (!flags)
         return CUDA_ERROR_INVALID_VALUE;
-    *flags = c->u.ctx.primary ? shim_device_at(c->device)->primary_flags : c->u.ctx.flags;
+    *flags = shim_ctx_flags(c);
     return CUDA_SUCCESS;
 }
 

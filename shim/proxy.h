@@ -188,6 +188,8 @@ shim_device *shim_device_at(int ordinal);
 /* The thread's current proxy context, or NULL when the current one is local
  * (or none). */
 proxy_obj *shim_proxy_current(void);
+/* A proxy context's flags (a primary one's are its device's). */
+unsigned shim_ctx_flags(const proxy_obj *ctx);
 void shim_set_proxy_current(proxy_obj *ctx);
 /* True once cuInit succeeded. */
 bool shim_initialized(void);

@@ -44,10 +44,8 @@ int64_t shim_wait_spin_ns(void)
 {
     unsigned flags = CU_CTX_SCHED_AUTO;
     proxy_obj *c = shim_proxy_current();
-    if (c) {
-        shim_device *d = shim_device_at(c->device);
-        flags = c->u.ctx.primary && d ? d->primary_flags : c->u.ctx.flags;
-    }
+    if (c)
+        flags = shim_ctx_flags(c);
     switch (flags & CU_CTX_SCHED_MASK) {
     case CU_CTX_SCHED_BLOCKING_SYNC:
         return 0;

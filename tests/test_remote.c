@@ -584,5 +584,14 @@ Test(remote, a_synchronize_spins_or_sleeps_as_the_flag_says, .timeout = 120)
     cr_assert(cpu_spin > wall_spin / 5 && cpu_spin / wall_spin > 5 * cpu_block / wall_block,
               "spin: the waiting thread used %.1f ms of CPU in a %.1f ms wait (blocking sync: %.1f of %.1f ms)",
               cpu_spin, wall_spin, cpu_block, wall_block);
+    /* A bound that is no number is named, and the default serves. */
+    char *args[] = { (char *)"spin", (char *)"1000", NULL };
+    char *extra[] = { (char *)"RIG_SPIN_US=fast", NULL };
+    program_result r = run_static_with(&a, "waitspin", args, extra);
+    cr_assert_eq(r.status, 0, "waitspin with RIG_SPIN_US=fast exited %d:\n%s", r.status, r.output);
+    cr_assert(strstr(r.output, "rig: RIG_SPIN_US=fast: not a whole number of microseconds from 0 to 100000; using 100") &&
+                  strstr(r.output, "waitspin: ok spin"),
+              "%s", r.output);
+    program_result_free(&r);
     agent_stop(&a);
 }
