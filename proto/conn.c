@@ -119,6 +119,12 @@ static int wait_readable(conn *c, int64_t bound, bool read_said_again, rig_why *
 /* Sends that paced fewer bytes than this say little of the link. */
 #define LINK_RATE_SEND_MIN ((uint64_t)256 << 10)
 #define LINK_RATE_TRUST 3
+/* Drains older than this say nothing of the link now: one that stays slow
+ * keeps showing it (every large send on it waits), while one whose sends
+ * stopped waiting may be fast again. A program's first copies into fresh
+ * device memory on softgpu drained at 0.23-0.34 GB/s on loopback, and
+ * that rate held for the whole job: later sends never waited. */
+#define LINK_RATE_AGE_NS ((int64_t)2000000000)
 
 /* Adds bytes in ns to ring (of CONN_RATE_RING, *count so far); once it holds
  * LINK_RATE_TRUST, publishes the value at quantile num/den of it. */
@@ -143,7 +149,9 @@ static void note_rate(uint64_t *ring, unsigned *count, uint64_t *published, uint
 uint64_t conn_link_rate(const conn *c)
 {
     uint64_t drained = __atomic_load_n(&c->link_bps, __ATOMIC_RELAXED);
-    return drained ? drained : __atomic_load_n(&c->put_link_bps, __ATOMIC_RELAXED);
+    if (drained && now_ns() - __atomic_load_n(&c->drained_at, __ATOMIC_RELAXED) <= LINK_RATE_AGE_NS)
+        return drained;
+    return __atomic_load_n(&c->put_link_bps, __ATOMIC_RELAXED);
 }
 
 /* Writes the pieces v[0..left) (frames whose last is of kind, for
@@ -204,8 +212,16 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
         c->last_send_ms = deadline_now_ms();
     }
     c->frames_sent += (uint64_t)frames;
-    if (after_wait >= LINK_RATE_SEND_MIN)
-        note_rate(c->drain_bps, &c->drains, &c->link_bps, after_wait, now_ns() - waited_at, 1, 4);
+    if (after_wait >= LINK_RATE_SEND_MIN) {
+        int64_t now = now_ns();
+        if (now - c->drained_at > LINK_RATE_AGE_NS) {
+            /* The ring starts again: a rate of old and new drains is neither. */
+            c->drains = 0;
+            __atomic_store_n(&c->link_bps, 0, __ATOMIC_RELAXED);
+        }
+        note_rate(c->drain_bps, &c->drains, &c->link_bps, after_wait, now - waited_at, 1, 4);
+        __atomic_store_n(&c->drained_at, now, __ATOMIC_RELAXED);
+    }
     return 0;
 }
 

@@ -39,6 +39,7 @@ typedef struct conn {
     uint64_t drain_bps[CONN_RATE_RING];
     unsigned drains;           /* sends measured so (the ring's next slot, mod the ring) */
     uint64_t link_bps;         /* atomic: read by threads that do not send */
+    int64_t drained_at;        /* atomic: CLOCK_MONOTONIC ns of the last drain measured */
     uint64_t put_bps[CONN_RATE_RING];
     unsigned puts;             /* writes measured so */
     uint64_t put_link_bps;     /* atomic, as link_bps */
@@ -125,7 +126,9 @@ size_t conn_send_room(const conn *c);
  * link, so each large send's rate counts from its first wait to its end,
  * and the link's is the lower quartile of the last 8 (the steady rate: the
  * first sends into a deep buffer along the way drain fast; one or two
- * preempted sends do not decide it). Until 3 sends were measured so, the
+ * preempted sends do not decide it), while the last is under 2 s old (a
+ * slow link keeps showing it; older drains are dropped). Until 3 sends
+ * were measured so, and after they age, the
  * median of the last 8 writes of 256 KiB or more that went into the socket
  * without a wait: a link that never filled its socket goes at the pace of
  * this end's own copy into it, which is what sending raw costs (on

@@ -402,6 +402,71 @@ Test(conn, link_rate_is_what_the_peer_takes, .timeout = 30)
     conn_close(&b);
 }
 
+/* Sends through a socket that a reader empties at rate bytes/s; the
+ * reader's thread is joined before it returns. */
+static void send_through_slow_reader(conn *a, conn *b, double rate, int frames)
+{
+    enum { FRAME = 1 << 20 };
+    slow_reader r = { b, rate, (uint64_t)frames * (FRAME + FRAME_HEADER_SIZE) };
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, read_slowly, &r), 0);
+    uint8_t *data = calloc(1, FRAME);
+    for (int i = 0; i < frames; i++)
+        cr_assert_eq(conn_send(a, FRAME_BYTES, data, FRAME, deadline_after(10000), NULL), 0);
+    pthread_join(t, NULL);
+    free(data);
+}
+
+/* A drain rate holds while sends keep waiting; 2 s after the last drain
+ * it says nothing of the link, and the rate is the pace of large writes
+ * again (softgpu's first copies into fresh memory drained slowly, and that
+ * rate held for the whole job); drains after that are measured afresh. */
+Test(conn, a_drain_rate_ages_when_sends_stop_waiting, .timeout = 30)
+{
+    conn a, b;
+    pair(&a, &b);
+    /* Buffers set before any byte moves (a receive buffer shrunk later
+     * may drop what the window let in); the send buffer shrinks later. */
+    int small = 64 << 10, big = 4 << 20;
+    setsockopt(a.fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    setsockopt(b.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    /* First the pace of large writes, into a socket emptied after each. */
+    enum { FRAME = 1 << 20, FRAMES = 4 };
+    int told[2];
+    cr_assert_eq(pipe(told), 0);
+    lockstep_reader r = { &b, FRAMES, FRAME, told[1] };
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, read_in_lockstep, &r), 0);
+    uint8_t *data = calloc(1, FRAME);
+    for (int i = 0; i < FRAMES; i++) {
+        cr_assert_eq(conn_send(&a, FRAME_BYTES, data, FRAME, deadline_after(10000), NULL), 0);
+        char one;
+        cr_assert_eq(read(told[0], &one, 1), 1);
+    }
+    pthread_join(t, NULL);
+    free(data);
+    close(told[0]);
+    close(told[1]);
+    uint64_t put = a.put_link_bps;
+    cr_assert_gt(put, 0, "no write of 256 KiB or more measured in %d sends of 1 MiB", FRAMES);
+    /* Then a slow link behind small buffers. */
+    setsockopt(a.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    send_through_slow_reader(&a, &b, 16e6, 10);
+    double slow = (double)conn_link_rate(&a);
+    cr_assert(slow > 8e6 && slow < 32e6, "measured %.3g bytes/s of a link of 16e6", slow);
+    cr_assert_eq(a.put_link_bps, put, "writes measured while sends waited");
+    usleep(1000 * 1000);
+    cr_assert_eq((double)conn_link_rate(&a), slow, "a drain rate 1 s old was dropped");
+    usleep(1200 * 1000);
+    cr_assert_eq(conn_link_rate(&a), put, "a drain rate 2.2 s old held: %.3g bytes/s",
+                 (double)conn_link_rate(&a));
+    send_through_slow_reader(&a, &b, 4e6, 6);
+    double again = (double)conn_link_rate(&a);
+    cr_assert(again > 2e6 && again < 8e6, "measured %.3g bytes/s of a link of 4e6 after one of 16e6", again);
+    conn_close(&a);
+    conn_close(&b);
+}
+
 static long voluntary_switches(void)
 {
     struct rusage u;
