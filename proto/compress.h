@@ -114,10 +114,12 @@ bool compress_pace_paused(const compress_pace *p);
  * or all of it when shorter) whether sending len bytes compressed beats
  * sending them raw on r->link_bps, and how: compressed chunks are
  * pipelined, so the copy runs at the slowest of compressing (LZ4's: its
- * measured speed, or the sample's own when faster), the link carrying
- * ratio times its rate, and decompressing; the faster method wins and must
- * beat the link by 10%. A method whose measured speeds cannot beat the
- * link is not sampled (a fast link costs no sample). Never fails: a rate
+ * measured speed, or half the sample's own when faster), the link carrying
+ * ratio times its rate, and decompressing (LZ4's likewise); the faster
+ * method wins and must beat the link by 10%. A method whose measured
+ * speeds cannot beat the link is not sampled (a fast link costs no
+ * sample), but from 1 MiB LZ4 is while the zero words' decoding beats the
+ * link (over long runs LZ4 decodes about as fast). Never fails: a rate
  * of 0 or less says no. Uses about 33 KiB of stack and a few microseconds. */
 compress_verdict compress_decide(const void *p, size_t len, const compress_rates *r);
 
