@@ -345,30 +345,38 @@ out:
 /* Before any send waits on a full socket, the rate is this end's own pace
  * into it (what sending raw costs on a link that never fills): large
  * writes into an empty socket measure it, and it stays until sends wait. */
-Test(conn, link_rate_before_any_wait_is_the_pace_of_large_writes, .timeout = 30)
+/* Sends frames of 1 MiB from a to b, each once b has read the last: into
+ * an emptied socket. */
+static void send_in_lockstep(conn *a, conn *b, int frames)
 {
-    conn a, b;
-    pair(&a, &b);
-    enum { FRAME = 1 << 20, FRAMES = 8 };
+    enum { FRAME = 1 << 20 };
     int told[2];
     cr_assert_eq(pipe(told), 0);
-    lockstep_reader r = { &b, FRAMES, FRAME, told[1] };
+    lockstep_reader r = { b, frames, FRAME, told[1] };
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, read_in_lockstep, &r), 0);
     uint8_t *data = calloc(1, FRAME);
-    for (int i = 0; i < FRAMES; i++) {
-        cr_assert_eq(conn_send(&a, FRAME_BYTES, data, FRAME, deadline_after(10000), NULL), 0);
+    for (int i = 0; i < frames; i++) {
+        cr_assert_eq(conn_send(a, FRAME_BYTES, data, FRAME, deadline_after(10000), NULL), 0);
         char one;
         cr_assert_eq(read(told[0], &one, 1), 1);   /* the socket is empty again */
     }
     pthread_join(t, NULL);
+    free(data);
+    close(told[0]);
+    close(told[1]);
+}
+
+Test(conn, link_rate_before_any_wait_is_the_pace_of_large_writes, .timeout = 30)
+{
+    conn a, b;
+    pair(&a, &b);
+    enum { FRAMES = 8 };
+    send_in_lockstep(&a, &b, FRAMES);
     cr_assert_eq(a.drains, 0, "%u sends waited on an emptied socket", a.drains);
     cr_assert_geq(a.puts, 3, "%u writes of 256 KiB or more in %d sends of 1 MiB", a.puts, FRAMES);
     double rate = (double)conn_link_rate(&a);
     cr_assert(rate > 1e7, "the pace of large writes measured %.3g bytes/s", rate);
-    free(data);
-    close(told[0]);
-    close(told[1]);
     conn_close(&a);
     conn_close(&b);
 }
@@ -431,24 +439,9 @@ Test(conn, a_drain_rate_ages_when_sends_stop_waiting, .timeout = 30)
     setsockopt(a.fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     setsockopt(b.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     /* First the pace of large writes, into a socket emptied after each. */
-    enum { FRAME = 1 << 20, FRAMES = 4 };
-    int told[2];
-    cr_assert_eq(pipe(told), 0);
-    lockstep_reader r = { &b, FRAMES, FRAME, told[1] };
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, read_in_lockstep, &r), 0);
-    uint8_t *data = calloc(1, FRAME);
-    for (int i = 0; i < FRAMES; i++) {
-        cr_assert_eq(conn_send(&a, FRAME_BYTES, data, FRAME, deadline_after(10000), NULL), 0);
-        char one;
-        cr_assert_eq(read(told[0], &one, 1), 1);
-    }
-    pthread_join(t, NULL);
-    free(data);
-    close(told[0]);
-    close(told[1]);
+    send_in_lockstep(&a, &b, 4);
     uint64_t put = a.put_link_bps;
-    cr_assert_gt(put, 0, "no write of 256 KiB or more measured in %d sends of 1 MiB", FRAMES);
+    cr_assert_gt(put, 0, "no write of 256 KiB or more measured in 4 sends of 1 MiB");
     /* Then a slow link behind small buffers. */
     setsockopt(a.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     send_through_slow_reader(&a, &b, 16e6, 10);
