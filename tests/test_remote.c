@@ -44,10 +44,12 @@ ParameterizedTestParameters(remote, program_runs_through_one_agent)
     return cr_make_param_array(case_t, cases, sizeof cases / sizeof cases[0]);
 }
 
-/* run_through with one more variable (NAME=VALUE) in the program's
- * environment, or none when extra is NULL. */
-static program_result run_through_env(const agent_proc *agents, int n, const char *program, const char *build,
-                                      const char *local_driver, const char *extra)
+/* Runs PLAIN_BUILD/programs/PROGRAM.BUILD through agents[0..n) with the
+ * arguments args and the variables extra (NAME=VALUE) in its environment,
+ * each NULL-ended or NULL for none; local_driver names the program's own
+ * driver (RIG_LOCAL_DRIVER), NULL for none. */
+static program_result run_program(const agent_proc *agents, int n, const char *program, const char *build,
+                                  const char *local_driver, char *const *args, char *const *extra, int timeout_s)
 {
     /* A local driver needs RTLD_DEEPBIND, which sanitizers refuse: local
      * devices are always tested with the plain shim. */
@@ -62,9 +64,26 @@ static program_result run_through_env(const agent_proc *agents, int n, const cha
         snprintf(preload, sizeof preload, "LD_PRELOAD=" PLAIN_BUILD "/librigshim.so");
     else
         shim_env(preload, sizeof preload);
-    char *argv[] = { path, NULL };
-    char *env[] = { preload, agents_var, key, local, (char *)extra, NULL };
-    return program_run(argv, env, 60);
+    char *argv[8] = { path }, *env[12] = { preload, agents_var, key, local };
+    int argc = 1, envc = 4;
+    for (; args && *args; args++) {
+        cr_assert_lt(argc, 7, "more arguments than run_program takes");
+        argv[argc++] = *args;
+    }
+    for (; extra && *extra; extra++) {
+        cr_assert_lt(envc, 11, "more variables than run_program takes");
+        env[envc++] = *extra;
+    }
+    return program_run(argv, env, timeout_s);
+}
+
+/* run_program with one more variable (NAME=VALUE) in the program's
+ * environment, or none when extra is NULL. */
+static program_result run_through_env(const agent_proc *agents, int n, const char *program, const char *build,
+                                      const char *local_driver, const char *extra)
+{
+    char *const vars[] = { (char *)extra, NULL };
+    return run_program(agents, n, program, build, local_driver, NULL, vars, 60);
 }
 
 static program_result run_through(const agent_proc *agents, int n, const char *program, const char *build,
@@ -463,16 +482,10 @@ Test(remote, children_inherit_no_job_variables, .timeout = 60)
     /* A descriptor the program inherits, for RIG_REMOTE_REPORT to name. */
     int report = open("/dev/null", O_WRONLY);
     cr_assert_geq(report, 0);
-    char path[256], agents_var[256], key[96], preload[300], report_var[48];
-    snprintf(path, sizeof path, PLAIN_BUILD "/programs/envchild.static");
-    cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
-    agents_env(&a, 1, agents_var, sizeof agents_var);
-    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a.key_hex);
+    char report_var[48];
     snprintf(report_var, sizeof report_var, "RIG_REMOTE_REPORT=%d", report);
-    shim_env(preload, sizeof preload);
-    char *argv[] = { path, NULL };
-    char *env[] = { preload, agents_var, key, report_var, "RIG_LOCAL_DRIVER=none", "RIG_TEST_MARK=1", NULL };
-    program_result r = program_run(argv, env, 30);
+    char *vars[] = { report_var, "RIG_TEST_MARK=1", NULL };
+    program_result r = run_program(&a, 1, "envchild", "static", NULL, NULL, vars, 30);
     close(report);
     agent_stop(&a);
     cr_assert_eq(r.status, 0, "%s", r.output);
@@ -498,25 +511,6 @@ Test(remote, children_inherit_no_job_variables, .timeout = 60)
  * exactly the sparse tensor's 8 MiB twice each way (once behind a kernel
  * writing the same buffer, which the copy in must follow), and is absent
  * when only random words travel. */
-/* Runs the static build of program through agent a with arguments args
- * (NULL-ended) and the variables extra (NULL-ended) in its environment. */
-static program_result run_static_with(const agent_proc *a, const char *program, char *const *args,
-                                      char *const *extra)
-{
-    char path[256], agents_var[256], key[96], preload[300];
-    snprintf(path, sizeof path, PLAIN_BUILD "/programs/%s.static", program);
-    cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
-    agents_env(a, 1, agents_var, sizeof agents_var);
-    snprintf(key, sizeof key, "RIG_REMOTE_KEY=%s", a->key_hex);
-    shim_env(preload, sizeof preload);
-    char *argv[8] = { path }, *env[8] = { preload, agents_var, key, (char *)"RIG_LOCAL_DRIVER=none" };
-    for (int i = 0; args[i] && i < 6; i++)
-        argv[i + 1] = args[i];
-    for (int i = 0; extra[i] && i < 3; i++)
-        env[i + 4] = extra[i];
-    return program_run(argv, env, 90);
-}
-
 Test(remote, compressible_copies_go_compressed_both_ways, .timeout = 120)
 {
     setenv("RIG_LINK_RATE", "1e6", 1);   /* the agent inherits it */
@@ -525,7 +519,7 @@ Test(remote, compressible_copies_go_compressed_both_ways, .timeout = 120)
     for (int random = 0; random < 2; random++) {
         char *args[] = { random ? (char *)"random" : NULL, NULL };
         char *extra[] = { (char *)"RIG_STATS=1", (char *)"RIG_LINK_RATE=1e6", NULL };
-        program_result r = run_static_with(&a, "sparsecopy", args, extra);
+        program_result r = run_program(&a, 1, "sparsecopy", "static", NULL, args, extra, 90);
         cr_assert_eq(r.status, 0, "%s exited %d:\n%s", random ? "random" : "sparse", r.status, r.output);
         cr_assert(strstr(r.output, "sparsecopy: ok"), "%s", r.output);
         const char *at = strstr(r.output, " compressed out ");
@@ -554,7 +548,7 @@ static void waitspin(const agent_proc *a, const char *mode, long long rounds, do
     snprintf(count, sizeof count, "%lld", rounds);
     char *args[] = { (char *)mode, count, NULL };
     char *extra[] = { (char *)"RIG_SPIN_US=100000", NULL };
-    program_result r = run_static_with(a, "waitspin", args, extra);
+    program_result r = run_program(a, 1, "waitspin", "static", NULL, args, extra, 90);
     cr_assert_eq(r.status, 0, "waitspin %s exited %d:\n%s", mode, r.status, r.output);
     char want[64];
     snprintf(want, sizeof want, "waitspin: ok %s cpu ", mode);
@@ -587,7 +581,7 @@ Test(remote, a_synchronize_spins_or_sleeps_as_the_flag_says, .timeout = 120)
     /* A bound that is no number is named, and the default serves. */
     char *args[] = { (char *)"spin", (char *)"1000", NULL };
     char *extra[] = { (char *)"RIG_SPIN_US=fast", NULL };
-    program_result r = run_static_with(&a, "waitspin", args, extra);
+    program_result r = run_program(&a, 1, "waitspin", "static", NULL, args, extra, 90);
     cr_assert_eq(r.status, 0, "waitspin with RIG_SPIN_US=fast exited %d:\n%s", r.status, r.output);
     cr_assert(strstr(r.output, "rig: RIG_SPIN_US=fast: not a whole number of microseconds from 0 to 100000; using 100") &&
                   strstr(r.output, "waitspin: ok spin"),

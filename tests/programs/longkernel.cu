@@ -6,20 +6,9 @@
 // On softgpu the kernel's time grows linearly with ROUNDS; the service test
 // calibrates with a short run and asks for about 30 s (chainwork.h).
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_runtime.h>
 
 #include "chainwork.h"
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e_ = (call);                                                      \
-        if (e_ != cudaSuccess) {                                                      \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            return 1;                                                                 \
-        }                                                                             \
-    } while (0)
+#include "check.h"
 
 int main(int argc, char **argv)
 {
