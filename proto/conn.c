@@ -119,12 +119,22 @@ static int wait_readable(conn *c, int64_t bound, bool read_said_again, rig_why *
 /* Sends that paced fewer bytes than this say little of the link. */
 #define LINK_RATE_SEND_MIN ((uint64_t)256 << 10)
 #define LINK_RATE_TRUST 3
-/* Drains older than this say nothing of the link now: one that stays slow
- * keeps showing it (every large send on it waits), while one whose sends
- * stopped waiting may be fast again. A program's first copies into fresh
- * device memory on softgpu drained at 0.23-0.34 GB/s on loopback, and
- * that rate held for the whole job: later sends never waited. */
-#define LINK_RATE_AGE_NS ((int64_t)2000000000)
+/* A drain rate stands until the sends show the link is faster: a stretch
+ * of more bytes than this many send buffers went into the socket without
+ * a wait, either at more than LINK_RATE_STALE_PACE times that rate (the
+ * link took them as fast as they came) or within LINK_RATE_QUIET_NS while
+ * no send has waited for longer (a sender throttled by its own compressing
+ * never shows the link's pace, but a link that pushed back would have made
+ * it wait). A pause says nothing: a slow link fills its socket again at
+ * the next large send (64 MiB byte masks on a 1 Gbit/s link went LZ4 at
+ * 0.27 s each after pauses of 3 s, raw at 0.54 s when a drain expired
+ * with time alone). A program's first copies into fresh device memory on
+ * softgpu drained at 0.23-0.34 GB/s on loopback, and later sends never
+ * waited. */
+#define LINK_RATE_STALE_BUFFERS 2
+#define LINK_RATE_STALE_DEFAULT ((uint64_t)16 << 20)   /* when SO_SNDBUF is unknown */
+#define LINK_RATE_STALE_PACE 2
+#define LINK_RATE_QUIET_NS ((int64_t)2000000000)
 
 /* Adds bytes in ns to ring (of CONN_RATE_RING, *count so far); once it holds
  * LINK_RATE_TRUST, publishes the value at quantile num/den of it. */
@@ -149,9 +159,7 @@ static void note_rate(uint64_t *ring, unsigned *count, uint64_t *published, uint
 uint64_t conn_link_rate(const conn *c)
 {
     uint64_t drained = __atomic_load_n(&c->link_bps, __ATOMIC_RELAXED);
-    if (drained && now_ns() - __atomic_load_n(&c->drained_at, __ATOMIC_RELAXED) <= LINK_RATE_AGE_NS)
-        return drained;
-    return __atomic_load_n(&c->put_link_bps, __ATOMIC_RELAXED);
+    return drained ? drained : __atomic_load_n(&c->put_link_bps, __ATOMIC_RELAXED);
 }
 
 /* Writes the pieces v[0..left) (frames whose last is of kind, for
@@ -212,15 +220,32 @@ static int send_pieces(conn *c, frame_kind kind, struct iovec *v, int left, int 
         c->last_send_ms = deadline_now_ms();
     }
     c->frames_sent += (uint64_t)frames;
-    if (after_wait >= LINK_RATE_SEND_MIN) {
-        int64_t now = now_ns();
-        if (now - c->drained_at > LINK_RATE_AGE_NS) {
-            /* The ring starts again: a rate of old and new drains is neither. */
-            c->drains = 0;
-            __atomic_store_n(&c->link_bps, 0, __ATOMIC_RELAXED);
+    if (waited_at) {
+        c->unwaited_bytes = 0;
+        c->unwaited_since = c->waited_ns = now_ns();
+        c->stale_after = 0;   /* the send buffer is read once bytes pass it */
+        if (after_wait >= LINK_RATE_SEND_MIN)
+            note_rate(c->drain_bps, &c->drains, &c->link_bps, after_wait, c->unwaited_since - waited_at, 1, 4);
+    } else if (c->link_bps && (c->unwaited_bytes += total) > c->stale_after) {
+        /* Read again each time a stretch passes the last bound: the kernel
+         * grows a send buffer as the link needs. */
+        int size = 0;
+        socklen_t len = sizeof size;
+        c->stale_after = getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, &len) == 0 && size > 0
+                             ? LINK_RATE_STALE_BUFFERS * (uint64_t)size
+                             : LINK_RATE_STALE_DEFAULT;
+        if (c->unwaited_bytes > c->stale_after) {
+            int64_t now = now_ns(), took = now > c->unwaited_since ? now - c->unwaited_since : 1;
+            double pace = (double)c->unwaited_bytes * 1e9 / (double)took;
+            if (pace > LINK_RATE_STALE_PACE * (double)c->link_bps ||
+                (took < LINK_RATE_QUIET_NS && now - c->waited_ns > LINK_RATE_QUIET_NS)) {
+                /* The ring starts again: a rate of old and new drains is neither. */
+                c->drains = 0;
+                __atomic_store_n(&c->link_bps, 0, __ATOMIC_RELAXED);
+            }
+            c->unwaited_bytes = 0;   /* the next stretch */
+            c->unwaited_since = now;
         }
-        note_rate(c->drain_bps, &c->drains, &c->link_bps, after_wait, now - waited_at, 1, 4);
-        __atomic_store_n(&c->drained_at, now, __ATOMIC_RELAXED);
     }
     return 0;
 }

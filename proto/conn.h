@@ -39,7 +39,13 @@ typedef struct conn {
     uint64_t drain_bps[CONN_RATE_RING];
     unsigned drains;           /* sends measured so (the ring's next slot, mod the ring) */
     uint64_t link_bps;         /* atomic: read by threads that do not send */
-    int64_t drained_at;        /* atomic: CLOCK_MONOTONIC ns of the last drain measured */
+    /* While a drain rate is published: the bytes of the stretch of sends
+     * since unwaited_since (a wait's end, or the last stretch's) that did
+     * not wait; past stale_after (twice SO_SNDBUF; 0: not read yet) their
+     * pace, and the time since the last wait (waited_ns, its end), are
+     * judged (conn_link_rate). */
+    uint64_t unwaited_bytes, stale_after;
+    int64_t unwaited_since, waited_ns;
     uint64_t put_bps[CONN_RATE_RING];
     unsigned puts;             /* writes measured so */
     uint64_t put_link_bps;     /* atomic, as link_bps */
@@ -126,9 +132,11 @@ size_t conn_send_room(const conn *c);
  * link, so each large send's rate counts from its first wait to its end,
  * and the link's is the lower quartile of the last 8 (the steady rate: the
  * first sends into a deep buffer along the way drain fast; one or two
- * preempted sends do not decide it), while the last is under 2 s old (a
- * slow link keeps showing it; older drains are dropped). Until 3 sends
- * were measured so, and after they age, the
+ * preempted sends do not decide it), until a stretch of more than twice
+ * the send buffer went into the socket without a wait at over twice that
+ * rate, or in under 2 s with no wait for over 2 s (the link took those
+ * bytes as fast as they came; a pause keeps the rate). Until 3 sends were
+ * measured so, and after they are dropped, the
  * median of the last 8 writes of 256 KiB or more that went into the socket
  * without a wait: a link that never filled its socket goes at the pace of
  * this end's own copy into it, which is what sending raw costs (on
